@@ -1,0 +1,1 @@
+//! BotMux remote-runner protocol v1.

@@ -1,0 +1,1 @@
+//! Sessions, commands, transfers and runs, above the transport. (issues 4, 7)

@@ -1,0 +1,177 @@
+//! The one error type of the engine.
+//!
+//! Every failure carries a stable snake_case [`ErrorCode`], a message that tells a person how to
+//! fix it, and whether retrying can help. Failure kinds are orthogonal: a non-zero exit is not an
+//! error at all (it is a field of a command result), a timeout is not a cancel, and a lost
+//! connection is neither. Messages must never contain secrets.
+
+use std::fmt;
+
+/// Stable, machine-readable error codes. The wire form is the snake_case name.
+///
+/// Add variants freely; never rename one that has shipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// A flag, argument or configuration value is invalid.
+    InvalidArgument,
+    /// Configuration (environment, config file, ssh_config) is invalid or incomplete.
+    ConfigInvalid,
+    /// No machine with that id.
+    UnknownMachine,
+    /// No session with that id.
+    UnknownSession,
+    /// No command with that id.
+    UnknownCommand,
+    /// No run with that id.
+    UnknownRun,
+    /// A record with that id already exists.
+    AlreadyExists,
+    /// The session already runs a foreground command.
+    Busy,
+    /// A bounded wait ran out (the work itself may go on).
+    Timeout,
+    /// The work was cancelled on request.
+    Cancelled,
+    /// TCP connect or SSH handshake failed.
+    ConnectionFailed,
+    /// An established connection dropped.
+    ConnectionLost,
+    /// Every authentication method was refused.
+    AuthFailed,
+    /// The server's host key is not in known_hosts (strict policy).
+    HostKeyUnknown,
+    /// The server's host key differs from the recorded one.
+    HostKeyChanged,
+    /// The remote session (shell or tmux server) is gone.
+    SessionLost,
+    /// tmux is not installed on the remote host.
+    TmuxMissing,
+    /// A remote path does not exist.
+    RemoteNotFound,
+    /// Permission denied on a local or remote path.
+    PermissionDenied,
+    /// A remote operation failed for another reason.
+    RemoteError,
+    /// A local I/O error (state dir, logs).
+    Io,
+    /// The local record store failed.
+    Store,
+    /// The feature exists in the contract but is not built yet.
+    NotImplemented,
+    /// A bug: an invariant did not hold.
+    Internal,
+}
+
+impl ErrorCode {
+    /// The stable snake_case name used in JSON and protocol failures.
+    pub fn as_str(self) -> &'static str {
+        use ErrorCode::*;
+        match self {
+            InvalidArgument => "invalid_argument",
+            ConfigInvalid => "config_invalid",
+            UnknownMachine => "unknown_machine",
+            UnknownSession => "unknown_session",
+            UnknownCommand => "unknown_command",
+            UnknownRun => "unknown_run",
+            AlreadyExists => "already_exists",
+            Busy => "busy",
+            Timeout => "timeout",
+            Cancelled => "cancelled",
+            ConnectionFailed => "connection_failed",
+            ConnectionLost => "connection_lost",
+            AuthFailed => "auth_failed",
+            HostKeyUnknown => "host_key_unknown",
+            HostKeyChanged => "host_key_changed",
+            SessionLost => "session_lost",
+            TmuxMissing => "tmux_missing",
+            RemoteNotFound => "remote_not_found",
+            PermissionDenied => "permission_denied",
+            RemoteError => "remote_error",
+            Io => "io_error",
+            Store => "store_error",
+            NotImplemented => "not_implemented",
+            Internal => "internal_error",
+        }
+    }
+
+    /// Whether the same call may succeed if simply repeated later.
+    pub fn default_retryable(self) -> bool {
+        use ErrorCode::*;
+        matches!(
+            self,
+            Busy | Timeout | ConnectionFailed | ConnectionLost | Store | Io
+        )
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An engine error: code, actionable message, retryability.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    pub code: ErrorCode,
+    pub message: String,
+    pub retryable: bool,
+}
+
+impl Error {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Error {
+            code,
+            message: message.into(),
+            retryable: code.default_retryable(),
+        }
+    }
+
+    pub fn retryable(mut self, retryable: bool) -> Self {
+        self.retryable = retryable;
+        self
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidArgument, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Internal, message)
+    }
+
+    pub fn not_implemented(what: &str, issue_hint: &str) -> Self {
+        Self::new(
+            ErrorCode::NotImplemented,
+            format!("{what} is not built yet ({issue_hint}); nothing was changed"),
+        )
+    }
+
+    /// A local I/O error, naming what was being done and the path.
+    pub fn io(context: impl fmt::Display, err: &std::io::Error) -> Self {
+        let code = match err.kind() {
+            std::io::ErrorKind::PermissionDenied => ErrorCode::PermissionDenied,
+            _ => ErrorCode::Io,
+        };
+        Self::new(code, format!("{context}: {err}"))
+    }
+
+    /// JSON form used by the CLI (`{"error":{...}}` on stderr) and the provider.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "code": self.code.as_str(),
+            "message": self.message,
+            "retryable": self.retryable,
+        })
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

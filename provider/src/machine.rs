@@ -1,0 +1,97 @@
+//! A machine record: how to reach one remote Linux host. No credentials live here; a password is
+//! kept in the credential store under the machine id.
+
+use serde::{Deserialize, Serialize};
+
+/// The id of the built-in machine that runs on this host without SSH.
+pub const LOCAL_MACHINE_ID: &str = "local";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum AuthType {
+    /// An identity file (`key_path`, or ssh_config IdentityFile).
+    #[default]
+    Key,
+    /// Keys held by ssh-agent (`SSH_AUTH_SOCK`).
+    Agent,
+    /// A password from the credential store (also used for keyboard-interactive).
+    Password,
+    /// No SSH at all: the built-in `local` machine.
+    Local,
+}
+
+/// What to do with a server host key that is not in known_hosts. A changed key is always refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum HostKeyPolicy {
+    /// Refuse unknown keys; the error shows the fingerprint and how to accept it.
+    #[default]
+    Strict,
+    /// Record an unknown key on first use (like OpenSSH's `StrictHostKeyChecking accept-new`).
+    AcceptNew,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathMapping {
+    /// Prefix as seen by commands run in the session (e.g. `/mnt/c/Users/x/proj`).
+    pub command_prefix: String,
+    /// The same directory as seen by SFTP (e.g. `C:/Users/x/proj`).
+    pub file_prefix: String,
+}
+
+/// The stored machine record (the contract's minimum fields plus SSH options).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Machine {
+    pub machine_id: String,
+    pub host: String,
+    pub port: u16,
+    pub user: String,
+    pub auth_type: AuthType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_path: Option<String>,
+    pub default_cwd: String,
+    #[serde(default)]
+    pub startup_commands: Vec<String>,
+    #[serde(default)]
+    pub path_mappings: Vec<PathMapping>,
+    #[serde(default)]
+    pub host_key_policy: HostKeyPolicy,
+    /// known_hosts file to use instead of `~/.ssh/known_hosts` (and ssh_config's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub known_hosts_file: Option<String>,
+    /// An ssh_config Host alias this machine was resolved from, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_config_host: Option<String>,
+    /// Whether a password is held in the credential store (the value never is here).
+    #[serde(default)]
+    pub has_password: bool,
+}
+
+impl Machine {
+    /// The built-in `local` machine: this host, no SSH, the user's home as default cwd.
+    pub fn local() -> Machine {
+        let home = dirs::home_dir()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "/tmp".to_string());
+        let user = std::env::var("USER").unwrap_or_else(|_| "root".to_string());
+        Machine {
+            machine_id: LOCAL_MACHINE_ID.to_string(),
+            host: "localhost".to_string(),
+            port: 0,
+            user,
+            auth_type: AuthType::Local,
+            key_path: None,
+            default_cwd: home,
+            startup_commands: Vec::new(),
+            path_mappings: Vec::new(),
+            host_key_policy: HostKeyPolicy::Strict,
+            known_hosts_file: None,
+            ssh_config_host: None,
+            has_password: false,
+        }
+    }
+
+    pub fn is_local(&self) -> bool {
+        self.auth_type == AuthType::Local
+    }
+}

@@ -1,0 +1,1 @@
+//! tmux session driver and the command wrapper. (issue 4)

@@ -1,0 +1,187 @@
+//! The one interface through which the engine reaches a machine.
+//!
+//! Two implementations: [`crate::ssh::SshTransport`] (russh + SFTP) and [`local::LocalTransport`]
+//! (this host, for the built-in `local` machine). Nothing above this trait knows which one it
+//! talks to, and the behaviour test suite runs against both.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::error::Result;
+
+/// How a remote process ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// Exited with this code.
+    Code(i32),
+    /// Killed by this signal (name without `SIG`, e.g. `KILL`).
+    Signal(String),
+}
+
+impl ExitStatus {
+    pub fn success(&self) -> bool {
+        matches!(self, ExitStatus::Code(0))
+    }
+    pub fn code(&self) -> Option<i32> {
+        match self {
+            ExitStatus::Code(c) => Some(*c),
+            ExitStatus::Signal(_) => None,
+        }
+    }
+}
+
+/// Options for [`Transport::exec`].
+#[derive(Debug, Clone)]
+pub struct ExecOptions {
+    /// Bytes written to the process's stdin, then EOF. `None`: stdin is closed at once.
+    pub stdin: Option<Vec<u8>>,
+    /// Bound on the whole call. On expiry the call returns `ErrorCode::Timeout`. For SSH the
+    /// remote process may go on: callers that need it stopped wrap the command in `timeout(1)`.
+    pub timeout: Option<Duration>,
+    /// Keep at most this many bytes of each of stdout and stderr; the rest is drained and
+    /// counted, and the `*_truncated` flag is set.
+    pub max_output: usize,
+}
+
+impl Default for ExecOptions {
+    fn default() -> Self {
+        ExecOptions {
+            stdin: None,
+            timeout: Some(Duration::from_secs(60)),
+            max_output: 8 << 20,
+        }
+    }
+}
+
+/// The result of a non-interactive exec.
+#[derive(Debug, Clone)]
+pub struct ExecOutput {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    pub status: ExitStatus,
+}
+
+impl ExecOutput {
+    pub fn stdout_lossy(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+    pub fn stderr_lossy(&self) -> String {
+        String::from_utf8_lossy(&self.stderr).into_owned()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    File,
+    Dir,
+    Symlink,
+    Other,
+}
+
+/// File metadata (from `lstat`: a symlink is reported as a symlink).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileStat {
+    pub kind: FileKind,
+    pub size: u64,
+    /// Permission bits including set-id bits (`0o7777` mask).
+    pub mode: u32,
+    /// Seconds since the Unix epoch.
+    pub mtime: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: String,
+    pub stat: FileStat,
+}
+
+pub type BoxRead = Box<dyn AsyncRead + Send + Unpin>;
+pub type BoxWrite = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// A reachable machine: run commands, read and write files.
+///
+/// Paths are absolute paths on the machine. Errors use the engine's codes:
+/// `remote_not_found` for a missing path, `permission_denied`, `connection_lost` when the link
+/// dropped (the caller may retry after reconnecting), `timeout` for a bounded wait.
+#[async_trait]
+pub trait Transport: Send + Sync + 'static {
+    /// Short human description, e.g. `local` or `ssh rrtest@127.0.0.1:2222`.
+    fn describe(&self) -> String;
+
+    /// Run `command` through the user's shell (`sh -c` semantics), non-interactively, no PTY.
+    async fn exec(&self, command: &str, options: ExecOptions) -> Result<ExecOutput>;
+
+    /// Write `data` to `path` atomically: a temporary name in the same directory, then rename
+    /// over the target. Parent directories must exist. `mode` is applied to the new file.
+    async fn write_file(&self, path: &str, data: &[u8], mode: u32) -> Result<()>;
+
+    /// Read at most `max` bytes starting at byte `offset`. Empty at or past the end of the file.
+    async fn read_file_range(&self, path: &str, offset: u64, max: usize) -> Result<Vec<u8>>;
+
+    /// `lstat`; `Ok(None)` when the path does not exist.
+    async fn stat(&self, path: &str) -> Result<Option<FileStat>>;
+
+    /// Create a directory and its parents (like `mkdir -p`), with `mode` for new ones.
+    async fn create_dir_all(&self, path: &str, mode: u32) -> Result<()>;
+
+    /// List a directory (without `.` and `..`), entries not followed through symlinks.
+    async fn read_dir(&self, path: &str) -> Result<Vec<DirEntry>>;
+
+    /// Rename, replacing the target if it exists (POSIX rename semantics).
+    async fn rename(&self, from: &str, to: &str) -> Result<()>;
+
+    /// Remove a file or symlink.
+    async fn remove_file(&self, path: &str) -> Result<()>;
+
+    /// Set permission bits.
+    async fn set_mode(&self, path: &str, mode: u32) -> Result<()>;
+
+    /// Open a file for streaming reads from the start.
+    async fn open_read(&self, path: &str) -> Result<BoxRead>;
+
+    /// Create or truncate a file for streaming writes. The caller shuts the writer down to
+    /// finish; errors on shutdown mean the data may not be complete.
+    async fn open_write(&self, path: &str, mode: u32) -> Result<BoxWrite>;
+
+    /// Whether the underlying link is still up (always true for local).
+    fn is_connected(&self) -> bool;
+}
+
+/// Quote a string for a POSIX shell command line (single quotes, `'` escaped).
+pub fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"@%+=:,./-_".contains(&b))
+    {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('\'');
+    for ch in s.chars() {
+        if ch == '\'' {
+            out.push_str("'\\''");
+        } else {
+            out.push(ch);
+        }
+    }
+    out.push('\'');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_quote;
+
+    #[test]
+    fn quotes_only_when_needed() {
+        assert_eq!(shell_quote("abc/d.e-f"), "abc/d.e-f");
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote("$HOME!"), "'$HOME!'");
+    }
+}
