@@ -1,1 +1,632 @@
-//! Test bed.
+//! Test bed: a real OpenSSH `sshd` on 127.0.0.1 for the test suites.
+//!
+//! [`Sshd::start`] (or [`SshdBuilder`]) creates a private temp dir, generates a host key and
+//! client keys with `ssh-keygen`, makes sure the non-root login user [`TEST_USER`] exists, writes
+//! an `sshd_config`, a `known_hosts` and an `ssh_config` with a Host alias, and runs
+//! `/usr/sbin/sshd -D` as a child that is killed on drop. Every instance has its own port and
+//! directory, so tests may run in parallel; the login user is shared and created once under a
+//! lock.
+//!
+//! [`Agent`] starts an `ssh-agent` with one key loaded, for agent-auth tests.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+
+/// The non-root user every test logs in as.
+pub const TEST_USER: &str = "rrtest";
+/// The password of [`TEST_USER`]; a sentinel that must never appear in any output.
+pub const SENTINEL_PASSWORD: &str = "rr-sentinel-pw-Q7xK2vLm9";
+/// The passphrase of the encrypted client key; a sentinel that must never appear in any output.
+pub const SENTINEL_PASSPHRASE: &str = "rr-sentinel-pp-W3nB8zRt4";
+/// The Host alias written into each test bed's `ssh_config`.
+pub const HOST_ALIAS: &str = "rr-test-alias";
+
+const SSHD: &str = "/usr/sbin/sshd";
+const INSTALL_HINT: &str =
+    "install it with: apt-get update && apt-get install -y openssh-server openssh-client tmux";
+
+/// Client key files generated for one test bed.
+#[derive(Debug, Clone)]
+pub struct ClientKeys {
+    /// Unencrypted ed25519 key.
+    pub ed25519: PathBuf,
+    /// Unencrypted RSA (3072) key.
+    pub rsa: PathBuf,
+    /// ed25519 key encrypted with [`SENTINEL_PASSPHRASE`].
+    pub ed25519_encrypted: PathBuf,
+    /// A key that is NOT in authorized_keys (for negative tests).
+    pub unauthorized: PathBuf,
+}
+
+/// Options for a test bed.
+#[derive(Debug, Clone)]
+pub struct SshdBuilder {
+    max_sessions: Option<u32>,
+    extra_config: Vec<String>,
+}
+
+impl Default for SshdBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SshdBuilder {
+    pub fn new() -> Self {
+        SshdBuilder {
+            max_sessions: None,
+            extra_config: Vec::new(),
+        }
+    }
+
+    /// sshd's `MaxSessions` (OpenSSH default 10).
+    pub fn max_sessions(mut self, n: u32) -> Self {
+        self.max_sessions = Some(n);
+        self
+    }
+
+    /// One more raw `sshd_config` line.
+    pub fn config_line(mut self, line: impl Into<String>) -> Self {
+        self.extra_config.push(line.into());
+        self
+    }
+
+    pub fn start(self) -> Result<Sshd> {
+        Sshd::start_with(self)
+    }
+}
+
+/// A running sshd on 127.0.0.1. Killed (with everything it started) on drop.
+#[derive(Debug)]
+pub struct Sshd {
+    dir: tempfile::TempDir,
+    child: Child,
+    /// The TCP port on 127.0.0.1.
+    pub port: u16,
+    /// `SHA256:...` fingerprint of the host key.
+    pub host_key_fingerprint: String,
+    /// The host public key line (`ssh-ed25519 AAAA...`).
+    pub host_public_key: String,
+    pub keys: ClientKeys,
+    /// A known_hosts file holding this server's key as `[127.0.0.1]:PORT`.
+    pub known_hosts: PathBuf,
+    /// An ssh_config with `Host` [`HOST_ALIAS`] pointing at this server.
+    pub ssh_config: PathBuf,
+    /// sshd's log (stderr of `sshd -D -e`).
+    pub log: PathBuf,
+}
+
+impl Sshd {
+    /// Start a test bed with default options.
+    pub fn start() -> Result<Sshd> {
+        SshdBuilder::new().start()
+    }
+
+    pub fn builder() -> SshdBuilder {
+        SshdBuilder::new()
+    }
+
+    fn start_with(opts: SshdBuilder) -> Result<Sshd> {
+        check_tools()?;
+        ensure_test_user()?;
+        fs::create_dir_all("/run/sshd").context("mkdir /run/sshd (sshd's privsep dir)")?;
+
+        let dir = tempfile::Builder::new()
+            .prefix("rr-sshd-")
+            .tempdir()
+            .context("create temp dir")?;
+        // sshd reads authorized_keys after dropping to the login user: the path must be
+        // traversable by it.
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755))?;
+        let d = dir.path();
+
+        let host_key = d.join("host_ed25519");
+        keygen(&host_key, "ed25519", "", "rr-test-host")?;
+        let keys = ClientKeys {
+            ed25519: d.join("id_ed25519"),
+            rsa: d.join("id_rsa"),
+            ed25519_encrypted: d.join("id_ed25519_enc"),
+            unauthorized: d.join("id_unauthorized"),
+        };
+        keygen(&keys.ed25519, "ed25519", "", "rr-test-ed25519")?;
+        keygen(&keys.rsa, "rsa", "", "rr-test-rsa")?;
+        keygen(
+            &keys.ed25519_encrypted,
+            "ed25519",
+            SENTINEL_PASSPHRASE,
+            "rr-test-enc",
+        )?;
+        keygen(&keys.unauthorized, "ed25519", "", "rr-test-unauthorized")?;
+
+        let mut authorized = String::new();
+        for k in [&keys.ed25519, &keys.rsa, &keys.ed25519_encrypted] {
+            authorized.push_str(&fs::read_to_string(pub_path(k))?);
+        }
+        let authorized_keys = d.join("authorized_keys");
+        fs::write(&authorized_keys, authorized)?;
+        fs::set_permissions(&authorized_keys, fs::Permissions::from_mode(0o644))?;
+
+        let host_public_key = fs::read_to_string(pub_path(&host_key))?;
+        let host_public_key = host_public_key
+            .split_whitespace()
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(" ");
+        let host_key_fingerprint = fingerprint(&pub_path(&host_key))?;
+
+        let log = d.join("sshd.log");
+        let cfg_path = d.join("sshd_config");
+        let mut last_err = anyhow!("sshd did not start");
+        for _attempt in 0..5 {
+            let port = free_port()?;
+            write_sshd_config(&cfg_path, &opts, d, port, &host_key, &authorized_keys)?;
+            let out = Command::new(SSHD)
+                .arg("-t")
+                .arg("-f")
+                .arg(&cfg_path)
+                .output()?;
+            if !out.status.success() {
+                bail!(
+                    "sshd -t rejected the generated config: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            let log_file = fs::File::create(&log)?;
+            let mut child = Command::new(SSHD)
+                .arg("-D")
+                .arg("-e")
+                .arg("-f")
+                .arg(&cfg_path)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log_file)
+                .spawn()
+                .with_context(|| format!("spawn {SSHD}"))?;
+            match wait_ready(&mut child, port) {
+                Ok(()) => {
+                    let known_hosts = d.join("known_hosts");
+                    fs::write(
+                        &known_hosts,
+                        format!("[127.0.0.1]:{port} {host_public_key}\n"),
+                    )?;
+                    let ssh_config = d.join("ssh_config");
+                    fs::write(
+                        &ssh_config,
+                        format!(
+                            "Host {HOST_ALIAS}\n    HostName 127.0.0.1\n    Port {port}\n    User {TEST_USER}\n    IdentityFile {}\n    UserKnownHostsFile {}\n    StrictHostKeyChecking yes\n",
+                            keys.ed25519.display(),
+                            known_hosts.display()
+                        ),
+                    )?;
+                    return Ok(Sshd {
+                        dir,
+                        child,
+                        port,
+                        host_key_fingerprint,
+                        host_public_key,
+                        keys,
+                        known_hosts,
+                        ssh_config,
+                        log,
+                    });
+                }
+                Err(e) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    let text = fs::read_to_string(&log).unwrap_or_default();
+                    last_err = e.context(format!("sshd log:\n{text}"));
+                }
+            }
+        }
+        Err(last_err)
+    }
+
+    /// The test bed's private directory.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn user(&self) -> &'static str {
+        TEST_USER
+    }
+
+    pub fn password(&self) -> &'static str {
+        SENTINEL_PASSWORD
+    }
+
+    /// pid of the listening sshd.
+    pub fn listener_pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// pids of the per-connection sshd processes (direct children of the listener).
+    pub fn connection_pids(&self) -> Vec<u32> {
+        children_of(self.listener_pid())
+    }
+
+    /// Every process below the listener: per-connection sshd monitors, their unprivileged
+    /// children (which carry the traffic for a non-root login) and the user's commands.
+    pub fn connection_tree_pids(&self) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut frontier = vec![self.listener_pid()];
+        while let Some(p) = frontier.pop() {
+            for c in children_of(p) {
+                out.push(c);
+                frontier.push(c);
+            }
+        }
+        out
+    }
+
+    /// Send `signal` (e.g. `libc::SIGKILL`, `SIGSTOP`, `SIGCONT`) to every per-connection
+    /// process. Returns how many processes were signalled.
+    pub fn signal_connections(&self, signal: i32) -> usize {
+        let pids = self.connection_tree_pids();
+        let mut n = 0;
+        for pid in pids {
+            let Ok(pid) = i32::try_from(pid) else {
+                continue;
+            };
+            // The `kill` binary keeps this crate free of `unsafe` (libc::kill is unsafe).
+            let status = Command::new("kill")
+                .arg(format!("-{signal}"))
+                .arg(pid.to_string())
+                .stderr(Stdio::null())
+                .status();
+            if status.map(|s| s.success()).unwrap_or(false) {
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Wait (bounded) until at least `n` per-connection sshd processes exist.
+    pub fn wait_connections(&self, n: usize, deadline: Duration) -> bool {
+        let until = Instant::now() + deadline;
+        while Instant::now() < until {
+            if self.connection_pids().len() >= n {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
+    /// A fresh directory owned by [`TEST_USER`] for remote file tests.
+    pub fn remote_dir(&self, name: &str) -> Result<PathBuf> {
+        let p = self.dir.path().join("remote").join(name);
+        fs::create_dir_all(&p)?;
+        fs::set_permissions(
+            self.dir.path().join("remote"),
+            fs::Permissions::from_mode(0o755),
+        )?;
+        let status = Command::new("chown")
+            .arg("-R")
+            .arg(format!("{TEST_USER}:{TEST_USER}"))
+            .arg(&p)
+            .status()?;
+        if !status.success() {
+            bail!("chown {} failed", p.display());
+        }
+        Ok(p)
+    }
+
+    /// sshd's log so far.
+    pub fn log_text(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        // Thaw anything a test froze, then kill the whole tree.
+        self.signal_connections(libc::SIGCONT);
+        self.signal_connections(libc::SIGKILL);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An `ssh-agent` with one key loaded. Killed on drop.
+#[derive(Debug)]
+pub struct Agent {
+    _dir: tempfile::TempDir,
+    child: Child,
+    /// The agent's socket (what `SSH_AUTH_SOCK` would hold).
+    pub socket: PathBuf,
+}
+
+impl Agent {
+    /// Start an agent and add `key` (an unencrypted private key file) to it.
+    pub fn start_with_key(key: &Path) -> Result<Agent> {
+        let dir = tempfile::Builder::new().prefix("rr-agent-").tempdir()?;
+        let socket = dir.path().join("agent.sock");
+        let child = Command::new("ssh-agent")
+            .arg("-D")
+            .arg("-a")
+            .arg(&socket)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context(format!("spawn ssh-agent; {INSTALL_HINT}"))?;
+        let mut agent = Agent {
+            _dir: dir,
+            child,
+            socket,
+        };
+        let until = Instant::now() + Duration::from_secs(10);
+        while !agent.socket.exists() {
+            if Instant::now() > until {
+                bail!("ssh-agent did not create its socket within 10 s");
+            }
+            if let Some(status) = agent.child.try_wait()? {
+                bail!("ssh-agent exited early: {status}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = Command::new("ssh-add")
+            .arg(key)
+            .env("SSH_AUTH_SOCK", &agent.socket)
+            .stdin(Stdio::null())
+            .output()?;
+        if !out.status.success() {
+            let _ = agent.child.kill();
+            bail!("ssh-add failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(agent)
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Fail with an install hint when a required tool is missing.
+pub fn check_tools() -> Result<()> {
+    if !Path::new(SSHD).exists() {
+        bail!("{SSHD} not found; {INSTALL_HINT}");
+    }
+    for tool in ["ssh-keygen", "ssh-agent", "ssh-add", "tmux"] {
+        let found = Command::new("sh")
+            .arg("-c")
+            .arg(format!("command -v {tool}"))
+            .stdout(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if !found {
+            bail!("{tool} not found; {INSTALL_HINT}");
+        }
+    }
+    Ok(())
+}
+
+/// Make sure [`TEST_USER`] exists with [`SENTINEL_PASSWORD`]. Idempotent and safe across
+/// parallel tests and processes (serialised by a lock file).
+pub fn ensure_test_user() -> Result<()> {
+    let lock_path = std::env::temp_dir().join("remote-runner-testkit-user.lock");
+    let lock = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .with_context(|| format!("open {}", lock_path.display()))?;
+    lock.lock().context("lock the test-user lock file")?;
+    let result = ensure_test_user_locked();
+    let _ = lock.unlock();
+    result
+}
+
+fn ensure_test_user_locked() -> Result<()> {
+    let exists = Command::new("id")
+        .arg("-u")
+        .arg(TEST_USER)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()?
+        .success();
+    let is_root = Command::new("id").arg("-u").output()?.stdout == b"0\n";
+    if !exists {
+        if !is_root {
+            bail!(
+                "the test login user {TEST_USER} does not exist and we are not root; create it with: \
+                 sudo useradd -m -s /bin/bash {TEST_USER} && echo '{TEST_USER}:<password>' | sudo chpasswd"
+            );
+        }
+        let out = Command::new("useradd")
+            .args(["-m", "-s", "/bin/bash", TEST_USER])
+            .output()?;
+        if !out.status.success() {
+            bail!("useradd failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
+    if is_root {
+        let marker = std::env::temp_dir().join("remote-runner-testkit-user.pw");
+        let want = format!("{}\n", SENTINEL_PASSWORD.len());
+        if fs::read_to_string(&marker).ok().as_deref() != Some(want.as_str()) || !exists {
+            let mut child = Command::new("chpasswd")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()?;
+            child
+                .stdin
+                .take()
+                .ok_or_else(|| anyhow!("chpasswd stdin"))?
+                .write_all(format!("{TEST_USER}:{SENTINEL_PASSWORD}\n").as_bytes())?;
+            let out = child.wait_with_output()?;
+            if !out.status.success() {
+                bail!("chpasswd failed: {}", String::from_utf8_lossy(&out.stderr));
+            }
+            fs::write(&marker, want)?;
+        }
+    }
+    Ok(())
+}
+
+fn pub_path(key: &Path) -> PathBuf {
+    let mut s = key.as_os_str().to_owned();
+    s.push(".pub");
+    PathBuf::from(s)
+}
+
+fn keygen(path: &Path, kind: &str, passphrase: &str, comment: &str) -> Result<()> {
+    let mut cmd = Command::new("ssh-keygen");
+    cmd.args(["-q", "-t", kind]);
+    if kind == "rsa" {
+        cmd.args(["-b", "3072"]);
+    }
+    // The passphrase goes in argv of a local helper only for the test key; it is a fixed test
+    // sentinel, not a user secret.
+    cmd.arg("-N")
+        .arg(passphrase)
+        .arg("-C")
+        .arg(comment)
+        .arg("-f")
+        .arg(path);
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .context(format!("run ssh-keygen; {INSTALL_HINT}"))?;
+    if !out.status.success() {
+        bail!(
+            "ssh-keygen -t {kind} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
+/// `SHA256:...` fingerprint of a public key file.
+pub fn fingerprint(pub_file: &Path) -> Result<String> {
+    let out = Command::new("ssh-keygen")
+        .args(["-l", "-E", "sha256", "-f"])
+        .arg(pub_file)
+        .output()?;
+    if !out.status.success() {
+        bail!(
+            "ssh-keygen -l failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .nth(1)
+        .map(str::to_string)
+        .ok_or_else(|| anyhow!("unexpected ssh-keygen -l output"))
+}
+
+/// Generate a fresh ed25519 key pair (e.g. a second host key for changed-key tests). Returns the
+/// public key line `ssh-ed25519 AAAA...`.
+pub fn generate_public_key(dir: &Path, name: &str) -> Result<String> {
+    let path = dir.join(name);
+    keygen(&path, "ed25519", "", name)?;
+    let text = fs::read_to_string(pub_path(&path))?;
+    Ok(text
+        .split_whitespace()
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" "))
+}
+
+fn free_port() -> Result<u16> {
+    let l = TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}
+
+fn write_sshd_config(
+    path: &Path,
+    opts: &SshdBuilder,
+    dir: &Path,
+    port: u16,
+    host_key: &Path,
+    authorized_keys: &Path,
+) -> Result<()> {
+    let mut cfg = format!(
+        "ListenAddress 127.0.0.1\n\
+         Port {port}\n\
+         HostKey {}\n\
+         PidFile {}\n\
+         AuthorizedKeysFile {}\n\
+         PubkeyAuthentication yes\n\
+         PasswordAuthentication yes\n\
+         KbdInteractiveAuthentication yes\n\
+         UsePAM yes\n\
+         StrictModes no\n\
+         PermitRootLogin no\n\
+         AllowUsers {TEST_USER}\n\
+         Subsystem sftp internal-sftp\n\
+         LogLevel VERBOSE\n\
+         MaxStartups 100:30:200\n",
+        host_key.display(),
+        dir.join("sshd.pid").display(),
+        authorized_keys.display(),
+    );
+    if let Some(n) = opts.max_sessions {
+        cfg.push_str(&format!("MaxSessions {n}\n"));
+    }
+    for line in &opts.extra_config {
+        cfg.push_str(line);
+        cfg.push('\n');
+    }
+    fs::write(path, cfg)?;
+    Ok(())
+}
+
+fn wait_ready(child: &mut Child, port: u16) -> Result<()> {
+    let until = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Some(status) = child.try_wait()? {
+            bail!("sshd exited during startup with {status}");
+        }
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+            s.set_read_timeout(Some(Duration::from_secs(5)))?;
+            let mut buf = [0u8; 8];
+            if s.read_exact(&mut buf).is_ok() && buf.starts_with(b"SSH-2.0") {
+                return Ok(());
+            }
+        }
+        if Instant::now() > until {
+            bail!("sshd did not accept connections on 127.0.0.1:{port} within 15 s");
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+fn children_of(parent: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // Fields after the `(comm)`: state ppid ...
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let ppid = rest
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse::<u32>().ok());
+        if ppid == Some(parent) {
+            out.push(pid);
+        }
+    }
+    out
+}
