@@ -6,6 +6,9 @@
 //!
 //! Query modules (`machines`, `sessions`, `commands`, `transfers`, `runs`) each own one table.
 
+pub mod credentials;
+pub mod machines;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
