@@ -1,0 +1,211 @@
+//! The envelope (`protocol`, `version`, `type`) and line encoding/decoding.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use crate::command::Command;
+use crate::error::{DecodeError, DecodeErrorKind, Rule, ValidationError};
+use crate::event::Event;
+use crate::grammar;
+use crate::limits::{PROTOCOL, PROTOCOL_VERSION};
+use crate::session_tool;
+
+/// Command types, in wire spelling.
+pub const COMMAND_TYPES: [&str; 12] = [
+    "hello",
+    "start",
+    "resume",
+    "turn",
+    "cancel",
+    "detach",
+    "reattach",
+    "status",
+    "terminal_input",
+    "terminal_resize",
+    "outbound_message_result",
+    "session_tool_result",
+];
+
+/// Event types, in wire spelling. The set is closed.
+pub const EVENT_TYPES: [&str; 11] = [
+    "hello",
+    "ready",
+    "progress",
+    "final",
+    "failure",
+    "lineage_changed",
+    "access_url",
+    "terminal_screen",
+    "status",
+    "outbound_message",
+    "session_tool",
+];
+
+/// Decodes and validates one command line (with or without its trailing newline).
+/// Never panics.
+pub fn decode_command(line: &[u8]) -> Result<Command, DecodeError> {
+    let (map, ids) = open_envelope(line, &COMMAND_TYPES)?;
+    let command: Command = typed(map, &ids)?;
+    command.validate().map_err(|err| ids.error(err))?;
+    Ok(command)
+}
+
+/// Decodes and validates one event line (with or without its trailing newline).
+/// Never panics.
+pub fn decode_event(line: &[u8]) -> Result<Event, DecodeError> {
+    let (map, ids) = open_envelope(line, &EVENT_TYPES)?;
+    if map.get("type").and_then(Value::as_str) == Some("session_tool") {
+        let request = map.get("request").cloned().unwrap_or(Value::Null);
+        session_tool::check_request_keys("request", &request).map_err(|err| ids.error(err))?;
+    }
+    let event: Event = typed(map, &ids)?;
+    event.validate().map_err(|err| ids.error(err))?;
+    Ok(event)
+}
+
+/// Encodes a command as one line, ending in `\n`. Does not validate.
+pub fn encode_command(command: &Command) -> Vec<u8> {
+    encode(command)
+}
+
+/// Encodes an event as one line, ending in `\n`. Does not validate.
+pub fn encode_event(event: &Event) -> Vec<u8> {
+    encode(event)
+}
+
+/// The envelope-wrapped JSON value of a command (`protocol`, `version`, `type` first).
+pub fn command_to_value(command: &Command) -> Value {
+    to_envelope_value(command)
+}
+
+/// The envelope-wrapped JSON value of an event (`protocol`, `version`, `type` first).
+pub fn event_to_value(event: &Event) -> Value {
+    to_envelope_value(event)
+}
+
+fn encode<T: Serialize>(message: &T) -> Vec<u8> {
+    let mut line = serde_json::to_vec(&to_envelope_value(message))
+        .expect("a serde_json::Value always serializes");
+    line.push(b'\n');
+    line
+}
+
+fn to_envelope_value<T: Serialize>(message: &T) -> Value {
+    // Every protocol type serializes to an object with string keys; the fallback keeps this
+    // function total anyway.
+    let body = match serde_json::to_value(message) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    };
+    let mut out = Map::with_capacity(body.len() + 2);
+    out.insert("protocol".into(), Value::from(PROTOCOL));
+    out.insert("version".into(), Value::from(PROTOCOL_VERSION));
+    out.extend(body);
+    Value::Object(out)
+}
+
+/// Correlation ids read from a line before full validation.
+struct Ids {
+    request_id: Option<String>,
+    turn_id: Option<String>,
+}
+
+impl Ids {
+    fn read(map: &Map<String, Value>) -> Self {
+        let request_id = map
+            .get("requestId")
+            .and_then(Value::as_str)
+            .filter(|id| grammar::request_id("requestId", id).is_ok())
+            .map(str::to_owned);
+        let turn_id = map
+            .get("turnId")
+            .and_then(Value::as_str)
+            .filter(|id| grammar::turn_id("turnId", id).is_ok())
+            .map(str::to_owned);
+        Ids {
+            request_id,
+            turn_id,
+        }
+    }
+
+    fn wrap(&self, kind: DecodeErrorKind) -> DecodeError {
+        DecodeError {
+            kind,
+            request_id: self.request_id.clone(),
+            turn_id: self.turn_id.clone(),
+        }
+    }
+
+    fn error(&self, err: ValidationError) -> DecodeError {
+        self.wrap(DecodeErrorKind::InvalidMessage(err))
+    }
+}
+
+fn open_envelope(
+    line: &[u8],
+    known_types: &[&str],
+) -> Result<(Map<String, Value>, Ids), DecodeError> {
+    let value: Value = serde_json::from_slice(line).map_err(|err| {
+        DecodeError::new(DecodeErrorKind::InvalidJson {
+            detail: err.to_string(),
+        })
+    })?;
+    let Value::Object(mut map) = value else {
+        return Err(DecodeError::new(DecodeErrorKind::NotAnObject));
+    };
+    let ids = Ids::read(&map);
+    let protocol = map.remove("protocol");
+    let version = map.remove("version");
+    if protocol.as_ref().and_then(Value::as_str) != Some(PROTOCOL) {
+        return Err(ids.wrap(DecodeErrorKind::ProtocolMismatch {
+            detail: format!("\"protocol\" is {}", describe(protocol.as_ref())),
+        }));
+    }
+    if !version.as_ref().is_some_and(is_version_one) {
+        return Err(ids.wrap(DecodeErrorKind::ProtocolMismatch {
+            detail: format!("\"version\" is {}", describe(version.as_ref())),
+        }));
+    }
+    match map.get("type") {
+        Some(Value::String(t)) if known_types.contains(&t.as_str()) => Ok((map, ids)),
+        Some(Value::String(t)) => Err(ids.wrap(DecodeErrorKind::UnknownType {
+            type_name: Some(t.clone()),
+        })),
+        _ => Err(ids.wrap(DecodeErrorKind::UnknownType { type_name: None })),
+    }
+}
+
+/// `1` and `1.0` are the same JSON number to the host.
+fn is_version_one(value: &Value) -> bool {
+    value.as_u64() == Some(PROTOCOL_VERSION) || value.as_f64() == Some(1.0)
+}
+
+fn describe(value: Option<&Value>) -> String {
+    match value {
+        None => "missing".into(),
+        Some(v) => {
+            let text = v.to_string();
+            if text.chars().count() > 64 {
+                format!("{}…", text.chars().take(64).collect::<String>())
+            } else {
+                text
+            }
+        }
+    }
+}
+
+fn typed<T: DeserializeOwned>(map: Map<String, Value>, ids: &Ids) -> Result<T, DecodeError> {
+    let type_name = map
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    serde_json::from_value(Value::Object(map)).map_err(|err| {
+        ids.error(ValidationError::new(
+            Rule::FieldType,
+            "",
+            format!("{type_name}: {err}"),
+        ))
+    })
+}

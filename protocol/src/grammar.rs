@@ -1,0 +1,231 @@
+//! Field grammars shared by every message: the host's `nonEmptyString`, ids, codes, integers.
+//!
+//! Lengths are counted the way the host counts them: in UTF-16 code units, after trimming.
+
+use crate::error::{Rule, ValidationError};
+use crate::limits::MAX_SAFE_INTEGER;
+
+/// Trims like JavaScript's `String.prototype.trim` (Unicode white space plus U+FEFF).
+pub fn js_trim(value: &str) -> &str {
+    value.trim_matches(|c: char| c.is_whitespace() || c == '\u{FEFF}')
+}
+
+/// Length in UTF-16 code units (JavaScript's `string.length`).
+pub fn utf16_len(value: &str) -> usize {
+    value.encode_utf16().count()
+}
+
+/// The host's `nonEmptyString(v, max)`: non-blank after trimming, trimmed length <= `max`
+/// UTF-16 units. Returns the trimmed value.
+pub fn non_empty<'a>(
+    rule: Rule,
+    path: &str,
+    value: &'a str,
+    max: usize,
+) -> Result<&'a str, ValidationError> {
+    let trimmed = js_trim(value);
+    if trimmed.is_empty() {
+        return Err(ValidationError::new(
+            rule,
+            path,
+            "must be a non-blank string",
+        ));
+    }
+    let len = utf16_len(trimmed);
+    if len > max {
+        return Err(ValidationError::new(
+            rule,
+            path,
+            format!("is {len} UTF-16 units long after trimming; at most {max} are allowed"),
+        ));
+    }
+    Ok(trimmed)
+}
+
+/// `first` char class, then up to `max - 1` chars of `rest`, checked on the trimmed value.
+fn pattern(
+    rule: Rule,
+    path: &str,
+    value: &str,
+    max: usize,
+    first: fn(char) -> bool,
+    rest: fn(char) -> bool,
+    grammar: &str,
+) -> Result<(), ValidationError> {
+    let trimmed = non_empty(rule, path, value, max)?;
+    let mut chars = trimmed.chars();
+    let ok = chars.next().is_some_and(first) && chars.all(rest);
+    if ok {
+        Ok(())
+    } else {
+        Err(ValidationError::new(
+            rule,
+            path,
+            format!("{trimmed:?} does not match {grammar}"),
+        ))
+    }
+}
+
+fn alnum(c: char) -> bool {
+    c.is_ascii_alphanumeric()
+}
+
+fn lower_start(c: char) -> bool {
+    c.is_ascii_lowercase()
+}
+
+fn name_rest(c: char) -> bool {
+    c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-')
+}
+
+/// `requestId`: `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`.
+pub fn request_id(path: &str, value: &str) -> Result<(), ValidationError> {
+    pattern(
+        Rule::RequestId,
+        path,
+        value,
+        128,
+        alnum,
+        |c| alnum(c) || matches!(c, '.' | '_' | ':' | '-'),
+        "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$",
+    )
+}
+
+/// `provider`: `^[a-z][a-z0-9._-]{0,63}$`.
+pub fn provider(path: &str, value: &str) -> Result<(), ValidationError> {
+    pattern(
+        Rule::Provider,
+        path,
+        value,
+        64,
+        lower_start,
+        name_rest,
+        "^[a-z][a-z0-9._-]{0,63}$",
+    )
+}
+
+/// Capability name: `^[a-z][a-z0-9._-]{0,63}$`.
+pub fn capability(path: &str, value: &str) -> Result<(), ValidationError> {
+    pattern(
+        Rule::CapabilityName,
+        path,
+        value,
+        64,
+        lower_start,
+        name_rest,
+        "^[a-z][a-z0-9._-]{0,63}$",
+    )
+}
+
+/// A capability list: every name well-formed, no duplicates.
+pub fn capability_list(path: &str, names: &[String]) -> Result<(), ValidationError> {
+    let mut seen = std::collections::HashSet::new();
+    for (i, name) in names.iter().enumerate() {
+        let item = format!("{path}[{i}]");
+        capability(&item, name)?;
+        if !seen.insert(js_trim(name)) {
+            return Err(ValidationError::new(
+                Rule::DuplicateCapability,
+                item,
+                format!("capability {name:?} is listed more than once"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Ids (`remoteSessionId`, `agentThreadId`, `operationId`, operation `turnId`, skill `name`):
+/// `^[A-Za-z0-9][A-Za-z0-9._:/-]{0,255}$`.
+pub fn id(path: &str, value: &str) -> Result<(), ValidationError> {
+    pattern(
+        Rule::Id,
+        path,
+        value,
+        256,
+        alnum,
+        |c| alnum(c) || matches!(c, '.' | '_' | ':' | '/' | '-'),
+        "^[A-Za-z0-9][A-Za-z0-9._:/-]{0,255}$",
+    )
+}
+
+/// `turnId` of turn, progress, final and failure: non-blank, <= 256 UTF-16 units.
+pub fn turn_id(path: &str, value: &str) -> Result<(), ValidationError> {
+    non_empty(Rule::TurnId, path, value, 256).map(|_| ())
+}
+
+/// Error `code`: `^[a-z][a-z0-9._-]{0,127}$`.
+pub fn error_code(path: &str, value: &str) -> Result<(), ValidationError> {
+    pattern(
+        Rule::ErrorCode,
+        path,
+        value,
+        128,
+        lower_start,
+        name_rest,
+        "^[a-z][a-z0-9._-]{0,127}$",
+    )
+}
+
+/// Error `message`: non-blank, <= 4096 UTF-16 units.
+pub fn error_message(path: &str, value: &str) -> Result<(), ValidationError> {
+    non_empty(Rule::ErrorMessage, path, value, 4096).map(|_| ())
+}
+
+/// A JavaScript safe integer >= 0.
+pub fn safe_integer(path: &str, value: u64) -> Result<(), ValidationError> {
+    if value > MAX_SAFE_INTEGER {
+        Err(ValidationError::new(
+            Rule::SafeInteger,
+            path,
+            format!("{value} is above 2^53-1, the largest integer the host can represent"),
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// A JavaScript safe integer of either sign (exit codes).
+pub fn safe_signed_integer(path: &str, value: i64) -> Result<(), ValidationError> {
+    if value.unsigned_abs() > MAX_SAFE_INTEGER {
+        Err(ValidationError::new(
+            Rule::SafeInteger,
+            path,
+            format!("{value} is outside +-(2^53-1)"),
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trims_like_javascript() {
+        assert_eq!(js_trim("\u{FEFF} a b\n\t"), "a b");
+        assert_eq!(utf16_len("😀"), 2);
+    }
+
+    #[test]
+    fn request_id_grammar() {
+        assert!(request_id("r", "hello:123e4567-e89b").is_ok());
+        assert!(request_id("r", " h1 ").is_ok());
+        assert_eq!(request_id("r", "-x").unwrap_err().rule, Rule::RequestId);
+        assert_eq!(request_id("r", "a/b").unwrap_err().rule, Rule::RequestId);
+        assert_eq!(request_id("r", "  ").unwrap_err().rule, Rule::RequestId);
+    }
+
+    #[test]
+    fn id_allows_slash() {
+        assert!(id("i", "a/b:c").is_ok());
+        assert!(id("i", "/a").is_err());
+    }
+
+    #[test]
+    fn codes_are_lowercase() {
+        assert!(error_code("c", "not_ready").is_ok());
+        assert!(error_code("c", "NotReady").is_err());
+        assert!(provider("p", "Reference").is_err());
+    }
+}
