@@ -4,6 +4,8 @@
 //! (this host, for the built-in `local` machine). Nothing above this trait knows which one it
 //! talks to, and the behaviour test suite runs against both.
 
+pub mod local;
+
 use std::time::Duration;
 
 use async_trait::async_trait;

@@ -1,0 +1,136 @@
+//! What a command's remote directory says about it, and the script that reports it.
+
+use super::RunMode;
+use crate::error::{Error, ErrorCode, Result};
+use crate::transport::ExecOutput;
+
+/// The contents of a command's `exit` file: the truth about how it ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExitInfo {
+    pub code: i32,
+    /// `normal`, `prompt` (interrupted back to the prompt), `shell_exit` (the command ended the
+    /// shell), `shell_killed`, `killed` (background group killed), `cd_failed`.
+    pub how: String,
+    /// `done` or `stopped` (a stop was requested).
+    pub state: String,
+    /// Seconds since the epoch.
+    pub ended: Option<f64>,
+}
+
+/// A command's state as reported by its remote directory.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CommandState {
+    pub exit: Option<ExitInfo>,
+    /// Whether the process that will write the exit file still exists (checked only while no
+    /// exit file is there): the tmux session (foreground) or the group leader (background).
+    pub alive: bool,
+    pub started: Option<f64>,
+    pub pid: Option<i64>,
+    pub stdout_size: u64,
+    pub stderr_size: u64,
+    /// The command directory does not exist (never started on this machine, or removed).
+    pub missing: bool,
+}
+
+/// Shell lines that print the state of the command in `$D` as `key=value` lines.
+pub fn report_script(mode: RunMode) -> String {
+    let alive = match mode {
+        RunMode::Foreground => "\"$T\" -L \"$S\" has-session -t \"=$SID\" 2>/dev/null || A=0",
+        RunMode::Background => {
+            "if [ -f \"$D/pid\" ]; then read -r p < \"$D/pid\"; kill -0 \"$p\" 2>/dev/null || A=0; fi"
+        }
+    };
+    format!(
+        "echo @report\n\
+         [ -d \"$D\" ] || echo missing=1\n\
+         if [ ! -f \"$D/exit\" ]; then A=1; {alive}; echo alive=$A; fi\n\
+         [ -f \"$D/exit\" ] && cat \"$D/exit\"\n\
+         [ -f \"$D/started\" ] && cat \"$D/started\"\n\
+         [ -f \"$D/pid\" ] && read -r p < \"$D/pid\" && echo \"pid=$p\"\n\
+         for f in stdout stderr; do [ -f \"$D/$f\" ] && echo \"${{f}}_size=$(wc -c < \"$D/$f\")\"; done\n\
+         exit 0\n"
+    )
+}
+
+/// Parse the output of [`report_script`] (anything before `@report` is ignored).
+pub fn parse(out: &ExecOutput) -> Result<CommandState> {
+    let text = out.stdout_lossy();
+    let Some((_, report)) = text.split_once("@report\n") else {
+        return Err(Error::new(
+            ErrorCode::RemoteError,
+            format!(
+                "the command state could not be read from the machine: {}",
+                out.stderr_lossy().trim()
+            ),
+        ));
+    };
+    let mut st = CommandState::default();
+    let mut code = None;
+    let mut how = String::new();
+    let mut state = String::new();
+    let mut ended = None;
+    for line in report.lines() {
+        let Some((k, v)) = line.split_once('=') else {
+            continue;
+        };
+        let v = v.trim();
+        match k {
+            "missing" => st.missing = true,
+            "alive" => st.alive = v == "1",
+            "code" => code = v.parse::<i32>().ok(),
+            "how" => how = v.to_string(),
+            "state" => state = v.to_string(),
+            "ended" => ended = v.parse::<f64>().ok(),
+            "started" => st.started = v.parse::<f64>().ok(),
+            "pid" => st.pid = v.parse::<i64>().ok(),
+            "stdout_size" => st.stdout_size = v.parse().unwrap_or(0),
+            "stderr_size" => st.stderr_size = v.parse().unwrap_or(0),
+            _ => {}
+        }
+    }
+    if let Some(code) = code {
+        st.exit = Some(ExitInfo {
+            code,
+            how,
+            state,
+            ended,
+        });
+        st.alive = false;
+    }
+    Ok(st)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::ExitStatus;
+
+    fn out(s: &str) -> ExecOutput {
+        ExecOutput {
+            stdout: s.as_bytes().to_vec(),
+            stderr: Vec::new(),
+            stdout_truncated: false,
+            stderr_truncated: false,
+            status: ExitStatus::Code(0),
+        }
+    }
+
+    #[test]
+    fn parses_a_finished_command() {
+        let st = parse(&out(
+            "noise\n@report\ncode=7\nhow=shell_exit\nstate=done\nended=12.5\nstarted=10.25\nstdout_size=      3\n",
+        ))
+        .unwrap();
+        let exit = st.exit.unwrap();
+        assert_eq!((exit.code, exit.how.as_str()), (7, "shell_exit"));
+        assert_eq!(exit.ended, Some(12.5));
+        assert_eq!(st.started, Some(10.25));
+        assert_eq!(st.stdout_size, 3);
+        assert!(!st.alive);
+    }
+
+    #[test]
+    fn no_report_marker_is_an_error() {
+        assert!(parse(&out("garbage")).is_err());
+    }
+}
