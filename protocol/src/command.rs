@@ -45,6 +45,7 @@ pub enum Command {
 #[serde(rename_all = "camelCase")]
 pub struct HelloCommand {
     /// Correlation id.
+    #[schemars(pattern(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"))]
     pub request_id: String,
     /// The host's session id.
     pub session_id: String,
@@ -67,6 +68,7 @@ pub enum ModelBackendVariant {
 #[serde(rename_all = "camelCase")]
 pub struct StartCommand {
     /// Correlation id.
+    #[schemars(pattern(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"))]
     pub request_id: String,
     /// The host's session id.
     pub session_id: String,
@@ -98,6 +100,7 @@ pub enum ResumeMode {
 #[serde(rename_all = "camelCase")]
 pub struct ResumeCommand {
     /// Correlation id.
+    #[schemars(pattern(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"))]
     pub request_id: String,
     /// The host's session id.
     pub session_id: String,
@@ -173,6 +176,7 @@ pub struct TrustedCaller {
 #[serde(rename_all = "camelCase")]
 pub struct TurnCommand {
     /// Correlation id of the command (the ACK echoes it).
+    #[schemars(pattern(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"))]
     pub request_id: String,
     /// The turn (progress/final/failure carry it).
     pub turn_id: String,
@@ -188,6 +192,7 @@ pub struct TurnCommand {
 #[serde(rename_all = "camelCase")]
 pub struct RequestCommand {
     /// Correlation id.
+    #[schemars(pattern(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"))]
     pub request_id: String,
 }
 
@@ -196,6 +201,7 @@ pub struct RequestCommand {
 #[serde(rename_all = "camelCase")]
 pub struct TerminalInputCommand {
     /// Correlation id.
+    #[schemars(pattern(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"))]
     pub request_id: String,
     /// Generation the input is meant for; refuse any other.
     pub generation: u64,
@@ -208,12 +214,15 @@ pub struct TerminalInputCommand {
 #[serde(rename_all = "camelCase")]
 pub struct TerminalResizeCommand {
     /// Correlation id.
+    #[schemars(pattern(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"))]
     pub request_id: String,
     /// Generation the resize is meant for.
     pub generation: u64,
     /// 1..=1000.
+    #[schemars(range(min = 1, max = 1000))]
     pub cols: u64,
     /// 1..=1000.
+    #[schemars(range(min = 1, max = 1000))]
     pub rows: u64,
 }
 
@@ -222,8 +231,10 @@ pub struct TerminalResizeCommand {
 #[serde(rename_all = "camelCase")]
 pub struct OutboundMessageResultCommand {
     /// Correlation id (never answered).
+    #[schemars(pattern(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"))]
     pub request_id: String,
     /// The outbound_message's operation id.
+    #[schemars(pattern(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,255}$"))]
     pub operation_id: String,
     /// Its turn.
     pub turn_id: String,
@@ -238,8 +249,10 @@ pub struct OutboundMessageResultCommand {
 #[serde(rename_all = "camelCase")]
 pub struct SessionToolResultCommand {
     /// Correlation id (never answered).
+    #[schemars(pattern(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"))]
     pub request_id: String,
     /// The session_tool's operation id.
+    #[schemars(pattern(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,255}$"))]
     pub operation_id: String,
     /// Its turn.
     pub turn_id: String,

@@ -45,8 +45,10 @@ pub enum Event {
 #[serde(rename_all = "camelCase")]
 pub struct HelloEvent {
     /// The hello command's request id.
+    #[schemars(pattern(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"))]
     pub request_id: String,
     /// Provider name (`^[a-z][a-z0-9._-]{0,63}$`).
+    #[schemars(pattern(r"^[a-z][a-z0-9._-]{0,63}$"))]
     pub provider: String,
     /// Capabilities, no duplicates; unknown well-formed names are allowed.
     pub capabilities: Vec<String>,
@@ -57,6 +59,7 @@ pub struct HelloEvent {
 #[serde(rename_all = "camelCase")]
 pub struct ReadyEvent {
     /// The start/resume command's request id (required).
+    #[schemars(pattern(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"))]
     pub request_id: String,
     /// The state now in force.
     pub state: State,
@@ -111,6 +114,7 @@ pub struct FailureEvent {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn_id: Option<String>,
     /// Stable code (`^[a-z][a-z0-9._-]{0,127}$`).
+    #[schemars(pattern(r"^[a-z][a-z0-9._-]{0,127}$"))]
     pub code: String,
     /// Human message (<= 4096).
     pub message: String,
@@ -145,8 +149,10 @@ pub struct TerminalScreenEvent {
     /// Strictly increasing within a generation.
     pub sequence: u64,
     /// 1..=1000.
+    #[schemars(range(min = 1, max = 1000))]
     pub cols: u64,
     /// 1..=1000.
+    #[schemars(range(min = 1, max = 1000))]
     pub rows: u64,
     /// The screen text (<= 4 MiB).
     pub snapshot: String,
@@ -175,6 +181,7 @@ pub enum SessionStatus {
 #[serde(rename_all = "camelCase")]
 pub struct StatusEvent {
     /// The command this answers (required).
+    #[schemars(pattern(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"))]
     pub request_id: String,
     /// The status.
     pub status: SessionStatus,
@@ -188,6 +195,7 @@ pub struct StatusEvent {
 #[serde(rename_all = "camelCase")]
 pub struct OutboundMessageEvent {
     /// Idempotency key within the turn (id grammar).
+    #[schemars(pattern(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,255}$"))]
     pub operation_id: String,
     /// The active turn (id grammar).
     pub turn_id: String,
@@ -209,6 +217,7 @@ pub struct OutboundMessageEvent {
 #[serde(rename_all = "camelCase")]
 pub struct SessionToolEvent {
     /// Idempotency key within the turn (id grammar).
+    #[schemars(pattern(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,255}$"))]
     pub operation_id: String,
     /// The active turn (id grammar).
     pub turn_id: String,

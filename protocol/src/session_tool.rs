@@ -31,10 +31,12 @@ pub enum HistoryScope {
 #[serde(tag = "tool")]
 pub enum SessionToolRequest {
     /// Recent messages.
+    #[schemars(extend("additionalProperties" = false))]
     #[serde(rename = "history", rename_all = "camelCase")]
     History {
         /// 1..=100.
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(range(min = 1, max = 100))]
         limit: Option<u64>,
         /// Which messages.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -44,33 +46,40 @@ pub enum SessionToolRequest {
         with_card_json: Option<bool>,
     },
     /// A quoted message and its attachments.
+    #[schemars(extend("additionalProperties" = false))]
     #[serde(rename = "quoted", rename_all = "camelCase")]
     Quoted {
         /// `om_…` message id.
+        #[schemars(pattern(r"^om_[A-Za-z0-9_-]+$"))]
         message_id: String,
         /// Raw form.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         raw: Option<bool>,
     },
     /// Bots in the current chat.
+    #[schemars(extend("additionalProperties" = false))]
     #[serde(rename = "bots.list")]
     BotsList,
     /// Skills of the session.
+    #[schemars(extend("additionalProperties" = false))]
     #[serde(rename = "skill.list")]
     SkillList,
     /// One skill's manifest.
+    #[schemars(extend("additionalProperties" = false))]
     #[serde(rename = "skill.show")]
     SkillShow {
         /// Skill name (id grammar).
         name: String,
     },
     /// One skill's resource list.
+    #[schemars(extend("additionalProperties" = false))]
     #[serde(rename = "skill.resources")]
     SkillResources {
         /// Skill name (id grammar).
         name: String,
     },
     /// One skill resource.
+    #[schemars(extend("additionalProperties" = false))]
     #[serde(rename = "skill.read")]
     SkillRead {
         /// Skill name (id grammar).

@@ -18,16 +18,20 @@ use crate::limits::{
 #[serde(rename_all = "camelCase")]
 pub struct State {
     /// Always 1.
+    #[schemars(range(min = 1, max = 1))]
     pub version: u64,
     /// The provider name from the hello handshake.
+    #[schemars(pattern(r"^[a-z][a-z0-9._-]{0,63}$"))]
     pub provider: String,
     /// Compute generation: a fence against late events from an old compute owner.
     pub generation: u64,
     /// The current compute resource; changes only together with the generation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,255}$"))]
     pub remote_session_id: Option<String>,
     /// The agent conversation lineage; may outlive compute.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,255}$"))]
     pub agent_thread_id: Option<String>,
     /// Provider-private recovery data: plain JSON, no credentials, <= 64 KiB.
     #[serde(default, skip_serializing_if = "Option::is_none")]

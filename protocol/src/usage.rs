@@ -23,11 +23,11 @@ pub struct Usage {
 pub struct UsageSnapshot {
     /// Context window use; `null` when unknown. Required on the wire.
     #[serde(deserialize_with = "required_nullable")]
-    #[schemars(required)]
+    #[schemars(required, schema_with = "crate::schema::nullable::<ContextUsage>")]
     pub context: Option<ContextUsage>,
     /// Cumulative tokens; `null` when unknown. Required on the wire.
     #[serde(deserialize_with = "required_nullable")]
-    #[schemars(required)]
+    #[schemars(required, schema_with = "crate::schema::nullable::<TokenCounts>")]
     pub tokens: Option<TokenCounts>,
     /// This turn's tokens: absent (`None`), `null` (`Some(None)`) or counts.
     #[serde(
@@ -36,7 +36,7 @@ pub struct UsageSnapshot {
         deserialize_with = "nullable_present",
         serialize_with = "serialize_nullable"
     )]
-    #[schemars(with = "Option<TokenCounts>")]
+    #[schemars(schema_with = "crate::schema::nullable::<TokenCounts>")]
     pub turn_tokens: Option<Option<TokenCounts>>,
     /// The model that actually ran (<= 256).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -57,9 +57,11 @@ pub struct ContextUsage {
     pub used_tokens: u64,
     /// Size of the window (> 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub window_tokens: Option<u64>,
     /// Percentage used, finite, 0..=100.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
     pub percent_used: Option<f64>,
 }
 
