@@ -61,6 +61,7 @@ pub struct ContextUsage {
     pub window_tokens: Option<u64>,
     /// Percentage used, finite, 0..=100.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(serialize_with = "serialize_js_number")]
     #[schemars(range(min = 0, max = 100))]
     pub percent_used: Option<f64>,
 }
@@ -99,6 +100,20 @@ where
 {
     match value {
         Some(inner) => inner.serialize(serializer),
+        None => serializer.serialize_none(),
+    }
+}
+
+/// Writes a number the way JavaScript's `JSON.stringify` does: `3`, not `3.0`.
+fn serialize_js_number<S: Serializer>(
+    value: &Option<f64>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match *value {
+        Some(v) if v.fract() == 0.0 && v.abs() <= crate::limits::MAX_SAFE_INTEGER as f64 => {
+            serializer.serialize_i64(v as i64)
+        }
+        Some(v) => serializer.serialize_f64(v),
         None => serializer.serialize_none(),
     }
 }
