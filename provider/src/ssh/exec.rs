@@ -1,0 +1,157 @@
+//! Non-interactive exec on a pooled channel.
+//!
+//! The channel is drained by its own task from the first message to the end (`wait()` returning
+//! `None`), whether or not the caller is still waiting: an undrained channel would stall the
+//! whole connection. The end is classified as exit code, signal, or connection loss.
+
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+use crate::error::{Error, ErrorCode, Result};
+use crate::ssh::pool::ChannelLease;
+use crate::transport::{ExecOptions, ExecOutput, ExitStatus};
+
+/// Bytes kept from one stream, with a count of what was dropped beyond the cap.
+#[derive(Debug, Default)]
+struct Capped {
+    data: Vec<u8>,
+    truncated: bool,
+}
+
+impl Capped {
+    fn push(&mut self, bytes: &[u8], cap: usize) {
+        let room = cap.saturating_sub(self.data.len());
+        if bytes.len() > room {
+            self.truncated = true;
+        }
+        self.data.extend_from_slice(&bytes[..bytes.len().min(room)]);
+    }
+}
+
+fn signal_name(sig: &russh::Sig) -> String {
+    match sig {
+        russh::Sig::Custom(name) => name.trim_start_matches("SIG").to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Run `command` on the leased channel.
+pub(crate) async fn run(
+    mut lease: ChannelLease,
+    command: &str,
+    options: ExecOptions,
+) -> Result<ExecOutput> {
+    let Some(channel) = lease.take_channel() else {
+        return Err(Error::internal("exec on a lease without a channel"));
+    };
+    let (cancel_tx, mut cancel_rx) = oneshot::channel::<()>();
+    let command = command.to_string();
+    let cap = options.max_output;
+    let stdin = options.stdin.clone();
+
+    let task = tokio::spawn(async move {
+        let conn = lease.conn.clone();
+        let (mut reader, writer) = channel.split();
+        if let Err(e) = writer.exec(true, command.into_bytes()).await {
+            return Err(if conn.conn.wait_closed(Duration::from_secs(2)).await {
+                conn.conn.lost_error()
+            } else {
+                Error::new(ErrorCode::RemoteError, format!("exec request failed: {e}"))
+            });
+        }
+        // stdin is written by its own task so that output keeps being drained meanwhile.
+        let writer = std::sync::Arc::new(writer);
+        let w = writer.clone();
+        let stdin_task = tokio::spawn(async move {
+            if let Some(data) = stdin {
+                let _ = w.data(&data[..]).await;
+            }
+            let _ = w.eof().await;
+        });
+
+        let mut stdout = Capped::default();
+        let mut stderr = Capped::default();
+        let mut code = None;
+        let mut signal = None;
+        let mut cancelled = false;
+        loop {
+            let msg = tokio::select! {
+                m = reader.wait() => m,
+                _ = &mut cancel_rx, if !cancelled => {
+                    cancelled = true;
+                    let _ = writer.close().await;
+                    continue;
+                }
+            };
+            let Some(msg) = msg else { break };
+            match msg {
+                russh::ChannelMsg::Data { data } => stdout.push(&data, cap),
+                russh::ChannelMsg::ExtendedData { data, ext: 1 } => stderr.push(&data, cap),
+                russh::ChannelMsg::ExitStatus { exit_status } => {
+                    code = Some(i32::try_from(exit_status).unwrap_or(i32::MAX))
+                }
+                russh::ChannelMsg::ExitSignal { signal_name: s, .. } => {
+                    signal = Some(signal_name(&s))
+                }
+                _ => {}
+            }
+        }
+        stdin_task.abort();
+        let status = match (code, signal) {
+            (_, Some(s)) => ExitStatus::Signal(s),
+            (Some(c), None) => ExitStatus::Code(c),
+            (None, None) => {
+                if conn.conn.wait_closed(Duration::from_secs(3)).await {
+                    return Err(conn.conn.lost_error());
+                }
+                return Err(Error::new(
+                    ErrorCode::RemoteError,
+                    "the command's channel closed without an exit status; the server may have killed the session",
+                ));
+            }
+        };
+        drop(lease);
+        Ok(ExecOutput {
+            stdout: stdout.data,
+            stderr: stderr.data,
+            stdout_truncated: stdout.truncated,
+            stderr_truncated: stderr.truncated,
+            status,
+        })
+    });
+
+    let joined = match options.timeout {
+        Some(limit) => match tokio::time::timeout(limit, task).await {
+            Ok(j) => j,
+            Err(_) => {
+                // The drain task closes the channel and finishes on its own.
+                let _ = cancel_tx.send(());
+                return Err(Error::new(
+                    ErrorCode::Timeout,
+                    format!(
+                        "the command did not finish within {} s (it may still run on the host; wrap it in `timeout` to bound it there)",
+                        limit.as_secs_f64()
+                    ),
+                ));
+            }
+        },
+        None => task.await,
+    };
+    joined.map_err(|e| Error::internal(format!("exec task failed: {e}")))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Capped;
+
+    #[test]
+    fn cap_keeps_prefix_and_flags_truncation() {
+        let mut c = Capped::default();
+        c.push(b"hello", 8);
+        assert!(!c.truncated);
+        c.push(b"world", 8);
+        assert_eq!(c.data, b"hellowor");
+        assert!(c.truncated);
+    }
+}

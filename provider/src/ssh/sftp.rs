@@ -1,0 +1,350 @@
+//! SFTP on pooled channels: one cached [`SftpSession`] per transport (files, metadata, streams)
+//! and, opened on first use, a [`RawSftpSession`] for `posix-rename@openssh.com` (atomic
+//! replace), which `SftpSession` does not expose.
+
+use std::sync::Arc;
+
+use russh_sftp::client::error::Error as SftpError;
+use russh_sftp::client::{Config as SftpConfig, RawSftpSession, SftpSession};
+use russh_sftp::protocol::{FileAttributes, OpenFlags, Packet, StatusCode};
+use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+
+use crate::error::{Error, ErrorCode, Result};
+use crate::ssh::pool::{ChannelLease, Pool, PooledConn};
+use crate::transport::{BoxRead, BoxWrite, DirEntry, FileKind, FileStat};
+
+fn sftp_config(pool: &Pool) -> SftpConfig {
+    SftpConfig {
+        max_concurrent_reads: 64,
+        max_concurrent_writes: 64,
+        request_timeout_secs: pool.opts.sftp_request_timeout.as_secs().max(1),
+        ..SftpConfig::default()
+    }
+}
+
+/// A cached SFTP session and the channel slot it occupies.
+pub(crate) struct SftpChannel {
+    pub session: SftpSession,
+    pub conn: Arc<PooledConn>,
+    _lease: ChannelLease,
+}
+
+/// The raw session used for extensions.
+pub(crate) struct RawChannel {
+    pub session: RawSftpSession,
+    pub conn: Arc<PooledConn>,
+    _lease: ChannelLease,
+}
+
+async fn open_subsystem(
+    pool: &Pool,
+) -> Result<(ChannelLease, russh::ChannelStream<russh::client::Msg>)> {
+    let mut lease = pool.acquire().await?;
+    let channel = lease
+        .take_channel()
+        .ok_or_else(|| Error::internal("lease without a channel"))?;
+    if let Err(e) = channel.request_subsystem(true, "sftp").await {
+        return Err(if lease.conn.conn.is_closed() {
+            lease.conn.conn.lost_error()
+        } else {
+            Error::new(
+                ErrorCode::RemoteError,
+                format!(
+                    "the server refused the sftp subsystem ({e}); enable `Subsystem sftp` in sshd_config"
+                ),
+            )
+        });
+    }
+    Ok((lease, channel.into_stream()))
+}
+
+pub(crate) async fn open_session(pool: &Pool) -> Result<SftpChannel> {
+    let (lease, stream) = open_subsystem(pool).await?;
+    let conn = lease.conn.clone();
+    let session = SftpSession::new_with_config(stream, sftp_config(pool))
+        .await
+        .map_err(|e| map_err(e, "start SFTP", "", &conn))?;
+    Ok(SftpChannel {
+        session,
+        conn,
+        _lease: lease,
+    })
+}
+
+pub(crate) async fn open_raw(pool: &Pool) -> Result<RawChannel> {
+    let (lease, stream) = open_subsystem(pool).await?;
+    let conn = lease.conn.clone();
+    let session = RawSftpSession::new_with_config(stream, sftp_config(pool));
+    session
+        .init()
+        .await
+        .map_err(|e| map_err(e, "start SFTP", "", &conn))?;
+    Ok(RawChannel {
+        session,
+        conn,
+        _lease: lease,
+    })
+}
+
+/// Map an SFTP error to the engine's codes.
+pub(crate) fn map_err(e: SftpError, op: &str, path: &str, conn: &PooledConn) -> Error {
+    if conn.conn.is_closed() {
+        return conn.conn.lost_error();
+    }
+    match &e {
+        SftpError::Status(s) => match s.status_code {
+            StatusCode::NoSuchFile => Error::new(
+                ErrorCode::RemoteNotFound,
+                format!("{op} {path}: no such file or directory on the remote host"),
+            ),
+            StatusCode::PermissionDenied => Error::new(
+                ErrorCode::PermissionDenied,
+                format!(
+                    "{op} {path}: permission denied on the remote host; check ownership and modes"
+                ),
+            ),
+            _ => Error::new(
+                ErrorCode::RemoteError,
+                format!("{op} {path}: {} ({})", s.status_code, s.error_message),
+            ),
+        },
+        SftpError::Timeout => Error::new(
+            ErrorCode::Timeout,
+            format!("{op} {path}: the SFTP server did not answer in time"),
+        ),
+        other => Error::new(ErrorCode::RemoteError, format!("{op} {path}: {other}")),
+    }
+}
+
+pub(crate) fn to_stat(attrs: &FileAttributes) -> FileStat {
+    let kind = if attrs.is_symlink() {
+        FileKind::Symlink
+    } else if attrs.is_dir() {
+        FileKind::Dir
+    } else if attrs.is_regular() {
+        FileKind::File
+    } else {
+        FileKind::Other
+    };
+    FileStat {
+        kind,
+        size: attrs.size.unwrap_or(0),
+        mode: attrs.permissions.unwrap_or(0) & 0o7777,
+        mtime: i64::from(attrs.mtime.unwrap_or(0)),
+    }
+}
+
+fn mode_attrs(mode: u32) -> FileAttributes {
+    FileAttributes {
+        permissions: Some(mode & 0o7777),
+        ..FileAttributes::empty()
+    }
+}
+
+/// `posix-rename@openssh.com`: rename replacing the target atomically.
+pub(crate) async fn posix_rename(raw: &RawChannel, from: &str, to: &str) -> Result<()> {
+    let mut data = Vec::with_capacity(8 + from.len() + to.len());
+    for s in [from, to] {
+        let len = u32::try_from(s.len()).map_err(|_| Error::invalid("path too long"))?;
+        data.extend_from_slice(&len.to_be_bytes());
+        data.extend_from_slice(s.as_bytes());
+    }
+    match raw.session.extended("posix-rename@openssh.com", data).await {
+        Ok(Packet::Status(s)) if s.status_code == StatusCode::Ok => Ok(()),
+        Ok(Packet::Status(s)) => Err(map_err(
+            SftpError::Status(s),
+            "rename",
+            &format!("{from} -> {to}"),
+            &raw.conn,
+        )),
+        Ok(_) => Err(Error::new(
+            ErrorCode::RemoteError,
+            "posix-rename: unexpected reply; the server may not support posix-rename@openssh.com",
+        )),
+        Err(e) => Err(map_err(e, "rename", &format!("{from} -> {to}"), &raw.conn)),
+    }
+}
+
+pub(crate) async fn lstat(s: &SftpChannel, path: &str) -> Result<Option<FileStat>> {
+    match s.session.symlink_metadata(path).await {
+        Ok(a) => Ok(Some(to_stat(&a))),
+        Err(SftpError::Status(st)) if st.status_code == StatusCode::NoSuchFile => Ok(None),
+        Err(e) => Err(map_err(e, "stat", path, &s.conn)),
+    }
+}
+
+/// Write a temp file next to `path` with `data` and `mode`; returns the temp path.
+pub(crate) async fn write_temp(
+    s: &SftpChannel,
+    path: &str,
+    data: &[u8],
+    mode: u32,
+) -> Result<String> {
+    let (dir, name) = match path.rsplit_once('/') {
+        Some((d, n)) => (d, n),
+        None => (".", path),
+    };
+    let tmp = format!("{dir}/.{name}.rr-tmp-{}", crate::util::new_id("t"));
+    let mut f = s
+        .session
+        .open_with_flags_and_attributes(
+            tmp.as_str(),
+            OpenFlags::CREATE | OpenFlags::TRUNCATE | OpenFlags::WRITE | OpenFlags::EXCLUDE,
+            mode_attrs(mode),
+        )
+        .await
+        .map_err(|e| map_err(e, "create", &tmp, &s.conn))?;
+    let written = async {
+        f.write_all(data).await?;
+        f.shutdown().await
+    }
+    .await;
+    if let Err(e) = written {
+        let _ = s.session.remove_file(tmp.as_str()).await;
+        return Err(io_err(e, "write", &tmp, &s.conn));
+    }
+    // The server applies its umask on create; set the requested mode explicitly.
+    if let Err(e) = s.session.set_metadata(tmp.as_str(), mode_attrs(mode)).await {
+        let _ = s.session.remove_file(tmp.as_str()).await;
+        return Err(map_err(e, "chmod", &tmp, &s.conn));
+    }
+    Ok(tmp)
+}
+
+fn io_err(e: std::io::Error, op: &str, path: &str, conn: &PooledConn) -> Error {
+    if conn.conn.is_closed() {
+        return conn.conn.lost_error();
+    }
+    let code = match e.kind() {
+        std::io::ErrorKind::NotFound => ErrorCode::RemoteNotFound,
+        std::io::ErrorKind::PermissionDenied => ErrorCode::PermissionDenied,
+        std::io::ErrorKind::TimedOut => ErrorCode::Timeout,
+        _ => ErrorCode::RemoteError,
+    };
+    Error::new(code, format!("{op} {path}: {e}"))
+}
+
+pub(crate) async fn read_range(
+    s: &SftpChannel,
+    path: &str,
+    offset: u64,
+    max: usize,
+) -> Result<Vec<u8>> {
+    let mut f = s
+        .session
+        .open(path)
+        .await
+        .map_err(|e| map_err(e, "open", path, &s.conn))?;
+    if offset > 0 {
+        f.seek(std::io::SeekFrom::Start(offset))
+            .await
+            .map_err(|e| io_err(e, "seek", path, &s.conn))?;
+    }
+    let mut out = Vec::with_capacity(max.min(1 << 20));
+    let mut limited = (&mut f).take(max as u64);
+    limited
+        .read_to_end(&mut out)
+        .await
+        .map_err(|e| io_err(e, "read", path, &s.conn))?;
+    let _ = f.shutdown().await;
+    Ok(out)
+}
+
+pub(crate) async fn create_dir_all(s: &SftpChannel, path: &str, mode: u32) -> Result<()> {
+    let mut prefix = if path.starts_with('/') {
+        String::new()
+    } else {
+        ".".to_string()
+    };
+    for part in path.split('/').filter(|p| !p.is_empty()) {
+        prefix.push('/');
+        prefix.push_str(part);
+        match lstat(s, &prefix).await? {
+            Some(st) if st.kind == FileKind::Dir => continue,
+            Some(st) if st.kind == FileKind::Symlink => {
+                // Follow the link: fine if it points at a directory.
+                match s.session.metadata(prefix.as_str()).await {
+                    Ok(a) if a.is_dir() => continue,
+                    _ => {
+                        return Err(Error::new(
+                            ErrorCode::RemoteError,
+                            format!("create_dir_all {path}: {prefix} is not a directory"),
+                        ));
+                    }
+                }
+            }
+            Some(_) => {
+                return Err(Error::new(
+                    ErrorCode::RemoteError,
+                    format!("create_dir_all {path}: {prefix} exists and is not a directory"),
+                ));
+            }
+            None => {}
+        }
+        if let Err(e) = s.session.create_dir(prefix.as_str()).await {
+            // Lost a race with another creator: fine if it is a directory now.
+            if matches!(lstat(s, &prefix).await?, Some(st) if st.kind == FileKind::Dir) {
+                continue;
+            }
+            return Err(map_err(e, "mkdir", &prefix, &s.conn));
+        }
+        s.session
+            .set_metadata(prefix.as_str(), mode_attrs(mode))
+            .await
+            .map_err(|e| map_err(e, "chmod", &prefix, &s.conn))?;
+    }
+    Ok(())
+}
+
+pub(crate) async fn read_dir(s: &SftpChannel, path: &str) -> Result<Vec<DirEntry>> {
+    let entries = s
+        .session
+        .read_dir(path)
+        .await
+        .map_err(|e| map_err(e, "read_dir", path, &s.conn))?;
+    let mut out: Vec<DirEntry> = entries
+        .filter(|e| e.file_name() != "." && e.file_name() != "..")
+        .map(|e| DirEntry {
+            name: e.file_name(),
+            stat: to_stat(&e.metadata()),
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+pub(crate) async fn open_read(s: &SftpChannel, path: &str) -> Result<BoxRead> {
+    let f = s
+        .session
+        .open(path)
+        .await
+        .map_err(|e| map_err(e, "open", path, &s.conn))?;
+    Ok(Box::new(f))
+}
+
+pub(crate) async fn open_write(s: &SftpChannel, path: &str, mode: u32) -> Result<BoxWrite> {
+    let f = s
+        .session
+        .open_with_flags_and_attributes(
+            path,
+            OpenFlags::CREATE | OpenFlags::TRUNCATE | OpenFlags::WRITE,
+            mode_attrs(mode),
+        )
+        .await
+        .map_err(|e| map_err(e, "create", path, &s.conn))?;
+    Ok(Box::new(f))
+}
+
+pub(crate) async fn set_mode(s: &SftpChannel, path: &str, mode: u32) -> Result<()> {
+    s.session
+        .set_metadata(path, mode_attrs(mode))
+        .await
+        .map_err(|e| map_err(e, "chmod", path, &s.conn))
+}
+
+pub(crate) async fn remove_file(s: &SftpChannel, path: &str) -> Result<()> {
+    s.session
+        .remove_file(path)
+        .await
+        .map_err(|e| map_err(e, "remove", path, &s.conn))
+}

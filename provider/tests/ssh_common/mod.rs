@@ -1,0 +1,44 @@
+//! Shared helpers for the SSH tests: a machine record and connect options pointing at a
+//! testkit sshd, isolated from the real `~/.ssh` and any ambient ssh-agent.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use remote_runner_provider::machine::{AuthType, HostKeyPolicy, Machine};
+use remote_runner_provider::ssh::{AgentSource, ConnectOptions, SshConfigSource};
+use remote_runner_testkit::Sshd;
+
+pub fn machine(sshd: &Sshd, key: Option<&Path>) -> Machine {
+    Machine {
+        machine_id: "t1".into(),
+        host: "127.0.0.1".into(),
+        port: sshd.port,
+        user: sshd.user().into(),
+        auth_type: AuthType::Key,
+        key_path: key.map(|k| k.to_string_lossy().into_owned()),
+        default_cwd: "/tmp".into(),
+        startup_commands: Vec::new(),
+        path_mappings: Vec::new(),
+        host_key_policy: HostKeyPolicy::Strict,
+        known_hosts_file: Some(sshd.known_hosts.to_string_lossy().into_owned()),
+        ssh_config_host: None,
+        has_password: false,
+    }
+}
+
+/// Options that use nothing from the environment: no ssh_config, no agent, no default keys.
+pub fn opts() -> ConnectOptions {
+    ConnectOptions {
+        ssh_config: SshConfigSource::Disabled,
+        agent: AgentSource::Disabled,
+        default_identities: false,
+        system_known_hosts: false,
+        connect_timeout: Some(Duration::from_secs(30)),
+        ..ConnectOptions::default()
+    }
+}
+
+pub fn start() -> Sshd {
+    Sshd::start().expect("start the test sshd (see the message for how to install it)")
+}
