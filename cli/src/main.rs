@@ -1,1 +1,90 @@
-fn main() {}
+//! `remote-runner`: the CLI of the Remote Runner API contract.
+//!
+//! Parse (clap) -> one handler per command -> JSON or human rendering -> an exit code from the
+//! policy in [`exit`].
+
+mod cli;
+mod commands;
+mod context;
+mod exit;
+mod output;
+mod prompt;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use clap::error::ErrorKind;
+use remote_runner_provider::Error;
+
+use crate::cli::Cli;
+use crate::context::Context;
+use crate::output::{ColorMode, Output};
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return ExitCode::from(usage_error(err)),
+    };
+    init_logging();
+    let out = Output::new(cli.global.json, cli.global.color);
+    let code = match run(cli, out) {
+        Ok(report) => out.report(&report),
+        Err(err) => out.error(&err),
+    };
+    ExitCode::from(code)
+}
+
+fn run(cli: Cli, out: Output) -> remote_runner_provider::Result<output::Report> {
+    let ctx = Context::new(&cli.global, out)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("cannot start the async runtime", &e))?;
+    runtime.block_on(commands::dispatch(&ctx, cli.command))
+}
+
+/// clap's errors: help and version go to stdout with exit 0; usage errors exit 2, as one JSON
+/// object on stderr when `--json` is on the command line.
+fn usage_error(err: clap::Error) -> u8 {
+    if matches!(
+        err.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+    ) {
+        let _ = err.print();
+        return exit::SUCCESS;
+    }
+    if matches!(
+        err.kind(),
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = err.print();
+        return exit::USAGE;
+    }
+    if std::env::args().any(|a| a == "--json") {
+        let rendered = err.render().to_string();
+        let message = rendered
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with("Usage:"))
+            .collect::<Vec<_>>()
+            .join("; ")
+            .trim_start_matches("error: ")
+            .to_string();
+        let out = Output::new(true, ColorMode::Never);
+        out.error(&Error::invalid(message));
+        return exit::USAGE;
+    }
+    let _ = err.print();
+    exit::USAGE
+}
+
+/// Diagnostics on stderr, off unless `RUST_LOG` asks for them.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

@@ -1,0 +1,218 @@
+//! `machine doctor`: is the machine reachable, trusted, logged into, and ready for sessions?
+//!
+//! The report is a result, not an error: it goes to stdout, and a failed check makes the exit
+//! code 1 (see `exit.rs`). Each problem comes with what to do about it.
+
+use std::io::IsTerminal;
+use std::path::Path;
+
+use remote_runner_provider::machine::Machine;
+use remote_runner_provider::ssh::{self, ConnectOptions, PassphraseSource};
+use remote_runner_provider::store::machines;
+use remote_runner_provider::util::now_rfc3339;
+use remote_runner_provider::{Error, ErrorCode, Result};
+use serde_json::{Value, json};
+
+use crate::context::Context;
+use crate::output::{Block, Cell, Report, Tone};
+
+/// The doctor's findings, in the contract's shape plus host key and tmux details.
+#[derive(Debug, Clone)]
+struct Findings {
+    machine_id: String,
+    reachable: bool,
+    auth_ok: bool,
+    default_cwd_ok: bool,
+    checked_at: String,
+    /// `None` for the local machine (no SSH, no host key).
+    host_key: Option<Value>,
+    tmux_found: bool,
+    tmux_version: Option<String>,
+    errors: Vec<Error>,
+    /// Extra details for SSH machines (`target`, `auth`).
+    details: serde_json::Map<String, Value>,
+}
+
+impl Findings {
+    fn all_ok(&self) -> bool {
+        self.errors.is_empty()
+            && self.reachable
+            && self.auth_ok
+            && self.default_cwd_ok
+            && self.tmux_found
+    }
+
+    fn to_json(&self) -> Value {
+        let mut v = json!({
+            "machine_id": self.machine_id,
+            "reachable": self.reachable,
+            "auth_ok": self.auth_ok,
+            "default_cwd_ok": self.default_cwd_ok,
+            "checked_at": self.checked_at,
+            "errors": self.errors.iter().map(Error::to_json).collect::<Vec<_>>(),
+            "host_key": self.host_key,
+            "tmux": { "found": self.tmux_found, "version": self.tmux_version },
+        });
+        if let Some(obj) = v.as_object_mut() {
+            obj.extend(self.details.clone());
+        }
+        v
+    }
+
+    fn to_human(&self) -> Vec<Block> {
+        let mut fields = vec![("machine", Cell::new(self.machine_id.clone(), Tone::Bold))];
+        if let Some(target) = self.details.get("target").and_then(Value::as_str) {
+            fields.push(("target", Cell::plain(target)));
+        }
+        fields.push(("reachable", Cell::check(self.reachable)));
+        if let Some(hk) = &self.host_key {
+            let status = hk["status"].as_str().unwrap_or("unknown").to_string();
+            let tone = if status == "known" {
+                Tone::Good
+            } else {
+                Tone::Bad
+            };
+            let text = match hk["fingerprint"].as_str() {
+                Some(fp) => format!("{status} ({fp})"),
+                None => status,
+            };
+            fields.push(("host key", Cell::new(text, tone)));
+        }
+        let auth = self.details.get("auth");
+        let used = auth.and_then(|a| a["used"].as_str());
+        let auth_cell = match (self.auth_ok, used) {
+            (true, Some(method)) => Cell::new(format!("yes ({method})"), Tone::Good),
+            (ok, _) => Cell::check(ok),
+        };
+        fields.push(("auth ok", auth_cell));
+        fields.push(("default cwd ok", Cell::check(self.default_cwd_ok)));
+        let tmux = match (&self.tmux_version, self.tmux_found) {
+            (Some(v), true) => Cell::new(v.clone(), Tone::Good),
+            (None, true) => Cell::new("found", Tone::Good),
+            (_, false) => Cell::new("not found", Tone::Bad),
+        };
+        fields.push(("tmux", tmux));
+        let mut blocks = vec![Block::Fields(fields)];
+        for e in &self.errors {
+            blocks.push(Block::Line(Cell::new(
+                format!("  - {} [{}]", e.message, e.code),
+                Tone::Bad,
+            )));
+        }
+        if self.all_ok() {
+            blocks.push(Block::Line(Cell::new("All checks passed.", Tone::Good)));
+        }
+        blocks
+    }
+}
+
+pub async fn run(ctx: &Context, machine_id: &str) -> Result<Report> {
+    let store = ctx.store()?;
+    let machine = machines::resolve(&store, machine_id)?;
+    let findings = if machine.is_local() {
+        check_local(&machine)
+    } else {
+        check_ssh(ctx, &machine).await?
+    };
+    let report = Report::new(findings.to_json()).human(findings.to_human());
+    Ok(if findings.all_ok() {
+        report
+    } else {
+        report.failed()
+    })
+}
+
+/// An SSH machine: the SSH layer's probe, with the stored password (if any) and, on a terminal,
+/// a passphrase prompt for encrypted keys.
+async fn check_ssh(ctx: &Context, machine: &Machine) -> Result<Findings> {
+    let password = if machine.has_password {
+        ctx.credentials()?.get_password(&machine.machine_id)?
+    } else {
+        None
+    };
+    let opts = ConnectOptions {
+        password,
+        passphrase: if std::io::stdin().is_terminal() {
+            PassphraseSource::Tty
+        } else {
+            PassphraseSource::Never
+        },
+        connect_timeout: ctx.timeout,
+        ..ConnectOptions::default()
+    };
+    let report = ssh::probe(machine, opts).await;
+    let host_key_status = serde_json::to_value(report.host_key)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| "not_checked".to_string());
+    let mut details = serde_json::Map::new();
+    details.insert("target".into(), json!(report.target));
+    details.insert(
+        "auth".into(),
+        json!({
+            "offered": report.auth_methods_offered,
+            "tried": report.auth_methods_tried,
+            "used": report.auth_method_used,
+        }),
+    );
+    Ok(Findings {
+        machine_id: machine.machine_id.clone(),
+        reachable: report.reachable,
+        auth_ok: report.auth_ok,
+        default_cwd_ok: report.default_cwd_ok.unwrap_or(false),
+        checked_at: now_rfc3339(),
+        host_key: Some(json!({
+            "status": host_key_status,
+            "fingerprint": report.host_key_fingerprint,
+        })),
+        tmux_found: report.tmux_found.unwrap_or(false),
+        tmux_version: report.tmux_version,
+        errors: report.errors,
+        details,
+    })
+}
+
+/// The local machine: no network or login to check; tmux and the default cwd on this host.
+fn check_local(machine: &Machine) -> Findings {
+    let mut errors = Vec::new();
+    let default_cwd_ok = Path::new(&machine.default_cwd).is_dir();
+    if !default_cwd_ok {
+        errors.push(Error::new(
+            ErrorCode::RemoteNotFound,
+            format!(
+                "the default cwd {} is not a directory on this host; create it or set HOME",
+                machine.default_cwd
+            ),
+        ));
+    }
+    let tmux_version = local_tmux_version();
+    if tmux_version.is_none() {
+        errors.push(Error::new(
+            ErrorCode::TmuxMissing,
+            "tmux is not installed on this host; install it (Debian/Ubuntu: apt-get install tmux, \
+             Fedora: dnf install tmux, macOS: brew install tmux)",
+        ));
+    }
+    Findings {
+        machine_id: machine.machine_id.clone(),
+        reachable: true,
+        auth_ok: true,
+        default_cwd_ok,
+        checked_at: now_rfc3339(),
+        host_key: None,
+        tmux_found: tmux_version.is_some(),
+        tmux_version,
+        errors,
+        details: serde_json::Map::new(),
+    }
+}
+
+/// `tmux -V` ("tmux 3.3a") on this host, or `None` when tmux cannot be run.
+fn local_tmux_version() -> Option<String> {
+    let out = std::process::Command::new("tmux").arg("-V").output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    Some(text.strip_prefix("tmux ").unwrap_or(&text).to_string())
+}

@@ -1,0 +1,30 @@
+//! One module per command group; [`dispatch`] routes a parsed command to its handler.
+
+pub mod file;
+pub mod machine;
+pub mod meta;
+pub mod run;
+pub mod session;
+
+use remote_runner_provider::{Error, Result};
+
+use crate::cli::Command;
+use crate::context::Context;
+use crate::output::Report;
+
+pub async fn dispatch(ctx: &Context, command: Command) -> Result<Report> {
+    match command {
+        Command::Machine(c) => machine::run(ctx, c).await,
+        Command::Session(c) => session::run(ctx, c).await,
+        Command::File(c) => file::run(ctx, c).await,
+        Command::Run(c) => run::run(ctx, c).await,
+        Command::Completions(args) => meta::completions(&args),
+        Command::Man(args) => meta::man(&args),
+    }
+}
+
+/// The error for a command that the contract defines but the engine does not provide yet.
+/// Nothing is changed and the exit code is `not_implemented`'s.
+pub fn not_built(command: &str, part: &str) -> Error {
+    Error::not_implemented(&format!("`remote-runner {command}`"), part)
+}

@@ -1,0 +1,194 @@
+//! `remote-runner session ...`: persistent shells on a machine.
+//!
+//! The argument structs follow the contract in full. The session engine (issue 4) is not built
+//! yet, so every handler returns `not_implemented`; wiring one is a single engine call plus a
+//! [`Report`].
+
+use clap::{Args, Subcommand, ValueEnum};
+use remote_runner_provider::Result;
+
+use crate::commands::not_built;
+use crate::context::Context;
+use crate::output::Report;
+
+const PART: &str = "the session engine, issue 4";
+
+pub const GROUP_EXAMPLES: &str = "\
+Examples:
+  remote-runner session create --machine local --cwd /tmp --json
+  remote-runner session exec --session sess_abc123 --cmd 'pytest -q' --timeout 300 --json
+  remote-runner session read --session sess_abc123 --since 1200 --json";
+
+#[derive(Debug, Subcommand)]
+pub enum SessionCommand {
+    /// Start a persistent shell on a machine
+    #[command(
+        after_help = "Examples:\n  remote-runner session create --machine local --json\n  remote-runner session create --machine lab-gpu-01 --cwd /home/ely/project --json"
+    )]
+    Create(CreateArgs),
+    /// List active and recoverable sessions
+    #[command(
+        after_help = "Examples:\n  remote-runner session list\n  remote-runner session list --machine lab-gpu-01 --json"
+    )]
+    List(ListArgs),
+    /// Show a session: last command, exit code, log locations
+    #[command(after_help = "Examples:\n  remote-runner session show --session sess_abc123 --json")]
+    Show(SessionArg),
+    /// Run a command in the session's shell (cd, export, aliases persist)
+    #[command(
+        after_help = "Examples:\n  remote-runner session exec --session sess_abc123 --cmd 'pytest -q' --timeout 300 --json\n  remote-runner session exec --session sess_abc123 --cwd /home/ely/project/sub --cmd 'make test'\n  remote-runner session exec --session sess_abc123 --cmd 'docker compose up' --mode background --json\n  remote-runner session exec --session sess_abc123 --cmd 'make' --exit-code   # exit with make's status"
+    )]
+    Exec(ExecArgs),
+    /// Inspect, wait for and stop commands of a session
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  remote-runner session command list --session sess_abc123 --json\n  remote-runner session command wait --session sess_abc123 --command-id cmd_abc123 --timeout 20 --json"
+    )]
+    Command(CommandCommand),
+    /// Type raw input into the session's shell (Enter pressed unless --no-enter)
+    #[command(
+        after_help = "Examples:\n  remote-runner session send --session sess_abc123 --input python --json\n  remote-runner session send --session sess_abc123 --input 'y' --no-enter"
+    )]
+    Send(SendArgs),
+    /// Read the session transcript from a cursor
+    #[command(
+        after_help = "Examples:\n  remote-runner session read --session sess_abc123 --json\n  remote-runner session read --session sess_abc123 --since 1200 --json"
+    )]
+    Read(ReadArgs),
+    /// List the session's command logs in order
+    #[command(after_help = "Examples:\n  remote-runner session logs --session sess_abc123 --json")]
+    Logs(SessionArg),
+    /// Stop the session's shell; records, logs and transcript are kept
+    #[command(
+        after_help = "Examples:\n  remote-runner session destroy --session sess_abc123 --json"
+    )]
+    Destroy(SessionArg),
+    /// Open the session in this terminal (detach with Ctrl-b d; it keeps running)
+    #[command(after_help = "Examples:\n  remote-runner session attach --session sess_abc123")]
+    Attach(SessionArg),
+}
+
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// Machine to run on (`local` is this host)
+    #[arg(long, value_name = "MACHINE_ID")]
+    pub machine: String,
+    /// Working directory [default: the machine's default cwd]
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only sessions on this machine
+    #[arg(long, value_name = "MACHINE_ID")]
+    pub machine: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct SessionArg {
+    /// Session id (sess_...)
+    #[arg(long, value_name = "SESSION_ID")]
+    pub session: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExecMode {
+    /// Return when the command finishes
+    Wait,
+    /// Return once the command is accepted; follow it with `session command`
+    Background,
+}
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    #[arg(long, value_name = "SESSION_ID")]
+    pub session: String,
+    /// The shell command line to run
+    #[arg(long, value_name = "COMMAND")]
+    pub cmd: String,
+    /// cd here first (the session's shell stays there afterwards)
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<String>,
+    #[arg(long, value_enum, default_value_t = ExecMode::Wait)]
+    pub mode: ExecMode,
+    /// Exit with the remote command's own exit status (signal N -> 128+N) instead of 1 on failure
+    #[arg(long)]
+    pub exit_code: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CommandCommand {
+    /// List the session's commands
+    #[command(
+        after_help = "Examples:\n  remote-runner session command list --session sess_abc123 --json"
+    )]
+    List(SessionArg),
+    /// Status, output excerpts and exit code of one command
+    #[command(
+        visible_alias = "result",
+        after_help = "Examples:\n  remote-runner session command show --session sess_abc123 --command-id cmd_abc123 --json\n  remote-runner session command result --session sess_abc123 --command-id cmd_abc123 --json"
+    )]
+    Show(CommandRef),
+    /// Wait for a command to finish, at most --timeout seconds (the command is not killed)
+    #[command(
+        after_help = "Examples:\n  remote-runner session command wait --session sess_abc123 --command-id cmd_abc123 --timeout 20 --json"
+    )]
+    Wait(CommandRef),
+    /// Stop a command (Ctrl-C, then TERM, then KILL); repeating it is safe
+    #[command(
+        after_help = "Examples:\n  remote-runner session command stop --session sess_abc123 --command-id cmd_abc123 --json"
+    )]
+    Stop(CommandRef),
+}
+
+#[derive(Debug, Args)]
+pub struct CommandRef {
+    #[arg(long, value_name = "SESSION_ID")]
+    pub session: String,
+    /// Command id (cmd_...)
+    #[arg(long, value_name = "COMMAND_ID")]
+    pub command_id: String,
+}
+
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    #[arg(long, value_name = "SESSION_ID")]
+    pub session: String,
+    /// Text to type into the shell
+    #[arg(long, value_name = "TEXT")]
+    pub input: String,
+    /// Do not press Enter after the text
+    #[arg(long)]
+    pub no_enter: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    #[arg(long, value_name = "SESSION_ID")]
+    pub session: String,
+    /// Transcript byte offset to read from (a cursor from an earlier read)
+    #[arg(long, value_name = "OFFSET")]
+    pub since: Option<u64>,
+}
+
+pub async fn run(_ctx: &Context, command: SessionCommand) -> Result<Report> {
+    let name = match &command {
+        SessionCommand::Create(_) => "session create",
+        SessionCommand::List(_) => "session list",
+        SessionCommand::Show(_) => "session show",
+        SessionCommand::Exec(_) => "session exec",
+        SessionCommand::Command(c) => match c {
+            CommandCommand::List(_) => "session command list",
+            CommandCommand::Show(_) => "session command show",
+            CommandCommand::Wait(_) => "session command wait",
+            CommandCommand::Stop(_) => "session command stop",
+        },
+        SessionCommand::Send(_) => "session send",
+        SessionCommand::Read(_) => "session read",
+        SessionCommand::Logs(_) => "session logs",
+        SessionCommand::Destroy(_) => "session destroy",
+        SessionCommand::Attach(_) => "session attach",
+    };
+    Err(not_built(name, PART))
+}
