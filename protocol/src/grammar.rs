@@ -5,9 +5,14 @@
 use crate::error::{Rule, ValidationError};
 use crate::limits::MAX_SAFE_INTEGER;
 
-/// Trims like JavaScript's `String.prototype.trim` (Unicode white space plus U+FEFF).
+/// Trims like JavaScript's `String.prototype.trim`: Unicode white space and line
+/// terminators plus U+FEFF, but not U+0085 (white space to Unicode, not to JavaScript).
 pub fn js_trim(value: &str) -> &str {
-    value.trim_matches(|c: char| c.is_whitespace() || c == '\u{FEFF}')
+    value.trim_matches(is_js_whitespace)
+}
+
+fn is_js_whitespace(c: char) -> bool {
+    (c.is_whitespace() && c != '\u{85}') || c == '\u{FEFF}'
 }
 
 /// Length in UTF-16 code units (JavaScript's `string.length`).
@@ -205,6 +210,8 @@ mod tests {
     fn trims_like_javascript() {
         assert_eq!(js_trim("\u{FEFF} a b\n\t"), "a b");
         assert_eq!(utf16_len("😀"), 2);
+        assert_eq!(js_trim("\u{85}x\u{3000}"), "\u{85}x");
+        assert_eq!(js_trim("\u{b}\u{c}\u{a0}\u{2028}"), "");
     }
 
     #[test]
