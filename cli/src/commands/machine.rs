@@ -360,22 +360,22 @@ fn fill_fields(
         .clone()
         .or(from_alias.then(|| base.default_cwd.clone()));
 
-    if !prompter.interactive {
-        let mut missing = Vec::new();
-        if host.is_none() {
-            missing.push("--host");
-        }
-        if user.is_none() {
-            missing.push("--user");
-        }
-        if default_cwd.is_none() {
-            missing.push("--default-cwd");
-        }
-        if !missing.is_empty() {
-            return Err(missing_flags(&missing));
-        }
+    let mut missing = Vec::new();
+    if host.is_none() {
+        missing.push("--host");
     }
-    let interactive_fill = prompter.interactive && !from_alias;
+    if user.is_none() {
+        missing.push("--user");
+    }
+    if default_cwd.is_none() {
+        missing.push("--default-cwd");
+    }
+    if !missing.is_empty() && !prompter.interactive {
+        return Err(missing_flags(&missing));
+    }
+    // Optional fields (port, auth, key, startup commands) are asked for only in a session that
+    // is interactive anyway; a command line with every required flag runs without questions.
+    let interactive_fill = prompter.interactive && !missing.is_empty();
 
     let host = match host {
         Some(h) => h,
