@@ -185,3 +185,42 @@ async fn probe_flags_a_missing_default_cwd() {
     assert_eq!(r.default_cwd_ok, Some(false));
     assert!(r.errors.iter().any(|e| e.code == ErrorCode::RemoteNotFound));
 }
+
+#[tokio::test]
+async fn a_known_rsa_key_steers_the_host_key_algorithm() {
+    // The server has ed25519 and RSA host keys; only the RSA one is recorded. Like OpenSSH we
+    // must ask for RSA first, or the ed25519 key would look like a changed key.
+    let sshd = remote_runner_testkit::Sshd::builder()
+        .rsa_host_key()
+        .start()
+        .expect("sshd");
+    let dir = tempfile::tempdir().unwrap();
+    let kh = dir.path().join("known_hosts");
+    let rsa = sshd.host_rsa_public_key.clone().unwrap();
+    std::fs::write(&kh, format!("[127.0.0.1]:{} {rsa}\n", sshd.port)).unwrap();
+    let mut m = machine(&sshd, Some(&sshd.keys.ed25519));
+    m.known_hosts_file = Some(kh.to_string_lossy().into_owned());
+    let t = ssh::connect(&m, opts())
+        .await
+        .expect("RSA host key is chosen and known");
+    assert!(t.is_connected());
+}
+
+#[tokio::test]
+async fn probe_names_the_package_when_tmux_is_missing() {
+    // sshd gives the session a PATH without tmux.
+    let sshd = remote_runner_testkit::Sshd::builder()
+        .config_line("SetEnv PATH=/nonexistent")
+        .start()
+        .expect("sshd");
+    let r = ssh::probe(&machine(&sshd, Some(&sshd.keys.ed25519)), opts()).await;
+    assert!(r.auth_ok);
+    assert_eq!(r.default_cwd_ok, Some(true));
+    assert_eq!(r.tmux_found, Some(false));
+    let e = r
+        .errors
+        .iter()
+        .find(|e| e.code == ErrorCode::TmuxMissing)
+        .expect("tmux_missing error");
+    assert!(e.message.contains("apt-get install tmux"), "{}", e.message);
+}

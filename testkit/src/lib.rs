@@ -50,6 +50,7 @@ pub struct ClientKeys {
 pub struct SshdBuilder {
     max_sessions: Option<u32>,
     extra_config: Vec<String>,
+    rsa_host_key: bool,
 }
 
 impl Default for SshdBuilder {
@@ -63,12 +64,19 @@ impl SshdBuilder {
         SshdBuilder {
             max_sessions: None,
             extra_config: Vec::new(),
+            rsa_host_key: false,
         }
     }
 
     /// sshd's `MaxSessions` (OpenSSH default 10).
     pub fn max_sessions(mut self, n: u32) -> Self {
         self.max_sessions = Some(n);
+        self
+    }
+
+    /// Also serve an RSA host key (after the ed25519 one), see [`Sshd::host_rsa_public_key`].
+    pub fn rsa_host_key(mut self) -> Self {
+        self.rsa_host_key = true;
         self
     }
 
@@ -94,6 +102,8 @@ pub struct Sshd {
     pub host_key_fingerprint: String,
     /// The host public key line (`ssh-ed25519 AAAA...`).
     pub host_public_key: String,
+    /// The RSA host public key line (`ssh-rsa AAAA...`) when the builder asked for one.
+    pub host_rsa_public_key: Option<String>,
     pub keys: ClientKeys,
     /// A known_hosts file holding this server's key as `[127.0.0.1]:PORT`.
     pub known_hosts: PathBuf,
@@ -160,13 +170,27 @@ impl Sshd {
             .collect::<Vec<_>>()
             .join(" ");
         let host_key_fingerprint = fingerprint(&pub_path(&host_key))?;
+        let mut host_keys = vec![host_key.clone()];
+        let mut host_rsa_public_key = None;
+        if opts.rsa_host_key {
+            let rsa = d.join("host_rsa");
+            keygen(&rsa, "rsa", "", "rr-test-host-rsa")?;
+            let text = fs::read_to_string(pub_path(&rsa))?;
+            host_rsa_public_key = Some(
+                text.split_whitespace()
+                    .take(2)
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            );
+            host_keys.push(rsa);
+        }
 
         let log = d.join("sshd.log");
         let cfg_path = d.join("sshd_config");
         let mut last_err = anyhow!("sshd did not start");
         for _attempt in 0..5 {
             let port = free_port()?;
-            write_sshd_config(&cfg_path, &opts, d, port, &host_key, &authorized_keys)?;
+            write_sshd_config(&cfg_path, &opts, d, port, &host_keys, &authorized_keys)?;
             let out = Command::new(SSHD)
                 .arg("-t")
                 .arg("-f")
@@ -211,6 +235,7 @@ impl Sshd {
                         port,
                         host_key_fingerprint,
                         host_public_key,
+                        host_rsa_public_key,
                         keys,
                         known_hosts,
                         ssh_config,
@@ -550,13 +575,16 @@ fn write_sshd_config(
     opts: &SshdBuilder,
     dir: &Path,
     port: u16,
-    host_key: &Path,
+    host_keys: &[PathBuf],
     authorized_keys: &Path,
 ) -> Result<()> {
-    let mut cfg = format!(
+    let mut cfg = String::new();
+    for k in host_keys {
+        cfg.push_str(&format!("HostKey {}\n", k.display()));
+    }
+    cfg.push_str(&format!(
         "ListenAddress 127.0.0.1\n\
          Port {port}\n\
-         HostKey {}\n\
          PidFile {}\n\
          AuthorizedKeysFile {}\n\
          PubkeyAuthentication yes\n\
@@ -569,10 +597,9 @@ fn write_sshd_config(
          Subsystem sftp internal-sftp\n\
          LogLevel VERBOSE\n\
          MaxStartups 100:30:200\n",
-        host_key.display(),
         dir.join("sshd.pid").display(),
         authorized_keys.display(),
-    );
+    ));
     if let Some(n) = opts.max_sessions {
         cfg.push_str(&format!("MaxSessions {n}\n"));
     }
