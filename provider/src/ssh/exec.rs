@@ -98,6 +98,10 @@ pub(crate) async fn run(
             }
         }
         stdin_task.abort();
+        if cancelled {
+            // The caller already got its timeout error; nobody reads this result.
+            return Err(Error::new(ErrorCode::Cancelled, "exec cancelled"));
+        }
         let status = match (code, signal) {
             (_, Some(s)) => ExitStatus::Signal(s),
             (Some(c), None) => ExitStatus::Code(c),

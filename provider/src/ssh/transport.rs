@@ -80,18 +80,13 @@ impl SshTransport {
         Ok(s)
     }
 
-    /// Run an SFTP operation; when the cached session's connection turns out dead before
-    /// anything was done, retry once on a fresh one.
+    /// Run an SFTP operation on the cached session (reopened when its connection dropped).
     async fn with_sftp<T, F, Fut>(&self, op: F) -> Result<T>
     where
-        F: Fn(Arc<SftpChannel>) -> Fut,
+        F: FnOnce(Arc<SftpChannel>) -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
-        let s = self.sftp().await?;
-        if s.conn.conn.is_closed() {
-            return op(self.sftp().await?).await;
-        }
-        op(s).await
+        op(self.sftp().await?).await
     }
 }
 
