@@ -70,6 +70,23 @@ impl FrameError {
         }
     }
 
+    /// A `failure` event a provider can send for this error (correlated when the line's ids
+    /// could be read); `None` for I/O errors, after which the stream is gone.
+    pub fn failure_event(&self) -> Option<Event> {
+        match self {
+            FrameError::Io(_) => None,
+            FrameError::Decode(err) => Some(err.failure_event()),
+            FrameError::Line(err) => Some(Event::failure(
+                None,
+                None,
+                self.code(),
+                err.to_string(),
+                crate::FailureStatus::Failed,
+                false,
+            )),
+        }
+    }
+
     /// The decode error, if the line was complete but invalid.
     pub fn decode_error(&self) -> Option<&DecodeError> {
         match self {

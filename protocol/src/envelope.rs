@@ -112,9 +112,15 @@ struct Ids {
 }
 
 impl Ids {
+    /// Result commands must never be answered, so their `requestId` is not offered for a reply.
     fn read(map: &Map<String, Value>) -> Self {
+        let no_reply = matches!(
+            map.get("type").and_then(Value::as_str),
+            Some("outbound_message_result" | "session_tool_result")
+        );
         let request_id = map
             .get("requestId")
+            .filter(|_| !no_reply)
             .and_then(Value::as_str)
             .filter(|id| grammar::request_id("requestId", id).is_ok())
             .map(str::to_owned);
@@ -201,11 +207,56 @@ fn typed<T: DeserializeOwned>(map: Map<String, Value>, ids: &Ids) -> Result<T, D
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
+    let probe = locate_type_error(&type_name, &map);
     serde_json::from_value(Value::Object(map)).map_err(|err| {
+        let (path, detail) = probe.unwrap_or_else(|| (missing_field(&err), err.to_string()));
         ids.error(ValidationError::new(
             Rule::FieldType,
-            "",
-            format!("{type_name}: {err}"),
+            path,
+            format!("{type_name}: {detail}"),
         ))
     })
+}
+
+/// serde_json does not report where inside a value a type error is; decode the nested
+/// structures on their own first, so the error can name `state`, `usage`, `request`, ….
+fn locate_type_error(type_name: &str, map: &Map<String, Value>) -> Option<(String, String)> {
+    fn probe<T: DeserializeOwned>(map: &Map<String, Value>, key: &str) -> Option<(String, String)> {
+        let value = map.get(key)?;
+        serde_json::from_value::<T>(value.clone())
+            .err()
+            .map(|err| (key.to_owned(), err.to_string()))
+    }
+    /// The state is flat, so a missing field is one of its own.
+    fn probe_state(map: &Map<String, Value>) -> Option<(String, String)> {
+        probe::<State>(map, "state").map(|(path, detail)| {
+            match detail
+                .strip_prefix("missing field `")
+                .and_then(|r| r.split('`').next())
+            {
+                Some(field) => (format!("{path}.{field}"), detail.clone()),
+                None => (path, detail),
+            }
+        })
+    }
+    use crate::{outbound, session_tool, state::State, usage::Usage};
+    match type_name {
+        "ready" | "lineage_changed" | "status" | "resume" => probe_state(map),
+        "final" => probe_state(map).or_else(|| probe::<Usage>(map, "usage")),
+        "turn" => probe::<crate::command::TrustedCaller>(map, "trustedCaller"),
+        "outbound_message" => probe::<Vec<outbound::OutboundImage>>(map, "images"),
+        "outbound_message_result" => probe::<outbound::OutboundResult>(map, "result"),
+        "session_tool" => probe::<session_tool::SessionToolRequest>(map, "request"),
+        "session_tool_result" => probe::<session_tool::SessionToolResult>(map, "result"),
+        _ => None,
+    }
+}
+
+/// `missing field `x`` → `x` (a top-level field), else the root.
+fn missing_field(err: &serde_json::Error) -> String {
+    let text = err.to_string();
+    text.strip_prefix("missing field `")
+        .and_then(|rest| rest.split('`').next())
+        .map(str::to_owned)
+        .unwrap_or_default()
 }

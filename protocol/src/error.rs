@@ -207,7 +207,8 @@ pub enum DecodeErrorKind {
 pub struct DecodeError {
     /// What went wrong.
     pub kind: DecodeErrorKind,
-    /// The line's `requestId`, if present and well-formed.
+    /// The line's `requestId`, if present and well-formed (never for result commands, which
+    /// must not be answered).
     pub request_id: Option<String>,
     /// The line's `turnId`, if present and well-formed.
     pub turn_id: Option<String>,
@@ -232,6 +233,19 @@ impl DecodeError {
             DecodeErrorKind::UnknownType { .. } => "unknown_type",
             DecodeErrorKind::InvalidMessage(_) => "invalid_message",
         }
+    }
+
+    /// A `failure` event answering the bad line: correlated by whatever ids could be read,
+    /// `status: failed`, not retryable (resending the same line cannot help).
+    pub fn failure_event(&self) -> crate::Event {
+        crate::Event::failure(
+            self.request_id.clone(),
+            self.turn_id.clone(),
+            self.code(),
+            self.to_string(),
+            crate::FailureStatus::Failed,
+            false,
+        )
     }
 
     /// The broken rule, when the message had a known type but invalid fields.

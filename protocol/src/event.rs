@@ -291,6 +291,42 @@ impl Event {
         })
     }
 
+    /// `failure` correlated to `command`: its `requestId`, and its `turnId` when it has one.
+    /// Use it to refuse a command (a pre-ACK turn failure, a stale terminal generation, …).
+    ///
+    /// Result commands (`outbound_message_result`, `session_tool_result`) must never be
+    /// answered, so for them the failure carries only the `turnId`: it ends that turn.
+    pub fn failure_for(
+        command: &crate::Command,
+        code: impl Into<String>,
+        message: impl Into<String>,
+        status: FailureStatus,
+        retryable: bool,
+    ) -> Self {
+        let request_id = command
+            .expects_reply()
+            .then(|| command.request_id().to_owned());
+        Event::failure(
+            request_id,
+            command.turn_id().map(str::to_owned),
+            code,
+            message,
+            status,
+            retryable,
+        )
+    }
+
+    /// `failure` ending an ACKed turn: carries the `turnId` (required after the ACK).
+    pub fn turn_failure(
+        turn_id: impl Into<String>,
+        code: impl Into<String>,
+        message: impl Into<String>,
+        status: FailureStatus,
+        retryable: bool,
+    ) -> Self {
+        Event::failure(None, Some(turn_id.into()), code, message, status, retryable)
+    }
+
     /// `lineage_changed`.
     pub fn lineage_changed(state: State) -> Self {
         Event::LineageChanged(LineageChangedEvent { state })

@@ -1002,3 +1002,61 @@ fn unknown_fields_on_messages_are_ignored() {
         json!({"type":"progress","turnId":"t","content":"x","extra":1}),
     ));
 }
+
+// ---- error locations and failure replies ----
+
+#[test]
+fn type_errors_name_the_nested_structure() {
+    let err = event(json!({"type":"ready","requestId":"s1","state":{"version":1,"generation":1}}))
+        .unwrap_err();
+    let v = err.validation().unwrap();
+    assert_eq!(
+        (v.rule, v.path.as_str()),
+        (Rule::FieldType, "state.provider")
+    );
+    let err = event(final_with_usage(
+        json!({"generation":1,"snapshot":{"tokens":null}}),
+    ))
+    .unwrap_err();
+    assert_eq!(err.validation().unwrap().path, "usage");
+    assert!(err.validation().unwrap().detail.contains("context"));
+    let err = event(json!({"type":"progress","content":"x"})).unwrap_err();
+    assert_eq!(err.validation().unwrap().path, "turnId");
+}
+
+#[test]
+fn decode_errors_become_correlated_failures() {
+    let err = command(json!({"type":"turn","requestId":"t1","turnId":"turn-1"})).unwrap_err();
+    let Event::Failure(f) = err.failure_event() else {
+        panic!()
+    };
+    assert_eq!(f.request_id.as_deref(), Some("t1"));
+    assert_eq!(f.turn_id.as_deref(), Some("turn-1"));
+    assert_eq!(f.code, "invalid_message");
+    Event::Failure(f).validate().unwrap();
+    // Result commands are never answered by requestId.
+    let err = command(json!({"type":"outbound_message_result","requestId":"o1","operationId":"op","turnId":"turn-1","generation":1})).unwrap_err();
+    assert_eq!(err.request_id, None);
+    assert_eq!(err.turn_id.as_deref(), Some("turn-1"));
+    let result = ok(command(
+        json!({"type":"outbound_message_result","requestId":"o1","operationId":"op","turnId":"turn-1","generation":1,"result":{"outcome":"delivered","messageId":"om_1"}}),
+    ));
+    let Event::Failure(f) = Event::failure_for(
+        &result,
+        "outbound_result_mismatch",
+        "no such operation",
+        remote_runner_protocol::FailureStatus::Failed,
+        false,
+    ) else {
+        panic!()
+    };
+    assert_eq!((f.request_id, f.turn_id.as_deref()), (None, Some("turn-1")));
+}
+
+#[test]
+fn invalid_json_failure_is_uncorrelated_and_valid() {
+    let err = decode_command(b"{oops").unwrap_err();
+    let failure = err.failure_event();
+    failure.validate().unwrap();
+    assert_eq!(failure.request_id(), None);
+}
