@@ -1,1 +1,218 @@
 //! Sessions, commands, transfers and runs, above the transport. (issues 4, 7)
+//!
+//! The [`Engine`] owns the local records (SQLite store, logs, transcripts under the state dir)
+//! and drives machines through [`Transport`]s obtained from a [`Connector`]. It is usable from a
+//! one-shot CLI process (each call blocks until done) and from the long-lived provider (streaming
+//! output by byte offset with [`Engine::read_output`] and [`Engine::wait_output`]).
+//!
+//! Truth lives on the machine: a command's `exit` file says whether and how it ended, so any
+//! process, after any crash or reconnect, can pick a command up again by id.
+
+pub mod command;
+pub mod output;
+pub mod records;
+pub mod session;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::error::{Error, ErrorCode, Result};
+use crate::store::{self, Store};
+use crate::tmux::{SessionPaths, TmuxDriver};
+use crate::transport::Transport;
+use crate::transport::local::LocalTransport;
+
+pub use command::{ExecRequest, LogEntry, OutputStream};
+pub use records::{CommandMode, CommandRecord, CommandStatus, SessionRecord, SessionStatus};
+pub use session::{DestroyResult, Screen, SendResult, TranscriptChunk};
+
+/// Gives the engine a transport for a machine id (an SSH connection, or this host).
+#[async_trait]
+pub trait Connector: Send + Sync {
+    async fn connect(&self, machine_id: &str) -> Result<Arc<dyn Transport>>;
+}
+
+/// Every machine id maps to the same transport (tests, single-machine tools).
+pub struct FixedConnector(pub Arc<dyn Transport>);
+
+#[async_trait]
+impl Connector for FixedConnector {
+    async fn connect(&self, _machine_id: &str) -> Result<Arc<dyn Transport>> {
+        Ok(self.0.clone())
+    }
+}
+
+/// Only the built-in `local` machine.
+pub struct LocalConnector;
+
+#[async_trait]
+impl Connector for LocalConnector {
+    async fn connect(&self, machine_id: &str) -> Result<Arc<dyn Transport>> {
+        if machine_id == crate::machine::LOCAL_MACHINE_ID {
+            Ok(Arc::new(LocalTransport::new()))
+        } else {
+            Err(Error::new(
+                ErrorCode::UnknownMachine,
+                format!("machine {machine_id} cannot be reached by this connector (local only)"),
+            ))
+        }
+    }
+}
+
+/// Tunables; the defaults are what the CLI and provider use.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// tmux server socket name on every machine (`tmux -L <name>`).
+    pub tmux_socket: String,
+    /// Cap on each of the stdout/stderr excerpts in a command record.
+    pub excerpt_bytes: usize,
+    /// Longest single remote wait; longer waits are made of several, checking liveness between.
+    pub wait_chunk: Duration,
+    /// Extra environment for new session shells (`NAME`, `value`), e.g. `HOME` in tests.
+    pub session_env: Vec<(String, String)>,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            tmux_socket: crate::tmux::DEFAULT_SOCKET.to_string(),
+            excerpt_bytes: 64 * 1024,
+            wait_chunk: Duration::from_secs(60),
+            session_env: Vec::new(),
+        }
+    }
+}
+
+/// The session and command engine.
+pub struct Engine {
+    state_dir: PathBuf,
+    store: Mutex<Store>,
+    connector: Arc<dyn Connector>,
+    options: EngineOptions,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("state_dir", &self.state_dir)
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+impl Engine {
+    /// Open the engine on `state_dir` (created 0700) with default options.
+    pub fn new(state_dir: &Path, connector: Arc<dyn Connector>) -> Result<Engine> {
+        Self::with_options(state_dir, connector, EngineOptions::default())
+    }
+
+    pub fn with_options(
+        state_dir: &Path,
+        connector: Arc<dyn Connector>,
+        options: EngineOptions,
+    ) -> Result<Engine> {
+        let store = Store::open(state_dir)?;
+        store::ensure_private_dir(&state_dir.join("logs"))?;
+        Ok(Engine {
+            state_dir: state_dir.to_path_buf(),
+            store: Mutex::new(store),
+            connector,
+            options,
+        })
+    }
+
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
+    pub fn options(&self) -> &EngineOptions {
+        &self.options
+    }
+
+    /// Run `f` with the store (short, synchronous queries only).
+    fn with_store<T>(&self, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
+        let guard = self
+            .store
+            .lock()
+            .map_err(|_| Error::internal("the store lock was poisoned by an earlier panic"))?;
+        f(&guard)
+    }
+
+    fn log_dir(&self, session_id: &str) -> PathBuf {
+        self.state_dir.join("logs").join(session_id)
+    }
+
+    fn load_session(&self, session_id: &str) -> Result<SessionRecord> {
+        self.with_store(|s| store::sessions::get(s, session_id))?
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorCode::UnknownSession,
+                    format!(
+                        "no session {session_id}; list sessions with `remote-runner session list`"
+                    ),
+                )
+            })
+    }
+
+    fn load_command(&self, session_id: &str, command_id: &str) -> Result<CommandRecord> {
+        let rec = self
+            .with_store(|s| store::commands::get(s, command_id))?
+            .filter(|c| c.session_id == session_id);
+        rec.ok_or_else(|| {
+            Error::new(
+                ErrorCode::UnknownCommand,
+                format!(
+                    "no command {command_id} in session {session_id}; list them with \
+                     `remote-runner session command list --session {session_id}`"
+                ),
+            )
+        })
+    }
+
+    fn save_session(&self, rec: &SessionRecord) -> Result<()> {
+        self.with_store(|s| store::sessions::upsert(s, rec))
+    }
+
+    fn save_command(&self, rec: &CommandRecord) -> Result<()> {
+        self.with_store(|s| store::commands::update(s, rec))
+    }
+
+    async fn driver(&self, session: &SessionRecord) -> Result<TmuxDriver> {
+        let transport = self.connector.connect(&session.machine_id).await?;
+        Ok(TmuxDriver::new(transport, paths_of(session)))
+    }
+
+    /// Mark a session lost (idempotent) with a reason.
+    fn mark_lost(&self, session_id: &str, why: &str) -> Result<()> {
+        let mut rec = self.load_session(session_id)?;
+        if rec.status == SessionStatus::Active {
+            rec.status = SessionStatus::Lost;
+            rec.ended_at = Some(crate::util::now_rfc3339());
+            rec.status_message = Some(why.to_string());
+            self.save_session(&rec)?;
+        }
+        Ok(())
+    }
+}
+
+fn paths_of(session: &SessionRecord) -> SessionPaths {
+    SessionPaths {
+        tmux_path: session.tmux_path.clone(),
+        socket: session.tmux_socket.clone(),
+        session_name: session.tmux_session.clone(),
+        state_dir: session.remote_state_dir.clone(),
+        commands_dir: session.remote_commands_dir.clone(),
+    }
+}
+
+/// Seconds since the epoch (from the remote clock) to RFC 3339.
+fn epoch_to_rfc3339(secs: f64) -> String {
+    let nanos = (secs * 1e9) as i128;
+    match time::OffsetDateTime::from_unix_timestamp_nanos(nanos) {
+        Ok(t) => crate::util::rfc3339(t),
+        Err(_) => crate::util::now_rfc3339(),
+    }
+}

@@ -6,8 +6,10 @@
 //!
 //! Query modules (`machines`, `sessions`, `commands`, `transfers`, `runs`) each own one table.
 
+pub mod commands;
 pub mod credentials;
 pub mod machines;
+pub mod sessions;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

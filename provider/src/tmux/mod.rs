@@ -188,7 +188,7 @@ impl TmuxDriver {
 
     /// Create the remote directories, write the session script, start the tmux session with a
     /// transcript pipe, and wait (bounded) until the shell has read its rc file.
-    pub async fn start(&self, bash_path: &str, cwd: &str) -> Result<()> {
+    pub async fn start(&self, bash_path: &str, cwd: &str, env: &[(String, String)]) -> Result<()> {
         let p = &self.paths;
         let check = format!("[ -d {} ] || echo @nocwd\n", shell_quote(cwd));
         let out = run(self.transport.as_ref(), &check, Duration::from_secs(30)).await?;
@@ -209,8 +209,12 @@ impl TmuxDriver {
         self.transport
             .write_file(&p.script_path(), text.as_bytes(), 0o600)
             .await?;
+        let env_args: String = env
+            .iter()
+            .map(|(k, v)| format!("-e {} ", shell_quote(&format!("{k}={v}"))))
+            .collect();
         let body = format!(
-            "\"$T\" -L \"$S\" -f /dev/null new-session -d -s \"$SID\" -x 200 -y 50 -c {cwd} -- \
+            "\"$T\" -L \"$S\" -f /dev/null new-session -d -s \"$SID\" -x 200 -y 50 {env_args}-c {cwd} -- \
              {bash} --noprofile --norc \"$SD/rr.sh\" pane \\; \
              pipe-pane -o -t {target} {pipe} || exit 3\n\
              timeout 20 \"$T\" -L \"$S\" wait-for \"rr-$SID-ready\" || exit 4\n",
@@ -386,9 +390,11 @@ impl TmuxDriver {
     pub async fn stop_command(&self, command_id: &str, mode: RunMode) -> Result<CommandState> {
         let dir = self.paths.command_dir(command_id);
         let g = STOP_GRACE_SECS;
+        // Wait for the exit file on our own channel; poll only if the channel itself failed.
         let wait = format!(
-            "{{ [ -f \"$D/exit\" ] || timeout {g} \"$T\" -L \"$S\" wait-for \"$CH\" 2>/dev/null || \
-             {{ i=0; while [ ! -f \"$D/exit\" ] && [ $i -lt {polls} ]; do sleep 0.1; i=$((i+1)); done; }}; }}",
+            "{{ [ -f \"$D/exit\" ] || {{ timeout {g} \"$T\" -L \"$S\" wait-for \"$CH\" 2>/dev/null; w=$?; \
+             if [ $w -ne 0 ] && [ $w -ne 124 ]; then i=0; while [ ! -f \"$D/exit\" ] && [ $i -lt {polls} ]; \
+             do sleep 0.1; i=$((i+1)); done; fi; }}; }}",
             polls = g * 10
         );
         let steps = match mode {
@@ -398,8 +404,8 @@ impl TmuxDriver {
                  if [ ! -f \"$D/exit\" ] && read -r p < \"$SD/shell.pid\" && [ -r /proc/$p/stat ]; then\n\
                    read -r st < /proc/$p/stat; st=${{st##*) }}; set -- $st; fg=$6\n\
                    if [ \"$fg\" != \"$p\" ] && [ \"$fg\" -gt 0 ] 2>/dev/null; then\n\
-                     kill -TERM -- \"-$fg\" 2>/dev/null; {wait}\n\
-                     [ -f \"$D/exit\" ] || {{ kill -KILL -- \"-$fg\" 2>/dev/null; {wait}; }}\n\
+                     kill -TERM \"-$fg\" 2>/dev/null; {wait}\n\
+                     [ -f \"$D/exit\" ] || {{ kill -KILL \"-$fg\" 2>/dev/null; {wait}; }}\n\
                    fi\n\
                    [ -f \"$D/exit\" ] || {{ kill -KILL \"$p\" 2>/dev/null; {wait}; }}\n\
                  fi\n",
@@ -408,14 +414,17 @@ impl TmuxDriver {
             RunMode::Background => format!(
                 "i=0; while [ ! -f \"$D/pid\" ] && [ ! -f \"$D/exit\" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done\n\
                  if [ ! -f \"$D/exit\" ] && read -r p < \"$D/pid\"; then\n\
-                   kill -TERM -- \"-$p\" 2>/dev/null; {wait}\n\
+                   kill -TERM \"-$p\" 2>/dev/null; {wait}\n\
                    if [ ! -f \"$D/exit\" ]; then\n\
-                     kill -KILL -- \"-$p\" 2>/dev/null; sleep 0.1\n\
+                     kill -KILL \"-$p\" 2>/dev/null; sleep 0.1\n\
                      if [ ! -f \"$D/exit\" ]; then\n\
                        printf 'code=137\\nhow=killed\\nstate=stopped\\nended=%s\\n' \"$(date +%s.%N)\" > \"$D/exit.tmp\" && mv -f \"$D/exit.tmp\" \"$D/exit\"\n\
                      fi\n\
                    fi\n\
-                 fi\n"
+                   i=0; while kill -0 \"-$p\" 2>/dev/null && [ $i -lt {polls} ]; do sleep 0.1; i=$((i+1)); done\n\
+                   kill -KILL \"-$p\" 2>/dev/null\n\
+                 fi\n",
+                polls = g * 10
             ),
         };
         let body = format!(

@@ -1,0 +1,617 @@
+//! Commands: exec (wait or background), show, wait, stop, list, logs, output by offset.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::{
+    CommandMode, CommandRecord, CommandStatus, Engine, SessionRecord, epoch_to_rfc3339, output,
+};
+use crate::error::{Error, ErrorCode, Result};
+use crate::store;
+use crate::tmux::{CommandState, LockOutcome, RunMode, TmuxDriver};
+use crate::util::{new_id, now_rfc3339};
+
+/// How to run a command.
+#[derive(Debug, Clone, Default)]
+pub struct ExecRequest {
+    /// Background: return once started. Default: wait for the end.
+    pub background: bool,
+    /// Change the session shell's directory before running (background: the command's only).
+    pub cwd: Option<String>,
+    /// Bound on the wait (not on the command): on expiry the record says `running` with
+    /// `wait_timed_out`. `None`: wait until it ends.
+    pub timeout: Option<Duration>,
+}
+
+impl ExecRequest {
+    pub fn wait() -> Self {
+        ExecRequest::default()
+    }
+    pub fn background() -> Self {
+        ExecRequest {
+            background: true,
+            ..Default::default()
+        }
+    }
+    pub fn with_timeout(mut self, t: Duration) -> Self {
+        self.timeout = Some(t);
+        self
+    }
+    pub fn with_cwd(mut self, cwd: &str) -> Self {
+        self.cwd = Some(cwd.to_string());
+        self
+    }
+}
+
+/// Which output stream of a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputStream {
+    Stdout,
+    Stderr,
+}
+
+/// One entry of [`Engine::logs`].
+#[derive(Debug, Clone, Serialize)]
+pub struct LogEntry {
+    pub seq: u64,
+    pub command_id: String,
+    pub command: String,
+    pub mode: CommandMode,
+    pub status: CommandStatus,
+    pub exit_code: Option<i32>,
+    pub started_at: Option<String>,
+    pub ended_at: Option<String>,
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
+    pub log_file_local: String,
+    pub stdout_file_local: String,
+    pub stderr_file_local: String,
+    pub remote_state_dir: String,
+}
+
+/// How long a background launch may take to be accepted by the shell.
+const LAUNCH_WAIT: Duration = Duration::from_secs(30);
+
+fn run_mode(rec: &CommandRecord) -> RunMode {
+    match rec.mode {
+        CommandMode::Wait => RunMode::Foreground,
+        CommandMode::Background => RunMode::Background,
+    }
+}
+
+/// Normalize and check a command's text: CRLF line endings become LF; NUL is refused.
+fn prepare_command(command: &str) -> Result<String> {
+    if command.contains('\0') {
+        return Err(Error::invalid(
+            "the command contains a NUL byte, which a shell cannot run; remove it",
+        ));
+    }
+    if command.trim().is_empty() {
+        return Err(Error::invalid(
+            "the command is empty; pass the shell text to run",
+        ));
+    }
+    let mut text = command.replace("\r\n", "\n");
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    Ok(text)
+}
+
+impl Engine {
+    /// Run `command` in the session. Wait mode runs it in the session shell itself (so `cd`,
+    /// `export`, aliases and functions persist) and returns when it ends or the wait bound runs
+    /// out; background mode starts it detached in its own process group and returns at once.
+    /// Errors: `busy` when a foreground command runs (in any process), `session_lost` when the
+    /// shell is gone or the command ended it (the command record then says how).
+    pub async fn exec(
+        &self,
+        session_id: &str,
+        command: &str,
+        req: ExecRequest,
+    ) -> Result<CommandRecord> {
+        let text = prepare_command(command)?;
+        if let Some(cwd) = &req.cwd
+            && (!cwd.starts_with('/') || cwd.contains('\n') || cwd.contains('\0'))
+        {
+            return Err(Error::invalid(format!(
+                "cwd {cwd:?} must be an absolute path without newlines"
+            )));
+        }
+        let (session, driver) = self.active_driver(session_id).await?;
+        let command_id = new_id("cmd");
+        match driver.lock(&command_id).await? {
+            LockOutcome::Acquired => {}
+            LockOutcome::Busy(owner) => {
+                return Err(Error::new(
+                    ErrorCode::Busy,
+                    format!(
+                        "session {session_id} is running command {owner}; wait for it \
+                         (`remote-runner session command wait --session {session_id} --command-id \
+                         {owner}`) or stop it (`... command stop`), or use another session"
+                    ),
+                ));
+            }
+            LockOutcome::TerminalBusy(name) => {
+                return Err(Error::new(
+                    ErrorCode::Busy,
+                    format!(
+                        "session {session_id}'s terminal is running `{name}` (started with \
+                         `session send`); end it (e.g. `session send --input exit`, or send \
+                         Ctrl-C) before running commands"
+                    ),
+                ));
+            }
+            LockOutcome::Lost => {
+                let err = driver.lost_error();
+                self.mark_lost(session_id, "the tmux session is gone")?;
+                return Err(err);
+            }
+        }
+        let rec = self.new_record(&session, &command_id, command, &req);
+        let dir = driver.paths().command_dir(&command_id);
+        if let Err(e) = driver
+            .transport()
+            .write_file(&format!("{dir}/cmd.sh"), text.as_bytes(), 0o600)
+            .await
+        {
+            let _ = driver.unlock(&command_id).await;
+            return Err(e);
+        }
+        // Stored before anything runs, so a killed caller can find the command again.
+        let mut rec = self.with_store(|s| store::commands::insert_next(s, &rec))?;
+        let mode = run_mode(&rec);
+        let first_wait = if req.background {
+            LAUNCH_WAIT
+        } else {
+            self.chunk(req.timeout)
+        };
+        let started = Instant::now();
+        let state = driver
+            .start_command(&command_id, mode, req.cwd.as_deref(), first_wait)
+            .await;
+        let state = match state {
+            Ok(st) if req.background => st,
+            Ok(st) => {
+                self.wait_more(&driver, &rec, st, req.timeout, started)
+                    .await?
+            }
+            Err(e) => return Err(e),
+        };
+        self.apply_state(&session, &driver, &mut rec, &state)
+            .await?;
+        self.lost_as_error(&rec)?;
+        Ok(rec)
+    }
+
+    /// Keep waiting in bounded chunks until the command ends or `timeout` (from `started`)
+    /// runs out.
+    async fn wait_more(
+        &self,
+        driver: &TmuxDriver,
+        rec: &CommandRecord,
+        mut state: CommandState,
+        timeout: Option<Duration>,
+        started: Instant,
+    ) -> Result<CommandState> {
+        let mode = run_mode(rec);
+        loop {
+            if state.exit.is_some() || !state.alive || state.missing {
+                return Ok(state);
+            }
+            let left = match timeout {
+                Some(t) => match t.checked_sub(started.elapsed()) {
+                    Some(left) if !left.is_zero() => left,
+                    _ => return Ok(state),
+                },
+                None => self.options.wait_chunk,
+            };
+            let round = Instant::now();
+            let chunk = left.min(self.options.wait_chunk);
+            state = driver.wait_command(&rec.command_id, mode, chunk).await?;
+            if state.exit.is_none() && round.elapsed() < Duration::from_millis(200) {
+                // The wake-up channel failed at once (e.g. the tmux server is gone and the
+                // command is a background one): do not spin.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+
+    fn chunk(&self, timeout: Option<Duration>) -> Duration {
+        match timeout {
+            Some(t) => t.min(self.options.wait_chunk),
+            None => self.options.wait_chunk,
+        }
+    }
+
+    fn new_record(
+        &self,
+        session: &SessionRecord,
+        command_id: &str,
+        command: &str,
+        req: &ExecRequest,
+    ) -> CommandRecord {
+        let dir = format!("{}/{command_id}", session.remote_commands_dir);
+        let log_dir = self.log_dir(&session.session_id);
+        let local = |ext: &str| {
+            log_dir
+                .join(format!("{command_id}.{ext}"))
+                .to_string_lossy()
+                .into_owned()
+        };
+        CommandRecord {
+            session_id: session.session_id.clone(),
+            command_id: command_id.to_string(),
+            seq: 0,
+            machine_id: session.machine_id.clone(),
+            cwd: req.cwd.clone().unwrap_or_else(|| session.cwd.clone()),
+            command: command.to_string(),
+            mode: if req.background {
+                CommandMode::Background
+            } else {
+                CommandMode::Wait
+            },
+            status: CommandStatus::Running,
+            exit_code: None,
+            stdout: String::new(),
+            stderr: String::new(),
+            stdout_truncated: false,
+            stderr_truncated: false,
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+            created_at: now_rfc3339(),
+            started_at: None,
+            ended_at: None,
+            duration_ms: None,
+            log_file_local: local("log"),
+            stdout_file_local: local("stdout"),
+            stderr_file_local: local("stderr"),
+            remote_stdout_file: format!("{dir}/stdout"),
+            remote_stderr_file: format!("{dir}/stderr"),
+            remote_exit_file: format!("{dir}/exit"),
+            remote_state_dir: dir,
+            wait_timed_out: false,
+            pid: None,
+            stop_requested: false,
+            end_reason: None,
+            error: None,
+        }
+    }
+
+    /// Fold a remote state into the record: status, times, output copies and excerpts; store it.
+    async fn apply_state(
+        &self,
+        session: &SessionRecord,
+        driver: &TmuxDriver,
+        rec: &mut CommandRecord,
+        state: &CommandState,
+    ) -> Result<()> {
+        if let Some(t) = state.started {
+            rec.started_at = Some(epoch_to_rfc3339(t));
+        }
+        if state.pid.is_some() {
+            rec.pid = state.pid;
+        }
+        rec.stdout_bytes = rec.stdout_bytes.max(state.stdout_size);
+        rec.stderr_bytes = rec.stderr_bytes.max(state.stderr_size);
+        let mut lost_session = None;
+        // A foreground command killed by SIGHUP (129) usually means the tmux server went away.
+        let hung_up = rec.mode == CommandMode::Wait
+            && state.exit.as_ref().is_some_and(|e| e.code == 129)
+            && !driver.is_alive().await.unwrap_or(true);
+        if let Some(exit) = &state.exit {
+            rec.exit_code = Some(exit.code);
+            rec.end_reason = Some(exit.how.clone());
+            rec.ended_at = exit.ended.map(epoch_to_rfc3339);
+            if let (Some(a), Some(b)) = (state.started, exit.ended) {
+                rec.duration_ms = Some(((b - a).max(0.0) * 1000.0).round() as u64);
+            }
+            rec.wait_timed_out = false;
+            rec.status = if exit.state == "stopped" {
+                rec.stop_requested = true;
+                CommandStatus::Stopped
+            } else if hung_up {
+                let why = "the tmux server stopped while the command ran (it got SIGHUP, exit \
+                           code 129); the session is lost";
+                rec.error = Some(format!(
+                    "{why}; its output and exit code are kept; create a new session to continue"
+                ));
+                lost_session = Some(why.to_string());
+                CommandStatus::Lost
+            } else if exit.how == "shell_exit" || exit.how == "shell_killed" {
+                let why = format!(
+                    "the command ended the session shell (exit code {}); the session is lost",
+                    exit.code
+                );
+                rec.error = Some(format!(
+                    "{why}; its output and exit code are kept; create a new session to continue"
+                ));
+                lost_session = Some(why);
+                CommandStatus::Lost
+            } else if exit.code == 0 {
+                CommandStatus::Completed
+            } else {
+                CommandStatus::Failed
+            };
+        } else if state.missing {
+            rec.status = CommandStatus::Lost;
+            rec.error = Some(format!(
+                "the command directory {} is gone on the machine; the command's state cannot be \
+                 recovered",
+                rec.remote_state_dir
+            ));
+        } else if !state.alive {
+            rec.status = CommandStatus::Lost;
+            let why = match rec.mode {
+                CommandMode::Wait => {
+                    lost_session = Some("the tmux session is gone".to_string());
+                    "the session's shell or tmux server stopped while the command ran; the \
+                     session is lost; create a new session to continue"
+                }
+                CommandMode::Background => {
+                    "the command's process group ended without recording an exit code (killed \
+                     from outside)"
+                }
+            };
+            rec.error = Some(why.to_string());
+        } else {
+            rec.status = CommandStatus::Running;
+            rec.wait_timed_out = true;
+        }
+        self.copy_output(driver, rec).await?;
+        if rec.status.is_final() {
+            self.write_log(rec)?;
+        }
+        self.save_command(rec)?;
+        if let Some(why) = lost_session {
+            self.mark_lost(&session.session_id, &why)?;
+        }
+        Ok(())
+    }
+
+    /// For `exec` and `command wait`: a command that lost its session is an error.
+    fn lost_as_error(&self, rec: &CommandRecord) -> Result<()> {
+        if rec.status == CommandStatus::Lost {
+            let code = rec
+                .exit_code
+                .map(|c| format!(" (exit code {c})"))
+                .unwrap_or_default();
+            return Err(Error::new(
+                ErrorCode::SessionLost,
+                format!(
+                    "session {} is lost while running command {}{code}: {}",
+                    rec.session_id,
+                    rec.command_id,
+                    rec.error.as_deref().unwrap_or("its shell is gone")
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Mirror the remote stdout/stderr into the local files and refresh the excerpts.
+    async fn copy_output(&self, driver: &TmuxDriver, rec: &mut CommandRecord) -> Result<()> {
+        crate::store::ensure_private_dir(&self.log_dir(&rec.session_id))?;
+        let t = driver.transport().as_ref();
+        for stream in [OutputStream::Stdout, OutputStream::Stderr] {
+            let (remote, local, size) = match stream {
+                OutputStream::Stdout => (
+                    &rec.remote_stdout_file,
+                    &rec.stdout_file_local,
+                    rec.stdout_bytes,
+                ),
+                OutputStream::Stderr => (
+                    &rec.remote_stderr_file,
+                    &rec.stderr_file_local,
+                    rec.stderr_bytes,
+                ),
+            };
+            let local = PathBuf::from(local);
+            output::mirror(t, remote, &local, size).await?;
+            let (text, truncated) =
+                output::excerpt(&local, size, self.options.excerpt_bytes, &local)?;
+            match stream {
+                OutputStream::Stdout => {
+                    rec.stdout = text;
+                    rec.stdout_truncated = truncated;
+                }
+                OutputStream::Stderr => {
+                    rec.stderr = text;
+                    rec.stderr_truncated = truncated;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn write_log(&self, rec: &CommandRecord) -> Result<()> {
+        let header = format!(
+            "command_id: {}\nsession_id: {}\nmachine_id: {}\ncwd: {}\nmode: {}\nstatus: {}\n\
+             exit_code: {}\nstarted_at: {}\nended_at: {}\nstdout_bytes: {}\nstderr_bytes: {}\n\
+             ===== command =====\n{}\n",
+            rec.command_id,
+            rec.session_id,
+            rec.machine_id,
+            rec.cwd,
+            rec.mode.as_str(),
+            rec.status.as_str(),
+            rec.exit_code.map(|c| c.to_string()).unwrap_or_default(),
+            rec.started_at.as_deref().unwrap_or(""),
+            rec.ended_at.as_deref().unwrap_or(""),
+            rec.stdout_bytes,
+            rec.stderr_bytes,
+            rec.command,
+        );
+        output::write_combined_log(
+            Path::new(&rec.log_file_local),
+            &header,
+            Path::new(&rec.stdout_file_local),
+            Path::new(&rec.stderr_file_local),
+        )
+    }
+
+    /// The command's current state (refreshed from the machine while it runs; a stored final
+    /// record is returned as is). `command result` is the same call.
+    pub async fn command_show(&self, session_id: &str, command_id: &str) -> Result<CommandRecord> {
+        self.refresh(session_id, command_id, Duration::ZERO).await
+    }
+
+    /// Wait up to `timeout` for the command to end; it keeps running when the wait runs out
+    /// (`wait_timed_out`).
+    pub async fn command_wait(
+        &self,
+        session_id: &str,
+        command_id: &str,
+        timeout: Duration,
+    ) -> Result<CommandRecord> {
+        self.refresh(session_id, command_id, timeout).await
+    }
+
+    async fn refresh(
+        &self,
+        session_id: &str,
+        command_id: &str,
+        wait: Duration,
+    ) -> Result<CommandRecord> {
+        let mut rec = self.load_command(session_id, command_id)?;
+        if rec.status.is_final() {
+            rec.wait_timed_out = false;
+            return Ok(rec);
+        }
+        let session = self.load_session(session_id)?;
+        let driver = self.driver(&session).await?;
+        let started = Instant::now();
+        let mode = run_mode(&rec);
+        let mut state = driver
+            .wait_command(command_id, mode, wait.min(self.options.wait_chunk))
+            .await?;
+        if !wait.is_zero() {
+            state = self
+                .wait_more(&driver, &rec, state, Some(wait), started)
+                .await?;
+        }
+        self.apply_state(&session, &driver, &mut rec, &state)
+            .await?;
+        if wait.is_zero() && rec.status == CommandStatus::Running {
+            rec.wait_timed_out = false;
+        }
+        Ok(rec)
+    }
+
+    /// Stop a running command (foreground: Ctrl-C, then TERM, then KILL to its process group;
+    /// background: TERM then KILL to its group). On a finished command: returns it unchanged.
+    pub async fn command_stop(&self, session_id: &str, command_id: &str) -> Result<CommandRecord> {
+        let mut rec = self.load_command(session_id, command_id)?;
+        if rec.status.is_final() {
+            rec.wait_timed_out = false;
+            return Ok(rec);
+        }
+        let session = self.load_session(session_id)?;
+        let driver = self.driver(&session).await?;
+        rec.stop_requested = true;
+        let state = driver.stop_command(command_id, run_mode(&rec)).await?;
+        self.apply_state(&session, &driver, &mut rec, &state)
+            .await?;
+        Ok(rec)
+    }
+
+    /// A session's commands in order (stored records; running ones are not refreshed).
+    pub fn command_list(&self, session_id: &str) -> Result<Vec<CommandRecord>> {
+        self.load_session(session_id)?;
+        self.with_store(|s| store::commands::list(s, session_id))
+    }
+
+    /// Ordered log metadata and paths of a session's commands.
+    pub fn logs(&self, session_id: &str) -> Result<Vec<LogEntry>> {
+        Ok(self
+            .command_list(session_id)?
+            .into_iter()
+            .map(|c| LogEntry {
+                seq: c.seq,
+                command_id: c.command_id,
+                command: c.command,
+                mode: c.mode,
+                status: c.status,
+                exit_code: c.exit_code,
+                started_at: c.started_at,
+                ended_at: c.ended_at,
+                stdout_bytes: c.stdout_bytes,
+                stderr_bytes: c.stderr_bytes,
+                log_file_local: c.log_file_local,
+                stdout_file_local: c.stdout_file_local,
+                stderr_file_local: c.stderr_file_local,
+                remote_state_dir: c.remote_state_dir,
+            })
+            .collect())
+    }
+
+    /// Up to `max` bytes of a command's output from byte `offset`, read from the machine while
+    /// it runs (idempotent: the same offset gives the same bytes), from the local copy after.
+    pub async fn read_output(
+        &self,
+        session_id: &str,
+        command_id: &str,
+        stream: OutputStream,
+        offset: u64,
+        max: usize,
+    ) -> Result<Vec<u8>> {
+        let rec = self.load_command(session_id, command_id)?;
+        let (remote, local) = match stream {
+            OutputStream::Stdout => (&rec.remote_stdout_file, &rec.stdout_file_local),
+            OutputStream::Stderr => (&rec.remote_stderr_file, &rec.stderr_file_local),
+        };
+        let local = Path::new(local);
+        if rec.status.is_final() && output::local_len(local) > 0 {
+            return output::read_local(local, offset, max);
+        }
+        let session = self.load_session(session_id)?;
+        let transport = self.connector.connect(&session.machine_id).await?;
+        match transport.read_file_range(remote, offset, max).await {
+            Ok(data) => Ok(data),
+            Err(e) if e.code == ErrorCode::RemoteNotFound => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Wait (bounded by `timeout`) until a running command's stdout or stderr grows past the
+    /// given sizes or it ends, then return its refreshed record. For progress streaming: the
+    /// wait happens on the machine in one call (checking every 100 ms there).
+    pub async fn wait_output(
+        &self,
+        session_id: &str,
+        command_id: &str,
+        stdout_offset: u64,
+        stderr_offset: u64,
+        timeout: Duration,
+    ) -> Result<CommandRecord> {
+        let rec = self.load_command(session_id, command_id)?;
+        if rec.status.is_final() {
+            return Ok(rec);
+        }
+        let session = self.load_session(session_id)?;
+        let transport = self.connector.connect(&session.machine_id).await?;
+        let secs = timeout.as_secs_f64().max(0.1);
+        let script = format!(
+            "D={d}; timeout {secs:.1} sh -c 'while [ ! -f \"$1/exit\" ] && \
+             [ \"$(wc -c < \"$1/stdout\" 2>/dev/null || echo 0)\" -le {o} ] && \
+             [ \"$(wc -c < \"$1/stderr\" 2>/dev/null || echo 0)\" -le {e} ]; do sleep 0.1; done' _ \"$D\"; exit 0",
+            d = crate::transport::shell_quote(&rec.remote_state_dir),
+            o = stdout_offset,
+            e = stderr_offset,
+        );
+        transport
+            .exec(
+                &script,
+                crate::transport::ExecOptions {
+                    stdin: None,
+                    timeout: Some(timeout + Duration::from_secs(30)),
+                    max_output: 1 << 16,
+                },
+            )
+            .await?;
+        self.command_show(session_id, command_id).await
+    }
+}

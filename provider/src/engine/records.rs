@@ -1,0 +1,162 @@
+//! The session and command records, in the contract's JSON shapes.
+
+use serde::{Deserialize, Serialize};
+
+/// Lifecycle of a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    /// The remote shell runs.
+    Active,
+    /// The remote shell or tmux server is gone (not by `destroy`).
+    Lost,
+    /// Stopped by `destroy`; records and logs are kept.
+    Destroyed,
+}
+
+impl SessionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionStatus::Active => "active",
+            SessionStatus::Lost => "lost",
+            SessionStatus::Destroyed => "destroyed",
+        }
+    }
+}
+
+/// A session: one persistent remote shell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    pub session_id: String,
+    pub machine_id: String,
+    /// The directory the session started in (the shell may have moved since).
+    pub cwd: String,
+    pub status: SessionStatus,
+    pub backend: String,
+    pub created_at: String,
+    pub log_dir_local: String,
+    pub transcript_file_local: String,
+    /// Filled from the command table when the record is shown.
+    #[serde(default)]
+    pub command_count: u64,
+    /// Text of the last command started.
+    #[serde(default)]
+    pub last_command: Option<String>,
+    #[serde(default)]
+    pub last_command_id: Option<String>,
+    #[serde(default)]
+    pub last_exit_code: Option<i32>,
+    /// `<cwd>/.remote-runner/sessions/<session_id>` on the machine.
+    pub remote_state_dir: String,
+    /// `<cwd>/.remote-runner/commands` on the machine.
+    pub remote_commands_dir: String,
+    pub remote_transcript_file: String,
+    /// tmux server socket name (`tmux -L <name>`), session name, and tmux/bash paths.
+    pub tmux_socket: String,
+    pub tmux_session: String,
+    pub tmux_path: String,
+    pub bash_path: String,
+    #[serde(default)]
+    pub ended_at: Option<String>,
+    /// Why the session is lost or destroyed.
+    #[serde(default)]
+    pub status_message: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CommandMode {
+    Wait,
+    Background,
+}
+
+impl CommandMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommandMode::Wait => "wait",
+            CommandMode::Background => "background",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CommandStatus {
+    Running,
+    /// Ended with exit code 0.
+    Completed,
+    /// Ended with a non-zero exit code.
+    Failed,
+    /// Ended after a stop request.
+    Stopped,
+    /// Reserved for callers that bound a command's run time (runs); the engine's own waits never
+    /// produce it: a wait that runs out leaves the command `running` with `wait_timed_out`.
+    TimedOut,
+    /// The session died under it (its shell exited or was killed, or the tmux server stopped).
+    Lost,
+}
+
+impl CommandStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommandStatus::Running => "running",
+            CommandStatus::Completed => "completed",
+            CommandStatus::Failed => "failed",
+            CommandStatus::Stopped => "stopped",
+            CommandStatus::TimedOut => "timed_out",
+            CommandStatus::Lost => "lost",
+        }
+    }
+
+    pub fn is_final(self) -> bool {
+        self != CommandStatus::Running
+    }
+}
+
+/// A command run in a session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommandRecord {
+    pub session_id: String,
+    pub command_id: String,
+    /// 1-based order within the session.
+    pub seq: u64,
+    pub machine_id: String,
+    /// The shell's directory when the command started (or the requested override).
+    pub cwd: String,
+    pub command: String,
+    pub mode: CommandMode,
+    pub status: CommandStatus,
+    pub exit_code: Option<i32>,
+    /// Head and tail of the output, lossily decoded; complete in the `*_file_local` files.
+    pub stdout: String,
+    pub stderr: String,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    /// Full sizes in bytes as last seen on the machine.
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
+    pub created_at: String,
+    pub started_at: Option<String>,
+    pub ended_at: Option<String>,
+    pub duration_ms: Option<u64>,
+    pub log_file_local: String,
+    pub stdout_file_local: String,
+    pub stderr_file_local: String,
+    pub remote_state_dir: String,
+    pub remote_stdout_file: String,
+    pub remote_stderr_file: String,
+    pub remote_exit_file: String,
+    /// The call that returned this record stopped waiting before the command ended.
+    pub wait_timed_out: bool,
+    /// Background: the process group id.
+    pub pid: Option<i64>,
+    /// A stop was requested.
+    #[serde(default)]
+    pub stop_requested: bool,
+    /// How it ended, from the exit file (`normal`, `prompt`, `shell_exit`, ...).
+    #[serde(default)]
+    pub end_reason: Option<String>,
+    /// For `lost`: what happened and what to do.
+    #[serde(default)]
+    pub error: Option<String>,
+}

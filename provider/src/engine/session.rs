@@ -1,0 +1,309 @@
+//! Session lifecycle: create, show, list, input, transcript, terminal view, destroy.
+
+use serde::Serialize;
+
+use super::{Engine, SessionRecord, SessionStatus, output};
+use crate::error::{Error, ErrorCode, Result};
+use crate::machine::Machine;
+use crate::store::{self, ensure_private_dir};
+use crate::tmux::{self, SessionPaths, TmuxDriver};
+use crate::util::{new_id, now_rfc3339};
+
+/// Result of [`Engine::send`].
+#[derive(Debug, Clone, Serialize)]
+pub struct SendResult {
+    pub session_id: String,
+    pub bytes_sent: usize,
+    pub enter: bool,
+}
+
+/// A slice of the session transcript (everything the terminal showed), by byte offset.
+#[derive(Debug, Clone, Serialize)]
+pub struct TranscriptChunk {
+    pub session_id: String,
+    /// The offset the caller asked for.
+    pub since: u64,
+    /// Offset just past the returned bytes: pass it as the next `since`.
+    pub cursor: u64,
+    /// The bytes, lossily decoded (terminal output may hold escape sequences).
+    pub text: String,
+    /// Number of raw bytes returned.
+    pub bytes: u64,
+    /// More bytes are available past `cursor` now.
+    pub more: bool,
+    pub transcript_file_local: String,
+}
+
+/// Result of [`Engine::destroy`].
+#[derive(Debug, Clone, Serialize)]
+pub struct DestroyResult {
+    pub session_id: String,
+    pub status: SessionStatus,
+    pub log_dir_local: String,
+    pub transcript_file_local: String,
+    /// Commands that were still running and were stopped.
+    pub stopped_commands: Vec<String>,
+}
+
+/// The visible terminal: size and one text line per row.
+#[derive(Debug, Clone, Serialize)]
+pub struct Screen {
+    pub cols: u16,
+    pub rows: u16,
+    pub text: String,
+}
+
+/// Largest transcript slice returned by one read.
+pub const MAX_READ: usize = 4 << 20;
+
+fn validate_dir(cwd: &str) -> Result<()> {
+    if !cwd.starts_with('/') || cwd.contains('\n') || cwd.contains('\0') {
+        return Err(Error::invalid(format!(
+            "cwd {cwd:?} must be an absolute path without newlines"
+        )));
+    }
+    Ok(())
+}
+
+impl Engine {
+    /// Start a persistent shell on `machine` in `cwd` (default: the machine's `default_cwd`).
+    /// The record is stored before returning; the shell is ready for commands.
+    pub async fn create_session(
+        &self,
+        machine: &Machine,
+        cwd: Option<&str>,
+    ) -> Result<SessionRecord> {
+        let cwd = cwd.unwrap_or(&machine.default_cwd).trim_end_matches('/');
+        let cwd = if cwd.is_empty() { "/" } else { cwd };
+        validate_dir(cwd)?;
+        let transport = self.connector.connect(&machine.machine_id).await?;
+        let (tmux_path, bash_path) = tmux::locate_tools(transport.as_ref()).await?;
+        let session_id = new_id("sess");
+        let paths = SessionPaths::new(&tmux_path, &self.options.tmux_socket, &session_id, cwd);
+        let log_dir = self.log_dir(&session_id);
+        ensure_private_dir(&log_dir)?;
+        let transcript = log_dir.join("transcript.txt");
+        let rec = SessionRecord {
+            session_id: session_id.clone(),
+            machine_id: machine.machine_id.clone(),
+            cwd: cwd.to_string(),
+            status: SessionStatus::Active,
+            backend: "tmux".to_string(),
+            created_at: now_rfc3339(),
+            log_dir_local: log_dir.to_string_lossy().into_owned(),
+            transcript_file_local: transcript.to_string_lossy().into_owned(),
+            command_count: 0,
+            last_command: None,
+            last_command_id: None,
+            last_exit_code: None,
+            remote_state_dir: paths.state_dir.clone(),
+            remote_commands_dir: paths.commands_dir.clone(),
+            remote_transcript_file: paths.transcript_path(),
+            tmux_socket: paths.socket.clone(),
+            tmux_session: paths.session_name.clone(),
+            tmux_path,
+            bash_path: bash_path.clone(),
+            ended_at: None,
+            status_message: None,
+        };
+        let driver = TmuxDriver::new(transport, paths);
+        driver
+            .start(&bash_path, cwd, &self.options.session_env)
+            .await?;
+        self.save_session(&rec)?;
+        Ok(rec)
+    }
+
+    /// The stored session with its command count and last command filled in.
+    pub fn session_show(&self, session_id: &str) -> Result<SessionRecord> {
+        let rec = self.load_session(session_id)?;
+        self.with_counts(rec)
+    }
+
+    /// Every session (any status), oldest first.
+    pub fn session_list(&self) -> Result<Vec<SessionRecord>> {
+        let all = self.with_store(store::sessions::list)?;
+        all.into_iter().map(|r| self.with_counts(r)).collect()
+    }
+
+    fn with_counts(&self, mut rec: SessionRecord) -> Result<SessionRecord> {
+        let (count, last) = self.with_store(|s| {
+            Ok((
+                store::commands::count(s, &rec.session_id)?,
+                store::commands::last(s, &rec.session_id)?,
+            ))
+        })?;
+        rec.command_count = count;
+        if let Some(last) = last {
+            rec.last_command = Some(last.command);
+            rec.last_command_id = Some(last.command_id);
+            rec.last_exit_code = last.exit_code;
+        }
+        Ok(rec)
+    }
+
+    /// A driver for an active session; `session_lost` (and the record marked) when it is gone.
+    pub(super) async fn active_driver(
+        &self,
+        session_id: &str,
+    ) -> Result<(SessionRecord, TmuxDriver)> {
+        let rec = self.load_session(session_id)?;
+        match rec.status {
+            SessionStatus::Active => {}
+            SessionStatus::Lost => {
+                return Err(Error::new(
+                    ErrorCode::SessionLost,
+                    format!(
+                        "session {session_id} is lost ({}); its records and logs are kept; create \
+                         a new session to continue",
+                        rec.status_message.as_deref().unwrap_or("its shell is gone")
+                    ),
+                ));
+            }
+            SessionStatus::Destroyed => {
+                return Err(Error::new(
+                    ErrorCode::SessionLost,
+                    format!(
+                        "session {session_id} was destroyed; its records and logs are kept; create \
+                         a new session to continue"
+                    ),
+                ));
+            }
+        }
+        let driver = self.driver(&rec).await?;
+        Ok((rec, driver))
+    }
+
+    /// Type `input` into the session shell, then Enter unless `enter` is false.
+    pub async fn send(&self, session_id: &str, input: &str, enter: bool) -> Result<SendResult> {
+        if input.contains('\0') {
+            return Err(Error::invalid("input must not contain NUL bytes"));
+        }
+        self.send_bytes(session_id, input.as_bytes(), enter).await?;
+        Ok(SendResult {
+            session_id: session_id.to_string(),
+            bytes_sent: input.len(),
+            enter,
+        })
+    }
+
+    /// Raw bytes to the terminal (control characters included, e.g. `\x03` for Ctrl-C).
+    pub async fn send_raw(&self, session_id: &str, bytes: &[u8]) -> Result<()> {
+        self.send_bytes(session_id, bytes, false).await
+    }
+
+    async fn send_bytes(&self, session_id: &str, bytes: &[u8], enter: bool) -> Result<()> {
+        let (_, driver) = self.active_driver(session_id).await?;
+        match driver.send_input(bytes, enter).await {
+            Err(e) if e.code == ErrorCode::SessionLost => {
+                self.mark_lost(session_id, "the tmux session is gone")?;
+                Err(e)
+            }
+            other => other,
+        }
+    }
+
+    /// Transcript bytes from `since` (default 0), at most `max` (capped at [`MAX_READ`]). The
+    /// remote transcript is mirrored to the local transcript file first, so reads keep working
+    /// after the session is gone.
+    pub async fn read(
+        &self,
+        session_id: &str,
+        since: Option<u64>,
+        max: usize,
+    ) -> Result<TranscriptChunk> {
+        let rec = self.load_session(session_id)?;
+        let local = std::path::PathBuf::from(&rec.transcript_file_local);
+        if rec.status == SessionStatus::Active {
+            self.sync_transcript(&rec).await?;
+        }
+        let since = since.unwrap_or(0);
+        let max = max.clamp(1, MAX_READ);
+        let data = output::read_local(&local, since, max)?;
+        let cursor = since + data.len() as u64;
+        Ok(TranscriptChunk {
+            session_id: session_id.to_string(),
+            since,
+            cursor,
+            text: String::from_utf8_lossy(&data).into_owned(),
+            bytes: data.len() as u64,
+            more: output::local_len(&local) > cursor,
+            transcript_file_local: rec.transcript_file_local.clone(),
+        })
+    }
+
+    async fn sync_transcript(&self, rec: &SessionRecord) -> Result<()> {
+        let transport = self.connector.connect(&rec.machine_id).await?;
+        let size = match transport.stat(&rec.remote_transcript_file).await? {
+            Some(st) => st.size,
+            None => 0,
+        };
+        output::mirror(
+            transport.as_ref(),
+            &rec.remote_transcript_file,
+            std::path::Path::new(&rec.transcript_file_local),
+            size,
+        )
+        .await
+    }
+
+    /// Stop running commands, kill the remote shell, and mark the session destroyed. Local
+    /// records, logs and the transcript are kept. Idempotent.
+    pub async fn destroy(&self, session_id: &str) -> Result<DestroyResult> {
+        let mut rec = self.load_session(session_id)?;
+        let mut stopped = Vec::new();
+        if rec.status != SessionStatus::Destroyed {
+            let reachable = self.driver(&rec).await;
+            if let Ok(driver) = reachable {
+                let _ = self.sync_transcript(&rec).await;
+                let running: Vec<_> = self
+                    .command_list(session_id)?
+                    .into_iter()
+                    .filter(|c| !c.status.is_final())
+                    .collect();
+                for cmd in running {
+                    if self.command_stop(session_id, &cmd.command_id).await.is_ok() {
+                        stopped.push(cmd.command_id.clone());
+                    }
+                }
+                let _ = self.sync_transcript(&rec).await;
+                driver.kill().await?;
+            }
+            rec = self.load_session(session_id)?;
+            rec.status = SessionStatus::Destroyed;
+            rec.ended_at = Some(now_rfc3339());
+            rec.status_message = Some("destroyed on request".to_string());
+            self.save_session(&rec)?;
+        }
+        Ok(DestroyResult {
+            session_id: session_id.to_string(),
+            status: rec.status,
+            log_dir_local: rec.log_dir_local,
+            transcript_file_local: rec.transcript_file_local,
+            stopped_commands: stopped,
+        })
+    }
+
+    /// The visible screen of the session's terminal.
+    pub async fn capture_screen(&self, session_id: &str) -> Result<Screen> {
+        let (_, driver) = self.active_driver(session_id).await?;
+        let (cols, rows, text) = driver.capture_screen().await?;
+        Ok(Screen { cols, rows, text })
+    }
+
+    /// Resize the session's terminal.
+    pub async fn resize(&self, session_id: &str, cols: u16, rows: u16) -> Result<()> {
+        let (_, driver) = self.active_driver(session_id).await?;
+        driver.resize(cols, rows).await
+    }
+
+    /// Whether the session's tmux session still exists; marks it lost when not.
+    pub async fn check_alive(&self, session_id: &str) -> Result<bool> {
+        let (rec, driver) = self.active_driver(session_id).await?;
+        let alive = driver.is_alive().await?;
+        if !alive {
+            self.mark_lost(&rec.session_id, "the tmux session is gone")?;
+        }
+        Ok(alive)
+    }
+}

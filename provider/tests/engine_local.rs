@@ -1,0 +1,62 @@
+//! The engine behaviour suite on this host: LocalTransport and real tmux.
+
+mod engine_suite;
+
+use std::sync::Arc;
+
+use remote_runner_provider::transport::Transport;
+use remote_runner_provider::transport::local::LocalTransport;
+
+fn local() -> (Arc<dyn Transport>, tempfile::TempDir, String) {
+    assert!(
+        std::process::Command::new("tmux")
+            .arg("-V")
+            .output()
+            .is_ok(),
+        "tmux is required for these tests; install it (apt-get install tmux)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_string_lossy().into_owned();
+    (Arc::new(LocalTransport::new()), dir, path)
+}
+
+macro_rules! local_tests {
+    ($($name:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            let (t, _guard, dir) = local();
+            engine_suite::$name(t, &dir).await;
+        }
+    )*};
+}
+
+local_tests!(
+    exec_exact_exit_codes,
+    stdout_stderr_separated,
+    shell_state_persists,
+    heredocs,
+    unbalanced_quotes,
+    history_characters,
+    big_command,
+    binary_and_escape_output,
+    huge_output,
+    fake_end_markers,
+    set_e_ends_command_not_session,
+    exit_reports_session_lost,
+    dead_tmux_server_is_lost,
+    trailing_ampersand,
+    read_answered_by_send,
+    pager_does_not_hang,
+    stop_escalates_past_ignored_sigint,
+    stop_foreground_and_idempotent,
+    background_run_wait_stop,
+    crlf_command,
+    non_utf8_locale,
+    hostile_bashrc_ignored,
+    busy_on_concurrent_exec,
+    wait_timeout_then_result,
+    transcript_read_with_cursor,
+    logs_in_order_and_destroy_keeps_records,
+    recovery_after_killed_caller,
+    screen_and_resize,
+);
