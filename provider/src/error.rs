@@ -60,6 +60,14 @@ pub enum ErrorCode {
     NotImplemented,
     /// A bug: an invariant did not hold.
     Internal,
+    /// Provider: terminal input or resize for a generation that is not the current one.
+    StaleGeneration,
+    /// Provider: `reattach` without a prior `detach`.
+    NotDetached,
+    /// Provider: a turn before the session is ready (no start, detached, or closed).
+    NotReady,
+    /// Provider: a persisted state from another provider was offered to `resume`.
+    StateProviderMismatch,
 }
 
 impl ErrorCode {
@@ -91,6 +99,10 @@ impl ErrorCode {
             Store => "store_error",
             NotImplemented => "not_implemented",
             Internal => "internal_error",
+            StaleGeneration => "stale_terminal_generation",
+            NotDetached => "not_detached",
+            NotReady => "not_ready",
+            StateProviderMismatch => "state_provider_mismatch",
         }
     }
 

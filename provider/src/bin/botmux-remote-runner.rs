@@ -1,1 +1,72 @@
-fn main() {}
+//! `botmux-remote-runner`: the BotMux remote-runner protocol v1 provider.
+//!
+//! Spawned by an orchestrator with no arguments; commands arrive on stdin and events leave on
+//! stdout, one JSON object per line. Configuration comes from `REMOTE_RUNNER_*` environment
+//! variables (see `docs/provider.md`); logs go to stderr (`RUST_LOG`).
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    if let Some(arg) = std::env::args().nth(1) {
+        let code = match arg.as_str() {
+            "--help" | "-h" => {
+                print!("{}", HELP);
+                0
+            }
+            "--version" | "-V" => {
+                println!("botmux-remote-runner {}", env!("CARGO_PKG_VERSION"));
+                0
+            }
+            other => {
+                eprintln!(
+                    "botmux-remote-runner takes no arguments (got {other:?}); configure it with REMOTE_RUNNER_* environment variables, see --help"
+                );
+                2
+            }
+        };
+        return ExitCode::from(code);
+    }
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_ansi(false)
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("botmux-remote-runner: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let code = runtime.block_on(remote_runner_provider::server::run_stdio());
+    // Do not wait for the blocking stdin reader thread: exit now that output is flushed.
+    std::process::exit(code);
+}
+
+const HELP: &str = "\
+botmux-remote-runner: BotMux remote-runner protocol v1 provider (SSH + tmux)
+
+USAGE:
+    botmux-remote-runner            (spawned by the orchestrator; JSON lines on stdin/stdout)
+
+CONFIGURATION (environment):
+    REMOTE_RUNNER_MACHINE           machine id from `remote-runner machine add` (default: local)
+    REMOTE_RUNNER_HOST/PORT/USER/KEY_PATH/KNOWN_HOSTS
+                                    or reach a host directly, without a stored machine
+    REMOTE_RUNNER_REMOTE_CWD        remote working directory (default: the machine's default_cwd)
+    REMOTE_RUNNER_CWD_MAP           HOST_PREFIX=REMOTE_PREFIX: map the host's cwd to the remote
+    REMOTE_RUNNER_TURN_MODE         shell (default) or agent
+    REMOTE_RUNNER_AGENT_COMMAND     agent mode: remote command reading the turn on stdin
+    REMOTE_RUNNER_TERMINAL          on (default) or off: terminal_screen/input/resize
+    REMOTE_RUNNER_TERMINAL_COLS/ROWS  initial terminal size (default 120x40)
+    REMOTE_RUNNER_SCREEN_INTERVAL_MS  minimum gap between screens (default 500)
+    REMOTE_RUNNER_PROVIDER_NAME     protocol provider name (default: remote-runner)
+    REMOTE_RUNNER_STATE_DIR         local state (default: ~/.remote-runner, shared with the CLI)
+    REMOTE_RUNNER_CONFIG            JSON file with the same keys in lowercase, without the prefix
+    RUST_LOG                        log filter for stderr (default: warn)
+
+See docs/provider.md.
+";

@@ -1,0 +1,82 @@
+//! The engine's connector for real machines: `local` runs on this host; every other id is a
+//! machine record in the store, reached over SSH with its stored credentials.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio::sync::Mutex;
+
+use crate::engine::Connector;
+use crate::error::Result;
+use crate::machine::{LOCAL_MACHINE_ID, Machine};
+use crate::ssh::{self, ConnectOptions, SshTransport};
+use crate::store::{self, Store, credentials::CredentialStore};
+use crate::transport::Transport;
+use crate::transport::local::LocalTransport;
+
+/// Connects machine ids to transports, keeping one pooled SSH transport per machine.
+pub struct MachineConnector {
+    state_dir: PathBuf,
+    base_options: ConnectOptions,
+    /// Ad-hoc machines that are not in the store (the provider's host/user/key configuration).
+    extra: HashMap<String, Machine>,
+    cache: Mutex<HashMap<String, Arc<SshTransport>>>,
+}
+
+impl MachineConnector {
+    pub fn new(state_dir: PathBuf, base_options: ConnectOptions) -> MachineConnector {
+        MachineConnector {
+            state_dir,
+            base_options,
+            extra: HashMap::new(),
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Make `machine` reachable by its id without a store record.
+    pub fn with_machine(mut self, machine: Machine) -> MachineConnector {
+        self.extra.insert(machine.machine_id.clone(), machine);
+        self
+    }
+
+    /// The machine record for an id: the built-in `local`, an ad-hoc one, or the store's.
+    pub fn machine(&self, machine_id: &str) -> Result<Machine> {
+        if machine_id == LOCAL_MACHINE_ID {
+            return Ok(Machine::local());
+        }
+        if let Some(m) = self.extra.get(machine_id) {
+            return Ok(m.clone());
+        }
+        let store = Store::open(&self.state_dir)?;
+        store::machines::resolve(&store, machine_id)
+    }
+
+    async fn connect_ssh(&self, machine_id: &str) -> Result<Arc<SshTransport>> {
+        let mut cache = self.cache.lock().await;
+        if let Some(t) = cache.get(machine_id)
+            && t.is_connected()
+        {
+            return Ok(t.clone());
+        }
+        let machine = self.machine(machine_id)?;
+        let mut opts = self.base_options.clone();
+        if opts.password.is_none() && machine.has_password {
+            opts.password = CredentialStore::open(&self.state_dir)?.get_password(machine_id)?;
+        }
+        let transport = ssh::connect(&machine, opts).await?;
+        cache.insert(machine_id.to_string(), transport.clone());
+        Ok(transport)
+    }
+}
+
+#[async_trait]
+impl Connector for MachineConnector {
+    async fn connect(&self, machine_id: &str) -> Result<Arc<dyn Transport>> {
+        if machine_id == LOCAL_MACHINE_ID {
+            return Ok(Arc::new(LocalTransport::new()));
+        }
+        Ok(self.connect_ssh(machine_id).await?)
+    }
+}

@@ -1,0 +1,457 @@
+//! One turn: start the work in the session shell, stream its output as `progress`, end with
+//! `final` (or a `failure` carrying the turn id).
+//!
+//! Shell mode runs the turn's content as a command line in the persistent shell, so `cd`,
+//! `export` and functions carry over between turns. Agent mode hands the content on stdin to the
+//! configured agent command; the command may leave `thread_id` and `usage.json` in its turn
+//! directory (`$RR_TURN_DIR`), which become `lineage_changed` and `final.usage`.
+
+use std::time::Duration;
+
+use remote_runner_protocol::{Event, FailureStatus, TurnCommand, Usage, UsageSnapshot};
+use tokio_util::sync::CancellationToken;
+
+use super::config::TurnMode;
+use super::provider::{Shared, failure_for};
+use super::text::{self, Utf8Stream};
+use crate::engine::{CommandRecord, CommandStatus, ExecRequest, OutputStream};
+use crate::error::{Error, ErrorCode, Result};
+use crate::transport::shell_quote;
+
+/// How long starting a turn waits before the ACK (a quick command is already done by then).
+const START_WAIT: Duration = Duration::from_millis(300);
+/// Longest single wait for new output.
+const OUTPUT_WAIT: Duration = Duration::from_secs(10);
+/// Largest read per stream per step (keeps each progress event well under the line limit).
+const READ_CHUNK: usize = 512 * 1024;
+/// How much recent output the final summary shows.
+const SUMMARY_TAIL: usize = 3 * 1024;
+/// Cap on an agent reply carried in `final.content`.
+const MAX_REPLY: usize = 1024 * 1024;
+/// Reconnect attempts while streaming before the turn is reported ambiguous.
+const STREAM_RETRIES: u32 = 5;
+
+/// A turn whose command has been accepted by the session shell.
+#[derive(Debug)]
+pub struct StartedTurn {
+    pub session_id: String,
+    pub record: CommandRecord,
+    /// Agent mode: the remote turn directory.
+    pub agent_dir: Option<String>,
+}
+
+/// Start the turn's command (bounded); errors here become a pre-ACK failure.
+pub async fn begin(shared: &Shared, c: &TurnCommand) -> Result<StartedTurn> {
+    let session_id = shared
+        .lock()
+        .session
+        .as_ref()
+        .map(|s| s.session_id.clone())
+        .ok_or_else(|| Error::new(ErrorCode::NotReady, "no session yet"))?;
+    let (command, agent_dir) = match &shared.config.turn_mode {
+        TurnMode::Shell => (c.content.clone(), None),
+        TurnMode::Agent { command } => {
+            let (line, dir) = prepare_agent_turn(shared, &session_id, c, command).await?;
+            (line, Some(dir))
+        }
+    };
+    let request = ExecRequest::wait().with_timeout(START_WAIT);
+    let record = match shared.engine.exec(&session_id, &command, request).await {
+        Ok(record) => record,
+        // The command ran and ended the shell (`exit`): that is the turn's result (streamed,
+        // then reported as a lost session), not a failed start.
+        Err(err) if err.code == ErrorCode::SessionLost => {
+            shared.lock().session_lost = true;
+            match lost_command(shared, &session_id) {
+                Some(record) => record,
+                None => return Err(err),
+            }
+        }
+        Err(err) => return Err(err),
+    };
+    Ok(StartedTurn {
+        session_id,
+        record,
+        agent_dir,
+    })
+}
+
+/// The command that ended the session, if the session recorded one that ran.
+fn lost_command(shared: &Shared, session_id: &str) -> Option<CommandRecord> {
+    let session = shared.engine.session_show(session_id).ok()?;
+    let command_id = session.last_command_id?;
+    let record = shared
+        .engine
+        .command_list(session_id)
+        .ok()?
+        .into_iter()
+        .find(|c| c.command_id == command_id)?;
+    (record.status == CommandStatus::Lost).then_some(record)
+}
+
+/// Write the turn's content to the remote turn directory and build the agent command line.
+async fn prepare_agent_turn(
+    shared: &Shared,
+    session_id: &str,
+    c: &TurnCommand,
+    agent_command: &str,
+) -> Result<(String, String)> {
+    let session = shared.engine.session_show(session_id)?;
+    let transport = shared.engine_transport(&session.machine_id).await?;
+    let slug: String = c
+        .turn_id
+        .chars()
+        .map(|ch| {
+            if ch.is_ascii_alphanumeric() || ch == '-' || ch == '.' {
+                ch
+            } else {
+                '_'
+            }
+        })
+        .take(100)
+        .collect();
+    let dir = format!(
+        "{}/turns/{}-{}",
+        session.remote_state_dir,
+        crate::util::now_unix_ms(),
+        slug
+    );
+    transport.create_dir_all(&dir, 0o700).await?;
+    transport
+        .write_file(&format!("{dir}/input"), c.content.as_bytes(), 0o600)
+        .await?;
+    let thread = shared
+        .state()
+        .and_then(|s| s.agent_thread_id)
+        .unwrap_or_default();
+    let line = format!(
+        "RR_TURN_DIR={d} RR_TURN_ID={t} RR_THREAD_ID={th} {agent_command} < {input}",
+        d = shell_quote(&dir),
+        t = shell_quote(&c.turn_id),
+        th = shell_quote(&thread),
+        input = shell_quote(&format!("{dir}/input")),
+    );
+    Ok((line, dir))
+}
+
+/// Stream the started turn to its end. Emits progress, then final or a failure with the turn id.
+pub async fn stream(
+    shared: &Shared,
+    turn_id: &str,
+    started: StartedTurn,
+    cancel: CancellationToken,
+) {
+    let outcome = tokio::select! {
+        outcome = pump(shared, turn_id, &started, &cancel) => outcome,
+        _ = cancel.cancelled() => return,
+    };
+    if cancel.is_cancelled() {
+        return;
+    }
+    let event = match outcome {
+        Ok(end) => finish(shared, turn_id, &started, end).await,
+        Err(err) => {
+            if err.code == ErrorCode::SessionLost {
+                shared.lock().session_lost = true;
+            }
+            failure_for(None, Some(turn_id), &err)
+        }
+    };
+    end_turn(shared, turn_id);
+    shared.out.send(event);
+}
+
+/// Mark the turn over (before its terminal event goes out, so the next turn is accepted).
+fn end_turn(shared: &Shared, turn_id: &str) {
+    let mut inner = shared.lock();
+    if inner.turn.as_ref().is_some_and(|t| t.turn_id == turn_id) {
+        inner.turn = None;
+        if inner.status == remote_runner_protocol::SessionStatus::Busy {
+            inner.status = remote_runner_protocol::SessionStatus::Ready;
+        }
+    }
+}
+
+/// What streaming saw: the final record and the tail of everything streamed.
+struct StreamEnd {
+    record: CommandRecord,
+    tail: String,
+}
+
+async fn pump(
+    shared: &Shared,
+    turn_id: &str,
+    started: &StartedTurn,
+    cancel: &CancellationToken,
+) -> Result<StreamEnd> {
+    let sid = &started.session_id;
+    let cid = &started.record.command_id;
+    let mut record = started.record.clone();
+    let (mut out_off, mut err_off) = (0u64, 0u64);
+    let (mut out_text, mut err_text) = (Utf8Stream::default(), Utf8Stream::default());
+    let mut tail = String::new();
+    let mut failures = 0u32;
+    loop {
+        let step = async {
+            let out = shared
+                .engine
+                .read_output(sid, cid, OutputStream::Stdout, out_off, READ_CHUNK)
+                .await?;
+            let err = shared
+                .engine
+                .read_output(sid, cid, OutputStream::Stderr, err_off, READ_CHUNK)
+                .await?;
+            Ok::<_, Error>((out, err))
+        };
+        let (out, err) = match step.await {
+            Ok(v) => {
+                failures = 0;
+                v
+            }
+            Err(e) if retryable_link_error(&e) && failures < STREAM_RETRIES => {
+                failures += 1;
+                backoff(failures).await;
+                continue;
+            }
+            Err(e) => return Err(lost_while_streaming(e, started)),
+        };
+        let got_data = !out.is_empty() || !err.is_empty();
+        out_off += out.len() as u64;
+        err_off += err.len() as u64;
+        for chunk in [out_text.push(&out), err_text.push(&err)] {
+            if !chunk.is_empty() && !cancel.is_cancelled() {
+                push_tail(&mut tail, &chunk);
+                shared.out.send(Event::progress(turn_id, chunk));
+            }
+        }
+        if record.status.is_final() && !got_data {
+            for chunk in [out_text.finish(), err_text.finish()] {
+                if !chunk.is_empty() {
+                    push_tail(&mut tail, &chunk);
+                    shared.out.send(Event::progress(turn_id, chunk));
+                }
+            }
+            return Ok(StreamEnd { record, tail });
+        }
+        if got_data && !record.status.is_final() {
+            continue; // read on before waiting: more may be ready
+        }
+        match shared
+            .engine
+            .wait_output(sid, cid, out_off, err_off, OUTPUT_WAIT)
+            .await
+        {
+            Ok(r) => {
+                failures = 0;
+                record = r;
+            }
+            Err(e) if retryable_link_error(&e) && failures < STREAM_RETRIES => {
+                failures += 1;
+                backoff(failures).await;
+            }
+            Err(e) => return Err(lost_while_streaming(e, started)),
+        }
+    }
+}
+
+fn retryable_link_error(e: &Error) -> bool {
+    matches!(
+        e.code,
+        ErrorCode::ConnectionLost | ErrorCode::ConnectionFailed | ErrorCode::Timeout
+    )
+}
+
+async fn backoff(attempt: u32) {
+    tokio::time::sleep(Duration::from_millis(500 * (1 << attempt.min(5)))).await;
+}
+
+fn lost_while_streaming(e: Error, started: &StartedTurn) -> Error {
+    if !retryable_link_error(&e) {
+        return e;
+    }
+    Error::new(
+        ErrorCode::ConnectionLost,
+        format!(
+            "lost the connection while the turn's command was running and could not reconnect \
+             ({}). The command may still be running on the machine: command {} in session {}, \
+             state in {}; `remote-runner session command show --session {} --command-id {}` \
+             shows its result once the machine is reachable",
+            e.message,
+            started.record.command_id,
+            started.session_id,
+            started.record.remote_state_dir,
+            started.session_id,
+            started.record.command_id
+        ),
+    )
+}
+
+fn push_tail(tail: &mut String, chunk: &str) {
+    tail.push_str(chunk);
+    if tail.len() > 4 * SUMMARY_TAIL {
+        let (kept, _) = text::tail(tail, SUMMARY_TAIL);
+        *tail = kept.to_string();
+    }
+}
+
+/// Build the turn's terminal event from the command's end.
+async fn finish(shared: &Shared, turn_id: &str, started: &StartedTurn, end: StreamEnd) -> Event {
+    let rec = &end.record;
+    if rec.status == CommandStatus::Lost {
+        shared.lock().session_lost = true;
+        let why = rec
+            .error
+            .clone()
+            .unwrap_or_else(|| "the session shell ended".into());
+        return failure_for(
+            None,
+            Some(turn_id),
+            &Error::new(
+                ErrorCode::SessionLost,
+                format!("{why}; the next turn starts a new session (generation + 1)"),
+            ),
+        );
+    }
+    match &started.agent_dir {
+        None => Event::final_result(turn_id, shell_summary(rec, &end.tail), shared.state(), None),
+        Some(dir) => agent_final(shared, turn_id, rec, dir).await,
+    }
+}
+
+/// What a chat reader sees at the end of a shell turn: status line and the output's tail.
+fn shell_summary(rec: &CommandRecord, tail: &str) -> String {
+    let duration = text::duration(rec.duration_ms.unwrap_or(0));
+    let status = match (rec.status, rec.exit_code) {
+        (CommandStatus::Completed, Some(code)) | (CommandStatus::Failed, Some(code)) => {
+            format!("exit {code}")
+        }
+        (status, Some(code)) => format!("{} (exit {code})", status.as_str()),
+        (status, None) => status.as_str().to_string(),
+    };
+    let mut out = format!("{status} · {duration}");
+    let (shown, cut) = text::tail(tail, SUMMARY_TAIL);
+    if shown.trim().is_empty() {
+        out.push_str("\n(no output)");
+    } else {
+        if cut {
+            out.push_str(&format!(
+                "\n(last {} of the output; all of it was streamed above)",
+                SUMMARY_TAIL
+            ));
+        }
+        out.push('\n');
+        out.push_str(&text::fenced(shown));
+    }
+    out
+}
+
+async fn agent_final(shared: &Shared, turn_id: &str, rec: &CommandRecord, dir: &str) -> Event {
+    let reply = match shared
+        .engine
+        .read_output(
+            &rec.session_id,
+            &rec.command_id,
+            OutputStream::Stdout,
+            0,
+            MAX_REPLY,
+        )
+        .await
+    {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e) => return failure_for(None, Some(turn_id), &e),
+    };
+    if rec.exit_code != Some(0) {
+        let (stderr, _) = text::tail(&rec.stderr, 1500);
+        let err = Error::new(
+            ErrorCode::RemoteError,
+            format!(
+                "the agent command {} ({}); stderr: {}",
+                rec.exit_code.map_or_else(
+                    || rec.status.as_str().to_string(),
+                    |c| format!("exited with {c}")
+                ),
+                rec.command_id,
+                if stderr.trim().is_empty() {
+                    "(empty)"
+                } else {
+                    stderr.trim()
+                }
+            ),
+        );
+        let mut event = failure_for(None, Some(turn_id), &err);
+        if let Event::Failure(f) = &mut event {
+            f.code = "agent_failed".into();
+            f.status = FailureStatus::Failed;
+        }
+        return event;
+    }
+    if let Some(state) = read_thread_id(shared, &rec.machine_id, dir).await {
+        shared.out.send(Event::lineage_changed(state));
+    }
+    let usage = read_usage(shared, &rec.machine_id, dir).await;
+    let content = if reply.trim().is_empty() {
+        "(the agent printed no reply)".to_string()
+    } else {
+        reply
+    };
+    Event::final_result(turn_id, content, shared.state(), usage)
+}
+
+/// A new `agentThreadId` left by the agent command: update the state and return it.
+async fn read_thread_id(
+    shared: &Shared,
+    machine_id: &str,
+    dir: &str,
+) -> Option<remote_runner_protocol::State> {
+    let transport = shared.engine_transport(machine_id).await.ok()?;
+    let bytes = transport
+        .read_file_range(&format!("{dir}/thread_id"), 0, 1024)
+        .await
+        .ok()?;
+    let id = String::from_utf8(bytes).ok()?.trim().to_string();
+    if id.is_empty() {
+        return None;
+    }
+    if let Err(e) = remote_runner_protocol::grammar::id("agentThreadId", &id) {
+        tracing::warn!("ignoring the agent's thread id: {e}");
+        return None;
+    }
+    let mut inner = shared.lock();
+    let state = inner.state.as_mut()?;
+    if state.agent_thread_id.as_deref() == Some(id.as_str()) {
+        return None;
+    }
+    state.agent_thread_id = Some(id);
+    Some(state.clone())
+}
+
+/// The agent's usage snapshot, validated; never estimated: absent or invalid means no usage.
+async fn read_usage(shared: &Shared, machine_id: &str, dir: &str) -> Option<Usage> {
+    let transport = shared.engine_transport(machine_id).await.ok()?;
+    let bytes = transport
+        .read_file_range(&format!("{dir}/usage.json"), 0, 64 * 1024)
+        .await
+        .ok()?;
+    if bytes.is_empty() {
+        return None;
+    }
+    let generation = shared.state()?.generation;
+    let snapshot: UsageSnapshot = match serde_json::from_slice(&bytes) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("ignoring usage.json: not a usage snapshot ({e})");
+            return None;
+        }
+    };
+    let usage = Usage {
+        generation,
+        snapshot,
+    };
+    match usage.validate_at("usage") {
+        Ok(()) => Some(usage),
+        Err(e) => {
+            tracing::warn!("ignoring usage.json: {e}");
+            None
+        }
+    }
+}

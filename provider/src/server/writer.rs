@@ -1,0 +1,76 @@
+//! The single writer that owns stdout.
+//!
+//! Every event of the provider goes through one channel to one task, which validates it with
+//! the protocol crate and writes it as one line, flushed. Nothing else in the process writes to
+//! stdout (logs go to stderr), so the host never reads a torn or foreign line.
+
+use remote_runner_protocol::{Event, FailureStatus, LineWriter};
+use tokio::io::AsyncWrite;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// A cheap, cloneable handle for sending events.
+#[derive(Clone, Debug)]
+pub struct Out {
+    tx: mpsc::UnboundedSender<Event>,
+}
+
+impl Out {
+    /// Queue an event. After the writer has stopped (stdout closed), events are dropped.
+    pub fn send(&self, event: Event) {
+        let _ = self.tx.send(event);
+    }
+}
+
+/// Start the writer task on `sink`. The task ends when every [`Out`] is dropped, after writing
+/// everything queued, or when the sink fails (the host closed our stdout).
+pub fn spawn<W>(sink: W) -> (Out, JoinHandle<()>)
+where
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
+    let task = tokio::spawn(async move {
+        let mut writer = LineWriter::new(sink);
+        while let Some(event) = rx.recv().await {
+            let event = match event.validate() {
+                Ok(()) => event,
+                Err(err) => {
+                    // A bug in this provider: never put an invalid line on the wire.
+                    tracing::error!(event = event.type_name(), %err, "refusing to write an invalid event");
+                    match invalid_event_failure(&event, &err.to_string()) {
+                        Some(replacement) => replacement,
+                        None => continue,
+                    }
+                }
+            };
+            if let Err(err) = writer.send_event(&event).await {
+                tracing::warn!(%err, "stdout closed; stopping the writer");
+                break;
+            }
+        }
+    });
+    (Out { tx }, task)
+}
+
+/// A correlated internal failure to send instead of an event that failed validation, when the
+/// event carried ids the host is waiting on.
+fn invalid_event_failure(event: &Event, why: &str) -> Option<Event> {
+    let request_id = event.request_id().map(str::to_owned);
+    let turn_id = event.turn_id().map(str::to_owned);
+    if request_id.is_none() && turn_id.is_none() {
+        return None;
+    }
+    let mut message = format!(
+        "internal error: the provider built an invalid {} event ({why})",
+        event.type_name()
+    );
+    message.truncate(4000);
+    Some(Event::failure(
+        request_id,
+        turn_id,
+        "internal_error",
+        message,
+        FailureStatus::Failed,
+        false,
+    ))
+}
