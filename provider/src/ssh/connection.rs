@@ -30,7 +30,7 @@ pub(crate) struct Connection {
     gone: watch::Receiver<Option<String>>,
     pub label: String,
     /// The ProxyJump connection this one tunnels through; kept alive with it.
-    _jump: Option<Box<Connection>>,
+    jump: Option<Box<Connection>>,
 }
 
 impl Connection {
@@ -38,7 +38,7 @@ impl Connection {
     pub fn is_closed(&self) -> bool {
         self.handle.is_closed()
             || self.gone.borrow().is_some()
-            || self._jump.as_ref().is_some_and(|j| j.is_closed())
+            || self.jump.as_ref().is_some_and(|j| j.is_closed())
     }
 
     /// Why the link went down, if it did.
@@ -247,7 +247,7 @@ async fn establish_inner(
         handle,
         gone: gone_rx,
         label: target.label(),
-        _jump: jump,
+        jump,
     })
 }
 

@@ -149,7 +149,8 @@ impl Target {
                 identity_files.push(home.join(".ssh").join(f));
             }
         }
-        identity_files.dedup();
+        let mut seen = std::collections::HashSet::new();
+        identity_files.retain(|p| seen.insert(p.clone()));
         let user_files = if let Some(f) = &machine.known_hosts_file {
             vec![config::expand_tilde(std::path::Path::new(f))]
         } else if !hc.user_known_hosts_files.is_empty() {
