@@ -14,6 +14,8 @@
 //! | 9    | the remote side failed: `session_lost`, `tmux_missing`, `remote_error` |
 //! | 10   | local configuration or state: `config_invalid`, `io_error`, `store_error`, `permission_denied` |
 //! | 11   | `not_implemented`: the command is in the contract but not built yet |
+//! | 12   | wrong state for the request: `not_ready`, `not_detached`, `stale_terminal_generation`, `state_provider_mismatch` |
+//! | 13   | another runner error whose code this table does not name yet |
 //! | 70   | `internal_error`: a bug; please report it |
 //!
 //! `session exec --exit-code` (and `run once --exit-code`) replace code 1 with the remote
@@ -26,8 +28,10 @@ pub const SUCCESS: u8 = 0;
 pub const WORK_FAILED: u8 = 1;
 pub const USAGE: u8 = 2;
 pub const INTERNAL: u8 = 70;
+/// An error code newer than this table.
+pub const OTHER_RUNNER_ERROR: u8 = 13;
 
-/// The exit code for an error. Exhaustive on purpose: a new [`ErrorCode`] must get a decision.
+/// The exit code for an error.
 pub fn for_error(code: ErrorCode) -> u8 {
     use ErrorCode::*;
     match code {
@@ -41,14 +45,31 @@ pub fn for_error(code: ErrorCode) -> u8 {
         SessionLost | TmuxMissing | RemoteError => 9,
         ConfigInvalid | Io | Store | PermissionDenied => 10,
         NotImplemented => 11,
+        NotReady | NotDetached | StaleGeneration | StateProviderMismatch => 12,
         Internal => INTERNAL,
+        // Engine crates add codes freely; until this table names one, it gets its own class
+        // rather than breaking the CLI build or posing as a known failure.
+        #[allow(unreachable_patterns)]
+        _ => OTHER_RUNNER_ERROR,
     }
 }
 
 /// The exit code that passes a remote command's status through (`--exit-code`): its exit code,
 /// or `128 + signal` when a signal ended it, clamped to 0..=255.
-#[allow(dead_code)] // called by `session exec --exit-code` once the engine is wired (issue 4)
-pub fn passthrough(exit_code: Option<i32>, signal: Option<i32>) -> u8 {
+/// The exit code for a finished remote command: 0 when it exited 0; otherwise 1, or with
+/// `passthrough` (`--exit-code`) its own status.
+#[allow(dead_code)] // called by `session exec` and `run once` once the engine is wired (issues 4, 7)
+pub fn for_remote_status(exit_code: Option<i32>, signal: Option<i32>, passthrough: bool) -> u8 {
+    match (exit_code, passthrough) {
+        (Some(0), _) => SUCCESS,
+        (_, true) => passthrough_status(exit_code, signal),
+        (_, false) => WORK_FAILED,
+    }
+}
+
+/// The exit code that passes a remote command's status through (`--exit-code`): its exit code,
+/// or `128 + signal` when a signal ended it, clamped to 0..=255.
+fn passthrough_status(exit_code: Option<i32>, signal: Option<i32>) -> u8 {
     match (exit_code, signal) {
         (Some(code), _) => u8::try_from(code.clamp(0, 255)).unwrap_or(WORK_FAILED),
         (None, Some(sig)) => u8::try_from((128 + sig).clamp(0, 255)).unwrap_or(WORK_FAILED),
@@ -62,11 +83,18 @@ mod tests {
 
     #[test]
     fn passthrough_follows_the_shell_convention() {
-        assert_eq!(passthrough(Some(0), None), 0);
-        assert_eq!(passthrough(Some(42), None), 42);
-        assert_eq!(passthrough(Some(300), None), 255);
-        assert_eq!(passthrough(None, Some(9)), 137);
-        assert_eq!(passthrough(None, None), WORK_FAILED);
+        assert_eq!(for_remote_status(Some(0), None, true), 0);
+        assert_eq!(for_remote_status(Some(42), None, true), 42);
+        assert_eq!(for_remote_status(Some(300), None, true), 255);
+        assert_eq!(for_remote_status(None, Some(9), true), 137);
+        assert_eq!(for_remote_status(None, None, true), WORK_FAILED);
+    }
+
+    #[test]
+    fn without_passthrough_any_remote_failure_is_1() {
+        assert_eq!(for_remote_status(Some(0), None, false), SUCCESS);
+        assert_eq!(for_remote_status(Some(42), None, false), WORK_FAILED);
+        assert_eq!(for_remote_status(None, Some(9), false), WORK_FAILED);
     }
 
     #[test]

@@ -107,6 +107,13 @@ impl Report {
         self
     }
 
+    /// Exit with this code (e.g. [`exit::for_remote_status`]).
+    #[allow(dead_code)] // used by `session exec` / `run once` once wired (issues 4, 7)
+    pub fn exit_code(mut self, code: u8) -> Report {
+        self.exit = code;
+        self
+    }
+
     /// The work ran and its result says it failed (exit code 1).
     pub fn failed(mut self) -> Report {
         self.exit = exit::WORK_FAILED;

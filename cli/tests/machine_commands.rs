@@ -600,7 +600,7 @@ fn the_state_dir_comes_from_the_environment_too() {
 #[test]
 fn concurrent_adds_from_many_processes_all_land() {
     let sb = Sandbox::new();
-    sb.ok_json(&["machine", "list"]); // create the store first
+    // No store yet: the processes race to create and migrate it too.
     let children: Vec<_> = (0..12)
         .map(|i| {
             let id = format!("c{i}");

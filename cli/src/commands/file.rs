@@ -68,12 +68,29 @@ pub struct HistoryArgs {
     pub session: Option<String>,
 }
 
-pub async fn run(_ctx: &Context, command: FileCommand) -> Result<Report> {
-    let name = match &command {
-        FileCommand::Put(_) => "file put",
-        FileCommand::Get(_) => "file get",
-        FileCommand::List(_) => "file list",
-        FileCommand::History(_) => "file history",
-    };
-    Err(not_built(name, PART))
+pub async fn run(ctx: &Context, command: FileCommand) -> Result<Report> {
+    match command {
+        FileCommand::Put(args) => put(ctx, args).await,
+        FileCommand::Get(args) => get(ctx, args).await,
+        FileCommand::List(args) => list(ctx, args).await,
+        FileCommand::History(args) => history(ctx, args).await,
+    }
+}
+
+// One handler per command; each becomes one engine call plus a Report when issue 7 lands.
+
+async fn put(_ctx: &Context, _args: TransferArgs) -> Result<Report> {
+    Err(not_built("file put", PART))
+}
+
+async fn get(_ctx: &Context, _args: TransferArgs) -> Result<Report> {
+    Err(not_built("file get", PART))
+}
+
+async fn list(_ctx: &Context, _args: ListArgs) -> Result<Report> {
+    Err(not_built("file list", PART))
+}
+
+async fn history(_ctx: &Context, _args: HistoryArgs) -> Result<Report> {
+    Err(not_built("file history", PART))
 }

@@ -81,13 +81,27 @@ pub struct ShowArgs {
     pub run_id: String,
 }
 
-pub async fn run(_ctx: &Context, command: RunCommand) -> Result<Report> {
-    let name = match &command {
-        RunCommand::Once(_) => "run once",
-        RunCommand::List => "run list",
-        RunCommand::Show(_) => "run show",
-    };
-    Err(not_built(name, PART))
+pub async fn run(ctx: &Context, command: RunCommand) -> Result<Report> {
+    match command {
+        RunCommand::Once(args) => once(ctx, args).await,
+        RunCommand::List => list(ctx).await,
+        RunCommand::Show(args) => show(ctx, args).await,
+    }
+}
+
+// One handler per command; each becomes one engine call plus a Report when issue 7 lands
+// (`run once` then sets its exit code with `exit::for_remote_status(.., args.exit_code)`).
+
+async fn once(_ctx: &Context, _args: OnceArgs) -> Result<Report> {
+    Err(not_built("run once", PART))
+}
+
+async fn list(_ctx: &Context) -> Result<Report> {
+    Err(not_built("run list", PART))
+}
+
+async fn show(_ctx: &Context, _args: ShowArgs) -> Result<Report> {
+    Err(not_built("run show", PART))
 }
 
 #[cfg(test)]

@@ -172,23 +172,77 @@ pub struct ReadArgs {
     pub since: Option<u64>,
 }
 
-pub async fn run(_ctx: &Context, command: SessionCommand) -> Result<Report> {
-    let name = match &command {
-        SessionCommand::Create(_) => "session create",
-        SessionCommand::List(_) => "session list",
-        SessionCommand::Show(_) => "session show",
-        SessionCommand::Exec(_) => "session exec",
+pub async fn run(ctx: &Context, command: SessionCommand) -> Result<Report> {
+    match command {
+        SessionCommand::Create(args) => create(ctx, args).await,
+        SessionCommand::List(args) => list(ctx, args).await,
+        SessionCommand::Show(args) => show(ctx, args).await,
+        SessionCommand::Exec(args) => exec(ctx, args).await,
         SessionCommand::Command(c) => match c {
-            CommandCommand::List(_) => "session command list",
-            CommandCommand::Show(_) => "session command show",
-            CommandCommand::Wait(_) => "session command wait",
-            CommandCommand::Stop(_) => "session command stop",
+            CommandCommand::List(args) => command_list(ctx, args).await,
+            CommandCommand::Show(args) => command_show(ctx, args).await,
+            CommandCommand::Wait(args) => command_wait(ctx, args).await,
+            CommandCommand::Stop(args) => command_stop(ctx, args).await,
         },
-        SessionCommand::Send(_) => "session send",
-        SessionCommand::Read(_) => "session read",
-        SessionCommand::Logs(_) => "session logs",
-        SessionCommand::Destroy(_) => "session destroy",
-        SessionCommand::Attach(_) => "session attach",
-    };
-    Err(not_built(name, PART))
+        SessionCommand::Send(args) => send(ctx, args).await,
+        SessionCommand::Read(args) => read(ctx, args).await,
+        SessionCommand::Logs(args) => logs(ctx, args).await,
+        SessionCommand::Destroy(args) => destroy(ctx, args).await,
+        SessionCommand::Attach(args) => attach(ctx, args).await,
+    }
+}
+
+// One handler per command. Each becomes one engine call plus a Report when issue 4 lands;
+// `session exec` then sets its exit code with `exit::for_remote_status(.., args.exit_code)`.
+
+async fn create(_ctx: &Context, _args: CreateArgs) -> Result<Report> {
+    Err(not_built("session create", PART))
+}
+
+async fn list(_ctx: &Context, _args: ListArgs) -> Result<Report> {
+    Err(not_built("session list", PART))
+}
+
+async fn show(_ctx: &Context, _args: SessionArg) -> Result<Report> {
+    Err(not_built("session show", PART))
+}
+
+async fn exec(_ctx: &Context, _args: ExecArgs) -> Result<Report> {
+    Err(not_built("session exec", PART))
+}
+
+async fn command_list(_ctx: &Context, _args: SessionArg) -> Result<Report> {
+    Err(not_built("session command list", PART))
+}
+
+async fn command_show(_ctx: &Context, _args: CommandRef) -> Result<Report> {
+    Err(not_built("session command show", PART))
+}
+
+async fn command_wait(_ctx: &Context, _args: CommandRef) -> Result<Report> {
+    Err(not_built("session command wait", PART))
+}
+
+async fn command_stop(_ctx: &Context, _args: CommandRef) -> Result<Report> {
+    Err(not_built("session command stop", PART))
+}
+
+async fn send(_ctx: &Context, _args: SendArgs) -> Result<Report> {
+    Err(not_built("session send", PART))
+}
+
+async fn read(_ctx: &Context, _args: ReadArgs) -> Result<Report> {
+    Err(not_built("session read", PART))
+}
+
+async fn logs(_ctx: &Context, _args: SessionArg) -> Result<Report> {
+    Err(not_built("session logs", PART))
+}
+
+async fn destroy(_ctx: &Context, _args: SessionArg) -> Result<Report> {
+    Err(not_built("session destroy", PART))
+}
+
+async fn attach(_ctx: &Context, _args: SessionArg) -> Result<Report> {
+    Err(not_built("session attach", "attaching a terminal, issue 8"))
 }
