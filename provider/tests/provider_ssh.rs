@@ -1,0 +1,110 @@
+//! End-to-end against a real OpenSSH sshd on 127.0.0.1: the provider reaches the machine over
+//! SSH, survives its own SIGKILL (a new provider resumes the live session) and a killed
+//! per-connection sshd mid-turn (the turn still ends with the right result and every byte).
+
+mod support;
+
+use std::time::Duration;
+
+use remote_runner_testkit::Sshd;
+use serde_json::json;
+use support::host::{Host, state_of};
+
+const T: Duration = Duration::from_secs(60);
+
+fn ssh_env(sshd: &Sshd, state: &std::path::Path, cwd: &std::path::Path) -> Vec<(&'static str, String)> {
+    vec![
+        ("REMOTE_RUNNER_STATE_DIR", state.display().to_string()),
+        ("REMOTE_RUNNER_HOST", "127.0.0.1".into()),
+        ("REMOTE_RUNNER_PORT", sshd.port.to_string()),
+        ("REMOTE_RUNNER_USER", sshd.user().into()),
+        ("REMOTE_RUNNER_KEY_PATH", sshd.keys.ed25519.display().to_string()),
+        ("REMOTE_RUNNER_KNOWN_HOSTS", sshd.known_hosts.display().to_string()),
+        ("REMOTE_RUNNER_REMOTE_CWD", cwd.display().to_string()),
+        ("SSH_AUTH_SOCK", String::new()),
+    ]
+}
+
+#[test]
+fn ssh_turns_and_a_killed_provider_is_resumed_at_the_same_generation() {
+    let sshd = Sshd::start().expect("sshd test bed");
+    let local = tempfile::tempdir().unwrap();
+    let remote = sshd.remote_dir("provider-resume").unwrap();
+    let env = ssh_env(&sshd, &local.path().join("state"), &remote);
+    let mut host = Host::spawn(local.path(), &env);
+    assert_eq!(host.hello()["type"], "hello");
+    let ready = host.start("/host/side/cwd");
+    assert_eq!(ready["type"], "ready", "{ready}");
+    let state = state_of(&ready);
+    assert_eq!(state["generation"], 1);
+
+    let (_, progress, fin) = host.turn(1, "cd /tmp; export KEEP=kept; whoami; printf 'no newline'");
+    assert_eq!(progress, format!("{}\nno newline", sshd.user()));
+    assert!(fin["content"].as_str().unwrap().starts_with("exit 0"), "{fin}");
+
+    // SIGKILL the provider in the middle of a turn.
+    host.send("turn", json!({"requestId": "turn:2", "turnId": "t2", "content": "sleep 2; echo finished-after-kill; (exit 3)"}));
+    assert_eq!(host.next_non_screen(T)["status"], "busy");
+    host.child.kill().unwrap();
+    host.child.wait().unwrap();
+    drop(host);
+
+    // A new provider resumes with the saved state: same generation, same session, and the
+    // shell state of the old turns is still there.
+    let mut host = Host::spawn(local.path(), &env);
+    host.hello();
+    host.send("resume", json!({"requestId": "resume:1", "sessionId": "s", "cwd": "/host/side/cwd", "state": state}));
+    let r = host.next_non_screen(T);
+    assert_eq!(r["type"], "ready", "{r}");
+    assert_eq!(state_of(&r)["generation"], 1);
+    assert_eq!(state_of(&r)["remoteSessionId"], state["remoteSessionId"]);
+    // The killed turn's command finished on the machine; the session is free again after it.
+    std::thread::sleep(Duration::from_secs(3));
+    let (_, progress, fin) = host.turn(3, "echo \"$KEEP\" $(pwd)");
+    assert_eq!(progress, "kept /tmp\n", "{fin}");
+
+    // Rebuild: generation + 1, a new remote session.
+    host.send("cancel", json!({"requestId": "c:1"}));
+    assert_eq!(host.next_non_screen(T)["status"], "closed");
+    drop(host);
+    let mut host = Host::spawn(local.path(), &env);
+    host.hello();
+    host.send("resume", json!({"requestId": "resume:2", "sessionId": "s", "cwd": "/x", "state": state, "resumeMode": "rebuild"}));
+    let r = host.next(T);
+    assert_eq!(state_of(&r)["generation"], 2, "{r}");
+    assert_ne!(state_of(&r)["remoteSessionId"], state["remoteSessionId"]);
+    host.send("cancel", json!({"requestId": "c:2"}));
+    assert_eq!(host.next_non_screen(T)["status"], "closed");
+}
+
+#[test]
+fn a_killed_connection_mid_turn_still_delivers_every_byte_and_the_exit_code() {
+    let sshd = Sshd::start().expect("sshd test bed");
+    let local = tempfile::tempdir().unwrap();
+    let remote = sshd.remote_dir("provider-drop").unwrap();
+    let env = ssh_env(&sshd, &local.path().join("state"), &remote);
+    let mut host = Host::spawn(local.path(), &env);
+    host.hello();
+    assert_eq!(host.start("/x")["type"], "ready");
+    host.send(
+        "turn",
+        json!({"requestId": "turn:1", "turnId": "t1", "content": "for i in $(seq 1 30); do echo line-$i; sleep 0.1; done; (exit 4)"}),
+    );
+    assert_eq!(host.next_non_screen(T)["status"], "busy");
+    // Let some output stream, then kill every per-connection sshd process.
+    host.wait_for(T, |v| v["type"] == "progress");
+    let killed = sshd.signal_connections(libc_sigkill());
+    assert!(killed > 0, "no per-connection sshd found");
+    let end = host.wait_for(Duration::from_secs(120), |v| v["type"] == "final" || v["type"] == "failure");
+    assert_eq!(end["type"], "final", "{end}");
+    assert!(end["content"].as_str().unwrap().starts_with("exit 4"), "{end}");
+    let text: String = host.seen.iter().filter(|v| v["type"] == "progress").map(|v| v["content"].as_str().unwrap()).collect();
+    let expected: String = (1..=30).map(|i| format!("line-{i}\n")).collect();
+    assert_eq!(text, expected);
+    host.send("cancel", json!({"requestId": "c:1"}));
+    assert_eq!(host.next_non_screen(T)["status"], "closed");
+}
+
+fn libc_sigkill() -> i32 {
+    9
+}
