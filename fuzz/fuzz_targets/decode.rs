@@ -32,7 +32,10 @@ fuzz_target!(|data: &[u8]| {
     let mut buf = BytesMut::new();
     for piece in data.chunks(chunk) {
         buf.extend_from_slice(piece);
-        assert!(buf.len() <= MAX_LINE + chunk, "codec buffered an oversized line");
+        assert!(
+            buf.len() <= MAX_LINE + chunk,
+            "codec buffered an oversized line"
+        );
         while let Some(item) = codec.decode(&mut buf).expect("the codec has no I/O errors") {
             if let Ok(line) = item {
                 assert!(line.len() <= MAX_LINE);
@@ -40,7 +43,10 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
-    while let Some(item) = codec.decode_eof(&mut buf).expect("the codec has no I/O errors") {
+    while let Some(item) = codec
+        .decode_eof(&mut buf)
+        .expect("the codec has no I/O errors")
+    {
         if let Ok(line) = item {
             check_line(&line);
         }

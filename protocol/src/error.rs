@@ -98,6 +98,52 @@ pub enum Rule {
 }
 
 impl Rule {
+    /// Every rule, in declaration order.
+    pub const ALL: &'static [Rule] = &[
+        Rule::FieldType,
+        Rule::NonEmptyString,
+        Rule::RequestId,
+        Rule::Provider,
+        Rule::CapabilityName,
+        Rule::DuplicateCapability,
+        Rule::Id,
+        Rule::TurnId,
+        Rule::ErrorCode,
+        Rule::ErrorMessage,
+        Rule::SafeInteger,
+        Rule::StateVersion,
+        Rule::ProviderStateDepth,
+        Rule::ProviderStateNumber,
+        Rule::ProviderStateKeyLength,
+        Rule::ProviderStateSensitiveKey,
+        Rule::ProviderStateSize,
+        Rule::StateProviderMismatch,
+        Rule::GenerationDecreased,
+        Rule::RemoteSessionIdChanged,
+        Rule::RebuildNotAdvanced,
+        Rule::UsageWindowTokens,
+        Rule::UsagePercent,
+        Rule::UsageLabel,
+        Rule::UsageGeneration,
+        Rule::TerminalSize,
+        Rule::TerminalDataSize,
+        Rule::OutboundContentBlank,
+        Rule::OutboundContentSize,
+        Rule::ImageLimit,
+        Rule::ImageMimeType,
+        Rule::Base64,
+        Rule::ImageMagic,
+        Rule::FileName,
+        Rule::SessionToolRequest,
+        Rule::SessionToolLimit,
+        Rule::QuotedMessageId,
+        Rule::SkillPath,
+        Rule::SessionToolTextSize,
+        Rule::AttachmentLimit,
+        Rule::AttachmentPlaceholder,
+        Rule::AccessUrl,
+    ];
+
     /// The stable snake_case name of the rule.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -1060,3 +1060,29 @@ fn invalid_json_failure_is_uncorrelated_and_valid() {
     failure.validate().unwrap();
     assert_eq!(failure.request_id(), None);
 }
+
+#[test]
+fn blank_required_strings_are_refused() {
+    let start = |cwd: &str| json!({"type":"start","requestId":"s1","sessionId":"demo","cwd":cwd});
+    ok(command(start("/tmp")));
+    assert_eq!(rule(command(start(" \t"))), Rule::NonEmptyString);
+    let hello = json!({"type":"hello","requestId":"h1","sessionId":"","requiredCapabilities":[]});
+    assert_eq!(rule(command(hello)), Rule::NonEmptyString);
+    let model = json!({"type":"start","requestId":"s1","sessionId":"demo","cwd":"/","model":"m".repeat(257)});
+    assert_eq!(rule(command(model)), Rule::NonEmptyString);
+}
+
+#[test]
+fn rule_names_are_stable_unique_snake_case() {
+    let mut seen = std::collections::HashSet::new();
+    for rule in Rule::ALL {
+        let name = rule.as_str();
+        assert!(
+            name.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        );
+        assert!(seen.insert(name), "{name} twice");
+        assert_eq!(serde_json::to_value(rule).unwrap(), json!(name));
+    }
+    assert_eq!(Rule::ALL.len(), 42);
+}
