@@ -132,3 +132,20 @@ async fn wrong_password_is_auth_failed_without_the_password() {
     assert!(err.message.contains("password"));
     assert!(!err.message.contains("rr-wrong-password-x1"));
 }
+
+#[tokio::test]
+async fn wrong_passphrase_is_reported_without_the_passphrase() {
+    let sshd = start();
+    let mut o = opts();
+    o.passphrase = PassphraseSource::Given(Secret::new("rr-wrong-passphrase-x2"));
+    let err = ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519_encrypted)), o)
+        .await
+        .expect_err("must fail");
+    assert_eq!(err.code, ErrorCode::AuthFailed);
+    assert!(
+        err.message.contains("passphrase did not decrypt"),
+        "{}",
+        err.message
+    );
+    assert!(!err.message.contains("rr-wrong-passphrase-x2"));
+}

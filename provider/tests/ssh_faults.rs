@@ -87,3 +87,39 @@ async fn frozen_server_is_detected_by_keepalive() {
         .expect("reconnects");
     assert_eq!(out.stdout_lossy(), "fresh\n");
 }
+
+#[tokio::test]
+async fn reconnect_retries_with_backoff_then_recovers() {
+    let sshd = start();
+    let mut o = opts();
+    o.connect_timeout = Some(Duration::from_secs(1));
+    o.reconnect_attempts = 3;
+    let t = ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), o)
+        .await
+        .unwrap();
+    t.exec("true", ExecOptions::default()).await.unwrap();
+    // The server stops accepting (listener frozen) and the live connection is killed.
+    assert!(sshd.signal_listener(libc::SIGSTOP));
+    assert!(sshd.signal_connections(libc::SIGKILL) > 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while t.is_connected() {
+        assert!(std::time::Instant::now() < deadline, "drop not noticed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let err = tokio::time::timeout(
+        Duration::from_secs(60),
+        t.exec("true", ExecOptions::default()),
+    )
+    .await
+    .expect("bounded retries")
+    .unwrap_err();
+    assert_eq!(err.code, ErrorCode::ConnectionFailed, "{err}");
+    assert!(err.retryable);
+    // The server is back: the next call reconnects.
+    assert!(sshd.signal_listener(libc::SIGCONT));
+    let out = t
+        .exec("echo recovered", ExecOptions::default())
+        .await
+        .expect("reconnects");
+    assert_eq!(out.stdout_lossy(), "recovered\n");
+}

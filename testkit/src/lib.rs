@@ -312,6 +312,18 @@ impl Sshd {
         n
     }
 
+    /// Send `signal` to the listening sshd only (e.g. SIGSTOP: new connections hang in the
+    /// handshake; SIGCONT resumes). Returns whether it was delivered.
+    pub fn signal_listener(&self, signal: i32) -> bool {
+        Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.listener_pid().to_string())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+    }
+
     /// Wait (bounded) until at least `n` per-connection sshd processes exist.
     pub fn wait_connections(&self, n: usize, deadline: Duration) -> bool {
         let until = Instant::now() + deadline;
@@ -352,6 +364,7 @@ impl Sshd {
 impl Drop for Sshd {
     fn drop(&mut self) {
         // Thaw anything a test froze, then kill the whole tree.
+        self.signal_listener(libc::SIGCONT);
         self.signal_connections(libc::SIGCONT);
         self.signal_connections(libc::SIGKILL);
         let _ = self.child.kill();
