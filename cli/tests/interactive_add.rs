@@ -1,5 +1,6 @@
-//! Interactive `machine add` on a real terminal: tmux provides the pseudo-TTY, `send-keys` types
-//! the answers, `capture-pane` shows what a person would see.
+//! Interactive use on a real terminal: tmux provides the pseudo-TTY, `send-keys` types the
+//! answers, `capture-pane` shows what a person would see. Covers `machine add` questions, the
+//! replacement confirmation, and `machine doctor` asking for an encrypted key's passphrase.
 
 mod common;
 
@@ -8,6 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::Sandbox;
+use remote_runner_testkit::{SENTINEL_PASSPHRASE, Sshd, TEST_USER};
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -17,8 +19,9 @@ struct Pane {
 }
 
 impl Pane {
-    fn start(dir: &Path, shell_command: &str) -> Pane {
-        let socket = dir.join("tmux.sock");
+    /// `tag` names the socket, so panes of one test never share a server.
+    fn start(dir: &Path, tag: &str, shell_command: &str) -> Pane {
+        let socket = dir.join(format!("{tag}.sock"));
         let status = Command::new("tmux")
             .arg("-S")
             .arg(&socket)
@@ -82,11 +85,16 @@ impl Drop for Pane {
 /// The shell line for the pane: stdout to a file (stderr, the prompts, stay on the terminal),
 /// then the exit code to another file.
 fn pane_command(sb: &Sandbox, args: &str, tag: &str) -> (String, PathBuf, PathBuf) {
+    pane_command_env(sb, "", args, tag)
+}
+
+fn pane_command_env(sb: &Sandbox, env: &str, args: &str, tag: &str) -> (String, PathBuf, PathBuf) {
     let out = sb.path().join(format!("{tag}.out"));
     let code = sb.path().join(format!("{tag}.code"));
     let line = format!(
-        "env HOME={home} {bin} --state-dir {state} {args} > {out}; echo $? > {code}.tmp && mv {code}.tmp {code}; sleep 60",
+        "env -u SSH_AUTH_SOCK HOME={home} {env} {bin} --state-dir {state} {args} > {out}; echo $? > {code}.tmp && mv {code}.tmp {code}; sleep 60",
         home = sb.home().display(),
+        env = env,
         bin = common::BIN,
         state = sb.state_dir().display(),
         out = out.display(),
@@ -114,7 +122,7 @@ fn wait_for_file(path: &Path) -> String {
 fn a_person_can_add_a_machine_by_answering_questions() {
     let sb = Sandbox::new();
     let (line, out, code) = pane_command(&sb, "machine add --json", "add");
-    let pane = Pane::start(sb.path(), &line);
+    let pane = Pane::start(sb.path(), "add", &line);
     pane.answer("Machine id", "tty-box");
     pane.answer("Host or IP", "192.0.2.50");
     pane.answer("SSH port [22]", "");
@@ -161,7 +169,7 @@ fn interactive_replacement_needs_the_id_typed_again() {
 
     // A wrong answer leaves the record alone.
     let (line, _out, code) = pane_command(&sb, flags, "cancel");
-    let pane = Pane::start(sb.path(), &line);
+    let pane = Pane::start(sb.path(), "cancel", &line);
     pane.wait_for("machine dup already exists");
     pane.answer("Type dup to replace it", "nope");
     assert_eq!(
@@ -174,7 +182,7 @@ fn interactive_replacement_needs_the_id_typed_again() {
     drop(pane);
 
     let (line, out, code) = pane_command(&sb, flags, "confirm");
-    let pane = Pane::start(sb.path(), &line);
+    let pane = Pane::start(sb.path(), "confirm", &line);
     pane.answer("Type dup to replace it", "dup");
     assert_eq!(
         wait_for_file(&code).trim(),
@@ -185,4 +193,60 @@ fn interactive_replacement_needs_the_id_typed_again() {
     let v = common::one_json_object(&std::fs::read_to_string(&out).unwrap());
     assert_eq!(v["replaced"], true);
     assert_eq!(sb.ok_json(&["machine", "show", "dup"])["host"], "192.0.2.2");
+}
+
+#[test]
+fn doctor_asks_for_an_encrypted_keys_passphrase_on_a_terminal_and_never_shows_it() {
+    let sshd = Sshd::start().unwrap_or_else(|e| panic!("cannot start the sshd test bed: {e:#}"));
+    let sb = Sandbox::new();
+    let port = sshd.port.to_string();
+    let key = sshd.keys.ed25519_encrypted.to_str().unwrap();
+    let known_hosts = sshd.known_hosts.to_str().unwrap();
+    sb.ok_json(&[
+        "machine",
+        "add",
+        "enc",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        &port,
+        "--user",
+        TEST_USER,
+        "--key-path",
+        key,
+        "--known-hosts-file",
+        known_hosts,
+        "--default-cwd",
+        "/tmp",
+    ]);
+
+    // Without a terminal the encrypted key is skipped, never prompted for: auth fails.
+    let r = sb.run(&["machine", "doctor", "enc", "--timeout", "30", "--json"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.json()["auth_ok"], false);
+
+    let (line, out, code) = pane_command_env(
+        &sb,
+        "RUST_LOG=trace",
+        "machine doctor enc --timeout 30 --json",
+        "doctor",
+    );
+    let pane = Pane::start(sb.path(), "doctor", &line);
+    pane.answer("Enter passphrase for key", SENTINEL_PASSPHRASE);
+    assert_eq!(
+        wait_for_file(&code).trim(),
+        "0",
+        "screen:\n{}",
+        pane.screen()
+    );
+    let stdout = std::fs::read_to_string(&out).unwrap();
+    let v = common::one_json_object(&stdout);
+    assert_eq!(v["auth_ok"], true, "{v}");
+    assert!(!stdout.contains(SENTINEL_PASSPHRASE));
+    // The terminal (stderr, trace logs included) never echoed it either.
+    assert!(
+        !pane.screen().contains(SENTINEL_PASSPHRASE),
+        "{}",
+        pane.screen()
+    );
 }
