@@ -244,3 +244,88 @@ fn resolve_jump(
     }
     Ok(t)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::AuthType;
+
+    fn machine(host: &str, alias: Option<&str>) -> Machine {
+        Machine {
+            machine_id: "m".into(),
+            host: host.into(),
+            port: 0,
+            user: String::new(),
+            auth_type: AuthType::Key,
+            key_path: Some("/keys/explicit".into()),
+            default_cwd: "/".into(),
+            startup_commands: Vec::new(),
+            path_mappings: Vec::new(),
+            host_key_policy: HostKeyPolicy::Strict,
+            known_hosts_file: None,
+            ssh_config_host: alias.map(str::to_string),
+            has_password: false,
+        }
+    }
+
+    #[test]
+    fn ssh_config_fills_gaps_and_explicit_values_win() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("config");
+        std::fs::write(
+            &cfg,
+            "Host box\n  HostName 192.0.2.9\n  Port 2201\n  User alice\n  IdentityFile /keys/cfg\n  \
+             UserKnownHostsFile /kh/box\n  ServerAliveInterval 2\n  ServerAliveCountMax 5\n  ProxyJump bob@jump:2022\n",
+        )
+        .unwrap();
+        let opts = ConnectOptions {
+            ssh_config: SshConfigSource::File(cfg),
+            default_identities: false,
+            system_known_hosts: false,
+            ..ConnectOptions::default()
+        };
+        let t = Target::resolve(&machine("box", None), &opts).unwrap();
+        assert_eq!(t.host, "192.0.2.9");
+        assert_eq!(t.port, 2201);
+        assert_eq!(t.user, "alice");
+        assert_eq!(
+            t.identity_files,
+            vec![PathBuf::from("/keys/explicit"), PathBuf::from("/keys/cfg")]
+        );
+        assert_eq!(t.known_hosts.user, vec![PathBuf::from("/kh/box")]);
+        assert_eq!(t.keepalive_interval, Duration::from_secs(2));
+        assert_eq!(t.keepalive_max, 5);
+        let jump = t.jump.as_ref().expect("jump hop");
+        assert_eq!(
+            (jump.host.as_str(), jump.port, jump.user.as_str()),
+            ("jump", 2022, "bob")
+        );
+        assert!(jump.jump.is_none());
+
+        // Options override ssh_config's keepalive.
+        let opts2 = ConnectOptions {
+            keepalive_interval: Some(Duration::from_secs(1)),
+            keepalive_max: Some(2),
+            ..opts
+        };
+        let t = Target::resolve(&machine("box", None), &opts2).unwrap();
+        assert_eq!(
+            (t.keepalive_interval, t.keepalive_max),
+            (Duration::from_secs(1), 2)
+        );
+    }
+
+    #[test]
+    fn defaults_without_ssh_config() {
+        let opts = ConnectOptions {
+            ssh_config: SshConfigSource::Disabled,
+            ..ConnectOptions::default()
+        };
+        let t = Target::resolve(&machine("10.1.1.1", None), &opts).unwrap();
+        assert_eq!(t.port, 22);
+        assert_eq!(t.keepalive_interval, DEFAULT_KEEPALIVE);
+        assert_eq!(t.keepalive_max, DEFAULT_KEEPALIVE_MAX);
+        assert_eq!(t.connect_timeout, DEFAULT_CONNECT_TIMEOUT);
+        assert!(t.jump.is_none());
+    }
+}
