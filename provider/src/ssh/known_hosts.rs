@@ -428,4 +428,40 @@ mod tests {
         let out = reorder_preferred(&default, &[Algorithm::Rsa { hash: None }]);
         assert_eq!(out.last(), Some(&Algorithm::Ed25519));
     }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_lines_never_panic(text in "\\PC{0,200}") {
+            let _ = parse_entries(Path::new("x"), &text);
+            let _ = patterns_match(&text, "host");
+        }
+
+        #[test]
+        fn hashed_name_matches_exactly_its_host(
+            host in "[a-z0-9.-]{1,30}",
+            other in "[a-z0-9.-]{1,30}",
+            salt in proptest::collection::vec(proptest::num::u8::ANY, 20),
+            port in 1u16..,
+        ) {
+            let token = host_token(&host, port);
+            let mac = <Hmac<Sha1> as KeyInit>::new_from_slice(&salt)
+                .unwrap()
+                .chain_update(token.as_bytes())
+                .finalize()
+                .into_bytes();
+            let b64 = base64::engine::general_purpose::STANDARD;
+            let pattern = format!("|1|{}|{}", b64.encode(&salt), b64.encode(mac));
+            proptest::prop_assert!(patterns_match(&pattern, &token));
+            if other != host {
+                proptest::prop_assert!(!patterns_match(&pattern, &host_token(&other, port)));
+            }
+        }
+
+        #[test]
+        fn star_suffix_matches_every_extension(prefix in "[a-z]{1,10}", rest in "[a-z.]{0,10}") {
+            let text = format!("{prefix}{rest}");
+            let pattern = format!("{prefix}*");
+            proptest::prop_assert!(wildcard_match(&pattern, &text));
+        }
+    }
 }
