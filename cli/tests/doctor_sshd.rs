@@ -130,6 +130,26 @@ fn an_unknown_host_key_is_refused_with_its_fingerprint_and_the_fix() {
         "",
         "strict must not record"
     );
+
+    // The message ends with the exact command for this machine; it works as written.
+    let marker = "once the fingerprint is verified: ";
+    let fix = &msg[msg.find(marker).unwrap_or_else(|| panic!("{msg}")) + marker.len()..];
+    assert!(
+        fix.starts_with("remote-runner machine add strict --replace"),
+        "{fix}"
+    );
+    let script = fix.replacen("remote-runner", common::BIN, 1);
+    let mut sh = std::process::Command::new("sh");
+    sh.arg("-c")
+        .arg(&script)
+        .env("REMOTE_RUNNER_STATE_DIR", sb.state_dir())
+        .env("HOME", sb.home())
+        .stdin(std::process::Stdio::null());
+    let fixed = common::run_command(sh, None);
+    assert_eq!(fixed.code, 0, "{script}: {fixed:?}");
+    let after = doctor(&sb, &sshd, "strict");
+    assert_eq!(after.code, 0, "{after:?}");
+    assert_eq!(after.json()["host_key"]["status"], "recorded");
 }
 
 #[test]

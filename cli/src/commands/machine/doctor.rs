@@ -6,9 +6,10 @@
 use std::io::IsTerminal;
 use std::path::Path;
 
-use remote_runner_provider::machine::Machine;
+use remote_runner_provider::machine::{AuthType, Machine};
 use remote_runner_provider::ssh::{self, ConnectOptions, PassphraseSource};
 use remote_runner_provider::store::machines;
+use remote_runner_provider::transport::shell_quote;
 use remote_runner_provider::util::now_rfc3339;
 use remote_runner_provider::{Error, ErrorCode, Result};
 use serde_json::{Value, json};
@@ -167,9 +168,56 @@ async fn check_ssh(ctx: &Context, machine: &Machine) -> Result<Findings> {
         })),
         tmux_found: report.tmux_found.unwrap_or(false),
         tmux_version: report.tmux_version,
-        errors: report.errors,
+        errors: report
+            .errors
+            .into_iter()
+            .map(|e| with_concrete_fix(e, machine))
+            .collect(),
         details,
     })
+}
+
+/// An unknown host key's message gets the exact command that trusts it for this machine.
+fn with_concrete_fix(mut err: Error, machine: &Machine) -> Error {
+    if err.code == ErrorCode::HostKeyUnknown {
+        err.message.push_str(&format!(
+            ". For this machine, once the fingerprint is verified: {}",
+            accept_new_command(machine)
+        ));
+    }
+    err
+}
+
+/// `machine add --replace` with this machine's own fields and `--accept-new`; a stored password
+/// is kept by a replacement that does not give a new one.
+fn accept_new_command(m: &Machine) -> String {
+    let q = |s: &str| shell_quote(s);
+    let auth = match m.auth_type {
+        AuthType::Key => "key",
+        AuthType::Agent => "agent",
+        AuthType::Password => "password",
+        AuthType::Local => "local",
+    };
+    let mut cmd = format!(
+        "remote-runner machine add {id} --replace --confirm-replace {id} --host {host} --port {port} \
+         --user {user} --auth {auth} --default-cwd {cwd}",
+        id = q(&m.machine_id),
+        host = q(&m.host),
+        port = m.port,
+        user = q(&m.user),
+        cwd = q(&m.default_cwd),
+    );
+    if let Some(key) = &m.key_path {
+        cmd.push_str(&format!(" --key-path {}", q(key)));
+    }
+    if let Some(kh) = &m.known_hosts_file {
+        cmd.push_str(&format!(" --known-hosts-file {}", q(kh)));
+    }
+    for startup in &m.startup_commands {
+        cmd.push_str(&format!(" --startup-command {}", q(startup)));
+    }
+    cmd.push_str(" --accept-new");
+    cmd
 }
 
 /// The local machine: no network or login to check; tmux and the default cwd on this host.
