@@ -1,1 +1,78 @@
-fn main() {}
+//! `reference-provider`: an in-memory echo provider of the BotMux remote-runner protocol v1,
+//! built on `remote-runner-protocol`. It behaves like the host's reference runner and is the
+//! provider the conformance harness is proven against.
+//!
+//! `--mutant NAME` (or `REFERENCE_PROVIDER_MUTANT=NAME`) switches on one deliberate defect;
+//! `--list-mutants` prints their names.
+
+mod mutant;
+mod provider;
+
+use futures::StreamExt;
+use remote_runner_protocol::CommandReader;
+use tokio::io::AsyncWriteExt;
+
+use mutant::Mutant;
+use provider::{Output, Reference};
+
+fn parse_args() -> Result<Option<Mutant>, String> {
+    let mut args = std::env::args().skip(1);
+    let mut mutant = match std::env::var("REFERENCE_PROVIDER_MUTANT") {
+        Ok(name) if !name.is_empty() => Some(Mutant::parse(&name)?),
+        _ => None,
+    };
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--mutant" => {
+                let name = args
+                    .next()
+                    .ok_or("--mutant needs a name (see --list-mutants)")?;
+                mutant = Some(Mutant::parse(&name)?);
+            }
+            "--list-mutants" => {
+                for (name, _) in Mutant::ALL {
+                    println!("{name}");
+                }
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other:?}; use --mutant NAME")),
+        }
+    }
+    Ok(mutant)
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let mutant = match parse_args() {
+        Ok(mutant) => mutant,
+        Err(message) => {
+            eprintln!("reference-provider: {message}");
+            std::process::exit(2);
+        }
+    };
+    let mut commands = CommandReader::new(tokio::io::stdin());
+    let mut stdout = tokio::io::stdout();
+    let mut session = Reference::new(mutant);
+    while let Some(item) = commands.next().await {
+        if let Err(remote_runner_protocol::FrameError::Io(err)) = &item {
+            eprintln!("reference-provider: stdin failed: {err}");
+            break;
+        }
+        for output in session.handle(item) {
+            let Some(bytes) = output.bytes() else {
+                if matches!(output, Output::Exit) {
+                    std::process::exit(3);
+                }
+                continue;
+            };
+            if stdout.write_all(&bytes).await.is_err() || stdout.flush().await.is_err() {
+                return;
+            }
+        }
+    }
+    if mutant == Some(Mutant::NoExitOnEof) {
+        loop {
+            tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! The scenarios: each spawns fresh provider processes, plays one host situation and
+//! checks every event on the way. Turn content is plain shell (`echo conformance-<n>`) so an
+//! echo provider and a shell-running provider both make sense of it.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use crate::config::Config;
+use crate::host::{Host, Submitted};
+use crate::track::TurnEnd;
+use crate::violation::{Step, Stop, Violation, Warning};
+
+mod bad_input;
+mod handshake;
+mod lifecycle;
+mod operations;
+mod resume;
+mod terminal;
+
+/// A scenario's future.
+pub type ScenarioFuture = Pin<Box<dyn Future<Output = Step<()>> + Send>>;
+
+/// One scenario.
+#[derive(Debug, Clone, Copy)]
+pub struct Scenario {
+    /// Stable name (`--scenario`).
+    pub name: &'static str,
+    /// Group (`--group`).
+    pub group: &'static str,
+    /// What it checks, one line.
+    pub checks: &'static str,
+    /// The body.
+    pub run: fn(Ctx) -> ScenarioFuture,
+}
+
+/// The groups, in report order.
+pub const GROUPS: [&str; 13] = [
+    "handshake",
+    "start",
+    "turn",
+    "pre_ack",
+    "busy",
+    "cancel",
+    "detach",
+    "resume",
+    "terminal",
+    "bad_input",
+    "eof",
+    "outbound",
+    "session_tool",
+];
+
+/// Every scenario, in report order.
+pub fn all() -> Vec<Scenario> {
+    let mut list = Vec::new();
+    list.extend(handshake::scenarios());
+    list.extend(lifecycle::scenarios());
+    list.extend(resume::scenarios());
+    list.extend(terminal::scenarios());
+    list.extend(bad_input::scenarios());
+    list.extend(operations::scenarios());
+    let order = |s: &Scenario| {
+        GROUPS
+            .iter()
+            .position(|g| *g == s.group)
+            .unwrap_or(GROUPS.len())
+    };
+    list.sort_by_key(order);
+    list
+}
+
+/// What a scenario body gets: how to spawn providers for one host session.
+#[derive(Debug, Clone)]
+pub struct Ctx {
+    /// The run's configuration.
+    pub config: Arc<Config>,
+    /// Working directory for every process of this scenario.
+    pub cwd: PathBuf,
+    /// The host session id (the same across resumes).
+    pub session_id: String,
+    /// Warnings gathered by every process of the scenario.
+    pub warnings: Arc<Mutex<Vec<Warning>>>,
+    /// stderr bytes of processes already shut down.
+    pub stderr_bytes: Arc<Mutex<u64>>,
+}
+
+impl Ctx {
+    /// Spawns a fresh provider process.
+    pub fn spawn(&self) -> Step<Host> {
+        Host::spawn(
+            Arc::clone(&self.config),
+            self.cwd.clone(),
+            self.session_id.clone(),
+            Arc::clone(&self.warnings),
+        )
+    }
+
+    /// Closes a provider politely and counts its stderr.
+    pub async fn finish(&self, host: Host) {
+        let bytes = host.stderr_bytes();
+        host.shutdown().await;
+        if let Ok(mut total) = self.stderr_bytes.lock() {
+            *total += bytes;
+        }
+    }
+}
+
+/// Plain turn content both an echo provider and a shell provider handle.
+pub fn echo(n: u32) -> String {
+    format!("echo conformance-{n}")
+}
+
+/// Content that keeps a shell provider's turn running for a few seconds.
+pub const SLOW_CONTENT: &str = "sleep 5; echo conformance-slow";
+
+/// Trigger content for an outbound_message (see docs/conformance.md).
+pub const OUTBOUND_TRIGGER: &str = "request-outbound";
+/// Trigger content for a session_tool.
+pub const SESSION_TOOL_TRIGGER: &str = "request-session-tool";
+
+/// n/a unless the provider advertised `capability`.
+pub fn require(host: &Host, capability: &str) -> Step<()> {
+    if host.track.has_capability(capability) {
+        Ok(())
+    } else {
+        Err(Stop::NotApplicable(format!(
+            "the provider does not advertise {capability:?}"
+        )))
+    }
+}
+
+/// The rule for a simple turn that did not succeed.
+pub const TURN_FAILED: &str = "turn_failed";
+
+/// Requires a final (not a failure) for a plain turn.
+pub fn expect_final(end: &TurnEnd, content: &str) -> Step<()> {
+    match end {
+        TurnEnd::Final(_) => Ok(()),
+        TurnEnd::Failure { event, .. } => Err(Violation::new(
+            TURN_FAILED,
+            format!(
+                "the turn {content:?} failed: {:?}: {}",
+                event.code, event.message
+            ),
+            "a final for a plain turn",
+        )
+        .into()),
+    }
+}
+
+/// Runs one plain turn that must end in a final.
+pub async fn plain_turn(host: &mut Host, n: u32) -> Step<()> {
+    let content = echo(n);
+    let (_, end) = host.run_turn(&content).await?;
+    expect_final(&end, &content)
+}
+
+/// Starts a turn and keeps it running: with outbound_message, by holding the operation
+/// result; otherwise with slow shell content. n/a when the turn cannot be kept open.
+pub async fn hold_turn(host: &mut Host) -> Step<String> {
+    let content = if host.track.has_capability("outbound_message") {
+        host.hold_results = true;
+        OUTBOUND_TRIGGER
+    } else {
+        SLOW_CONTENT
+    };
+    let (turn_id, submitted) = host.submit(content).await?;
+    if let Submitted::Refused(f) = submitted {
+        return Err(crate::host::refused("turn", &f));
+    }
+    if host.hold_results {
+        let deadline = tokio::time::Instant::now() + host.config().operation_timeout;
+        while host
+            .track
+            .turn(&turn_id)
+            .is_some_and(|t| t.stats.outbound_events == 0 && t.end.is_none())
+        {
+            match host.next(deadline).await? {
+                crate::host::Next::Event(_) => {}
+                _ => break,
+            }
+        }
+    }
+    if host.track.turn_ended(&turn_id) {
+        return Err(Stop::NotApplicable(format!(
+            "could not keep a turn open: {content:?} ended at once (advertise outbound_message \
+             and honour {OUTBOUND_TRIGGER:?}, or run shell content)"
+        )));
+    }
+    Ok(turn_id)
+}
+
+/// Boxes a scenario body.
+macro_rules! body {
+    ($ctx:ident => $body:block) => {
+        |$ctx: $crate::scenarios::Ctx| -> $crate::scenarios::ScenarioFuture {
+            Box::pin(async move $body)
+        }
+    };
+}
+pub(crate) use body;
