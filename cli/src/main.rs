@@ -54,23 +54,20 @@ fn usage_error(err: clap::Error) -> u8 {
         let _ = err.print();
         return exit::SUCCESS;
     }
-    if matches!(
-        err.kind(),
-        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
-    ) {
-        let _ = err.print();
-        return exit::USAGE;
-    }
     if std::env::args().any(|a| a == "--json") {
-        let rendered = err.render().to_string();
-        let message = rendered
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty() && !l.starts_with("Usage:"))
-            .collect::<Vec<_>>()
-            .join("; ")
-            .trim_start_matches("error: ")
-            .to_string();
+        let message = if err.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+            "a subcommand is missing; add --help to see the commands".to_string()
+        } else {
+            err.render()
+                .to_string()
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with("Usage:"))
+                .collect::<Vec<_>>()
+                .join("; ")
+                .trim_start_matches("error: ")
+                .to_string()
+        };
         let out = Output::new(true, ColorMode::Never);
         out.error(&Error::invalid(message));
         return exit::USAGE;

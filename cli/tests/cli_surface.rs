@@ -255,6 +255,15 @@ fn usage_errors_exit_2_and_are_json_with_json() {
     assert_eq!(r.code, 2);
     assert!(r.stdout.is_empty());
     assert_eq!(r.error()["code"], "invalid_argument");
+    let r = sb.run(&["machine", "--json"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stdout.is_empty());
+    assert!(
+        r.error()["message"]
+            .as_str()
+            .unwrap()
+            .contains("subcommand")
+    );
     let r = sb.run(&["machine", "frobnicate"]);
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("frobnicate"));
