@@ -96,6 +96,11 @@ impl Host {
         self.process.stderr_bytes()
     }
 
+    /// The live stderr byte counter of the process.
+    pub fn stderr_counter(&self) -> Arc<std::sync::atomic::AtomicU64> {
+        self.process.stderr_counter()
+    }
+
     /// Writes a command and records what it expects.
     pub async fn send(&mut self, command: &Command, kind: Option<RequestKind>) -> Step<()> {
         if let Some(kind) = kind {

@@ -119,6 +119,11 @@ impl ProviderProcess {
         self.stderr_bytes.load(Ordering::Relaxed)
     }
 
+    /// The live stderr byte counter (keeps counting while the process runs).
+    pub fn stderr_counter(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.stderr_bytes)
+    }
+
     /// Waits up to `deadline` for the process to exit; `true` if it did.
     pub async fn wait_exit(&mut self, deadline: Duration) -> bool {
         matches!(

@@ -79,7 +79,7 @@ async fn run_one(config: Arc<Config>, scenario: Scenario) -> ScenarioReport {
         cwd,
         session_id: format!("conformance-{}-{}", scenario.name, uuid::Uuid::new_v4()),
         warnings: Arc::new(Mutex::new(Vec::new())),
-        stderr_bytes: Arc::new(Mutex::new(0)),
+        stderr_counters: Arc::new(Mutex::new(Vec::new())),
     };
     let outcome = match (scenario.run)(ctx.clone()).await {
         Ok(()) => Outcome::Pass,
@@ -87,7 +87,7 @@ async fn run_one(config: Arc<Config>, scenario: Scenario) -> ScenarioReport {
         Err(Stop::NotApplicable(reason)) => Outcome::NotApplicable(reason),
     };
     let warnings = ctx.warnings.lock().map(|w| w.clone()).unwrap_or_default();
-    let stderr_bytes = ctx.stderr_bytes.lock().map(|b| *b).unwrap_or_default();
+    let stderr_bytes = ctx.stderr_bytes();
     drop(temp);
     ScenarioReport {
         name: scenario.name,

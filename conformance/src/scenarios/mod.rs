@@ -5,6 +5,7 @@
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::config::Config;
@@ -82,28 +83,35 @@ pub struct Ctx {
     pub session_id: String,
     /// Warnings gathered by every process of the scenario.
     pub warnings: Arc<Mutex<Vec<Warning>>>,
-    /// stderr bytes of processes already shut down.
-    pub stderr_bytes: Arc<Mutex<u64>>,
+    /// stderr byte counters of every process spawned (stderr is drained, never parsed).
+    pub stderr_counters: Arc<Mutex<Vec<Arc<AtomicU64>>>>,
 }
 
 impl Ctx {
     /// Spawns a fresh provider process.
     pub fn spawn(&self) -> Step<Host> {
-        Host::spawn(
+        let host = Host::spawn(
             Arc::clone(&self.config),
             self.cwd.clone(),
             self.session_id.clone(),
             Arc::clone(&self.warnings),
-        )
+        )?;
+        if let Ok(mut counters) = self.stderr_counters.lock() {
+            counters.push(host.stderr_counter());
+        }
+        Ok(host)
     }
 
-    /// Closes a provider politely and counts its stderr.
+    /// Total stderr bytes of every process of the scenario.
+    pub fn stderr_bytes(&self) -> u64 {
+        self.stderr_counters.lock().map_or(0, |counters| {
+            counters.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+        })
+    }
+
+    /// Closes a provider politely (stdin EOF, a short grace, then kill).
     pub async fn finish(&self, host: Host) {
-        let bytes = host.stderr_bytes();
         host.shutdown().await;
-        if let Ok(mut total) = self.stderr_bytes.lock() {
-            *total += bytes;
-        }
     }
 }
 

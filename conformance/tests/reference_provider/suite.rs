@@ -1,0 +1,276 @@
+//! The harness against the reference echo provider and its deliberate mutants.
+//!
+//! Compiled as the `conformance` test of the `remote-runner-examples` package (see
+//! examples/Cargo.toml), so that `CARGO_BIN_EXE_reference-provider` is the freshly built
+//! reference provider.
+
+use std::time::Duration;
+
+use remote_runner_conformance::{Config, Outcome, Report, run, select};
+
+const REFERENCE: &str = env!("CARGO_BIN_EXE_reference-provider");
+
+fn config(args: &[&str]) -> Config {
+    let mut provider = vec![REFERENCE.to_owned()];
+    provider.extend(args.iter().map(|a| (*a).to_owned()));
+    let mut config = Config::new(provider);
+    // Short deadlines keep the mutants that never answer quick; the reference answers in
+    // milliseconds, so these are still generous.
+    config.operation_timeout = Duration::from_millis(3_000);
+    config.exit_timeout = Duration::from_millis(3_000);
+    config
+}
+
+async fn run_with(config: Config) -> Report {
+    let scenarios = select(&config).expect("known groups and scenarios");
+    assert!(!scenarios.is_empty(), "the filters select scenarios");
+    run(&config, scenarios).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reference_provider_passes_every_scenario() {
+    let report = run_with(config(&[])).await;
+    let text = report.to_text();
+    let (passed, failed, not_applicable) = report.counts();
+    assert_eq!(failed, 0, "{text}");
+    assert_eq!(
+        not_applicable, 0,
+        "the reference advertises every capability and honours every trigger:\n{text}"
+    );
+    assert!(passed >= 40, "at least 40 scenarios ran: {passed}\n{text}");
+    assert!(report.success());
+    let json = report.to_json();
+    assert_eq!(json["ok"], true);
+    assert_eq!(json["summary"]["failed"], 0);
+}
+
+#[tokio::test]
+async fn reference_provider_answers_through_the_env_variable_too() {
+    // REFERENCE_PROVIDER_MUTANT reaches the provider through --env: proves env passing.
+    let mut config = config(&[]);
+    config.env = vec![("REFERENCE_PROVIDER_MUTANT".into(), "two-acks".into())];
+    config.scenarios = vec!["turn_ack_then_final".into()];
+    let report = run_with(config).await;
+    assert_eq!(
+        report.failed_rules(),
+        vec!["request_already_answered"],
+        "{}",
+        report.to_text()
+    );
+}
+
+/// Runs `mutant` on the selected scenarios; `scenario` must fail with `rule`, and nothing
+/// may pass that the mutant breaks in every scenario.
+async fn mutant_fails(mutant: &str, groups: &[&str], scenario: &str, rule: &str) {
+    let mut config = config(&["--mutant", mutant]);
+    config.groups = groups.iter().map(|g| (*g).to_owned()).collect();
+    let report = run_with(config).await;
+    let text = report.to_text();
+    assert!(!report.success(), "mutant {mutant} must fail:\n{text}");
+    let Some(result) = report.scenario(scenario) else {
+        panic!("scenario {scenario} was not run for mutant {mutant}:\n{text}");
+    };
+    match &result.outcome {
+        Outcome::Fail(violation) => {
+            assert_eq!(
+                violation.rule, rule,
+                "mutant {mutant}, scenario {scenario}:\n{text}"
+            );
+            assert!(!violation.expected.is_empty());
+        }
+        other => {
+            panic!("mutant {mutant}: {scenario} should fail with {rule}, got {other:?}\n{text}")
+        }
+    }
+    assert!(
+        text.contains(&format!("rule:     {rule}")),
+        "the report names the rule:\n{text}"
+    );
+    let json = report.to_json();
+    assert_eq!(json["ok"], false);
+}
+
+macro_rules! mutant_test {
+    ($test:ident, $mutant:literal, [$($group:literal),*], $scenario:literal, $rule:literal) => {
+        #[tokio::test]
+        async fn $test() {
+            mutant_fails($mutant, &[$($group),*], $scenario, $rule).await;
+        }
+    };
+}
+
+mutant_test!(
+    mutant_progress_before_ack,
+    "progress-before-ack",
+    ["turn"],
+    "turn_ack_then_final",
+    "event_before_ack"
+);
+mutant_test!(
+    mutant_two_acks,
+    "two-acks",
+    ["turn"],
+    "turn_ack_then_final",
+    "request_already_answered"
+);
+mutant_test!(
+    mutant_post_ack_failure_without_turn_id,
+    "post-ack-failure-without-turn-id",
+    ["turn"],
+    "turn_ack_then_final",
+    "post_ack_failure_without_turn_id"
+);
+mutant_test!(
+    mutant_rebuild_same_generation,
+    "rebuild-same-generation",
+    ["resume"],
+    "resume_rebuild_after_cancel",
+    "rebuild_not_advanced"
+);
+mutant_test!(
+    mutant_changed_remote_session_id,
+    "changed-remote-session-id",
+    ["turn"],
+    "turn_ack_then_final",
+    "remote_session_id_changed"
+);
+mutant_test!(
+    mutant_access_token_in_state,
+    "access-token-in-state",
+    ["start"],
+    "start_ready",
+    "provider_state_sensitive_key"
+);
+mutant_test!(
+    mutant_future_screen,
+    "future-screen",
+    ["start"],
+    "start_ready",
+    "screen_generation_ahead"
+);
+mutant_test!(
+    mutant_final_before_outbound_result,
+    "final-before-outbound-result",
+    ["outbound", "session_tool"],
+    "outbound_delivered_then_final",
+    "final_before_results"
+);
+mutant_test!(
+    mutant_stdout_noise,
+    "stdout-noise",
+    ["handshake"],
+    "hello_default_capabilities",
+    "non_protocol_line"
+);
+mutant_test!(
+    mutant_ignore_cancel,
+    "ignore-cancel",
+    ["cancel"],
+    "cancel_idle",
+    "reply_timeout"
+);
+mutant_test!(
+    mutant_hello_wrong_request_id,
+    "hello-wrong-request-id",
+    ["handshake"],
+    "hello_default_capabilities",
+    "unknown_request_id"
+);
+mutant_test!(
+    mutant_duplicate_capabilities,
+    "duplicate-capabilities",
+    ["handshake"],
+    "hello_default_capabilities",
+    "duplicate_capability"
+);
+mutant_test!(
+    mutant_usage_generation_mismatch,
+    "usage-generation-mismatch",
+    ["turn"],
+    "turn_ack_then_final",
+    "usage_generation"
+);
+mutant_test!(
+    mutant_ready_without_request_id,
+    "ready-without-request-id",
+    ["start"],
+    "start_ready",
+    "field_type"
+);
+mutant_test!(
+    mutant_status_unknown_request_id,
+    "status-unknown-request-id",
+    ["start"],
+    "start_ready",
+    "unknown_request_id"
+);
+mutant_test!(
+    mutant_reply_to_outbound_result,
+    "reply-to-outbound-result",
+    ["outbound"],
+    "outbound_delivered_then_final",
+    "reply_to_settlement"
+);
+mutant_test!(
+    mutant_uncorrelated_turn_failure,
+    "uncorrelated-turn-failure",
+    ["pre_ack"],
+    "turn_before_start_refused",
+    "uncorrelated_failure"
+);
+mutant_test!(
+    mutant_accept_second_turn,
+    "accept-second-turn",
+    ["busy"],
+    "second_turn_while_busy_refused",
+    "turn_overlap"
+);
+mutant_test!(
+    mutant_screen_after_rebuild_ready,
+    "screen-after-rebuild-ready",
+    ["resume"],
+    "resume_rebuild_after_cancel",
+    "early_new_generation_screen"
+);
+mutant_test!(
+    mutant_exit_on_invalid_json,
+    "exit-on-invalid-json",
+    ["bad_input"],
+    "invalid_json",
+    "not_usable_after"
+);
+mutant_test!(
+    mutant_no_exit_on_eof,
+    "no-exit-on-eof",
+    ["eof"],
+    "eof_after_hello",
+    "no_exit_after_eof"
+);
+mutant_test!(
+    mutant_any_generation_input,
+    "any-generation-input",
+    ["terminal"],
+    "terminal_input_future_generation_refused",
+    "not_refused"
+);
+mutant_test!(
+    mutant_forget_thread_on_rebuild,
+    "forget-thread-on-rebuild",
+    ["resume"],
+    "resume_rebuild_after_cancel",
+    "agent_thread_id_not_kept"
+);
+mutant_test!(
+    mutant_missing_reattach,
+    "missing-reattach",
+    ["handshake"],
+    "hello_default_capabilities",
+    "missing_required_capability"
+);
+mutant_test!(
+    mutant_cancel_answered_detached,
+    "cancel-answered-detached",
+    ["cancel"],
+    "cancel_idle",
+    "unexpected_status_value"
+);
