@@ -68,6 +68,10 @@ pub enum ErrorCode {
     NotReady,
     /// Provider: a persisted state from another provider was offered to `resume`.
     StateProviderMismatch,
+    /// No transfer with that id.
+    UnknownTransfer,
+    /// A verified transfer found different sha256 hashes at the two ends.
+    VerifyMismatch,
 }
 
 impl ErrorCode {
@@ -103,6 +107,8 @@ impl ErrorCode {
             NotDetached => "not_detached",
             NotReady => "not_ready",
             StateProviderMismatch => "state_provider_mismatch",
+            UnknownTransfer => "unknown_transfer",
+            VerifyMismatch => "verify_mismatch",
         }
     }
 

@@ -11,7 +11,9 @@
 pub mod command;
 pub mod output;
 pub mod records;
+pub mod run;
 pub mod session;
+pub mod transfer;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

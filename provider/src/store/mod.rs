@@ -9,7 +9,9 @@
 pub mod commands;
 pub mod credentials;
 pub mod machines;
+pub mod runs;
 pub mod sessions;
+pub mod transfers;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

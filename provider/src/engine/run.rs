@@ -1,0 +1,528 @@
+//! Run once: a closed loop above sessions and files (issue 7). Create a session, upload the
+//! inputs, run the command (wait mode) under an optional time limit, download the artifacts,
+//! write the manifest, destroy the session unless asked to keep it. Every log is kept.
+//!
+//! The outcome is a field of the manifest, never an error path: a non-zero exit is `failed`
+//! (artifacts that exist are still downloaded), a time limit is `timed_out`, a cancellation is
+//! `cancelled` (the remote command is stopped in both cases), and the manifest is written in
+//! every case, first with status `running` so that even a killed caller leaves a trace.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use super::transfer::{ErrorInfo, TransferDirection, TransferOptions, TransferRecord};
+use super::{CommandRecord, CommandStatus, Engine, ExecRequest};
+use crate::error::{Error, ErrorCode, Result};
+use crate::machine::Machine;
+use crate::store::{self, ensure_private_dir, set_private_mode};
+use crate::util::{new_id, now_rfc3339};
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct RunRequest {
+    pub machine: Machine,
+    /// Session directory (default: the machine's `default_cwd`).
+    pub cwd: Option<String>,
+    /// `(local, remote)` pairs uploaded before the command, in order.
+    pub inputs: Vec<(String, String)>,
+    pub command: String,
+    /// `(remote, local)` pairs downloaded after the command, in order.
+    pub artifacts: Vec<(String, String)>,
+    /// Leave the session active afterwards.
+    pub keep_session: bool,
+    /// Bound on the command's run time; on expiry it is stopped and the run is `timed_out`.
+    pub timeout: Option<Duration>,
+    /// Verify transfers (sha256 on both ends).
+    pub verify: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Still going (or the process running it was killed).
+    Running,
+    /// Inputs uploaded, exit code 0, every artifact downloaded.
+    Succeeded,
+    /// A step failed: non-zero exit, an input or artifact transfer, the session.
+    Failed,
+    /// The command ran past the run's time limit and was stopped.
+    TimedOut,
+    /// Cancelled on request (Ctrl-C); the command was stopped.
+    Cancelled,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Succeeded => "succeeded",
+            RunStatus::Failed => "failed",
+            RunStatus::TimedOut => "timed_out",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// One input or artifact of a run and what happened to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunTransfer {
+    pub local: String,
+    pub remote: String,
+    /// `pending`, `succeeded`, `failed`, `missing` (artifact not produced), `cancelled`,
+    /// `skipped` (an earlier step failed).
+    pub status: String,
+    pub bytes: u64,
+    pub files: u64,
+    pub sha256: Option<String>,
+    pub transfer_id: Option<String>,
+    pub error: Option<ErrorInfo>,
+}
+
+impl RunTransfer {
+    fn pending(local: &str, remote: &str) -> Self {
+        RunTransfer {
+            local: local.to_string(),
+            remote: remote.to_string(),
+            status: "pending".to_string(),
+            bytes: 0,
+            files: 0,
+            sha256: None,
+            transfer_id: None,
+            error: None,
+        }
+    }
+
+    fn apply(&mut self, rec: &TransferRecord, err: Option<&Error>) {
+        self.transfer_id = Some(rec.transfer_id.clone());
+        self.bytes = rec.bytes;
+        self.files = rec.files;
+        self.sha256 = rec.sha256.clone();
+        self.error = rec.error.clone();
+        self.status = match err {
+            None => "succeeded",
+            Some(e) if e.code == ErrorCode::Cancelled => "cancelled",
+            Some(e) if e.code == ErrorCode::RemoteNotFound => "missing",
+            Some(_) => "failed",
+        }
+        .to_string();
+    }
+
+    fn fail(&mut self, e: &Error) {
+        self.status = "failed".to_string();
+        self.error = Some(ErrorInfo::from(e));
+    }
+}
+
+/// The run manifest: `<state_dir>/runs/<run_id>/manifest.json` and the `runs` table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunManifest {
+    pub run_id: String,
+    pub machine_id: String,
+    pub session_id: Option<String>,
+    pub cwd: String,
+    pub command: String,
+    pub status: RunStatus,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub exit_code: Option<i32>,
+    pub inputs: Vec<RunTransfer>,
+    /// The command record (output excerpts, log paths), once the command started.
+    pub command_result: Option<CommandRecord>,
+    pub artifacts: Vec<RunTransfer>,
+    /// The session's destroy result, `{"kept": true, ...}` with `keep_session`, or the error.
+    pub destroy_session_result: Option<serde_json::Value>,
+    pub keep_session: bool,
+    pub timeout_secs: Option<f64>,
+    /// Why the run did not succeed.
+    pub error: Option<ErrorInfo>,
+    pub manifest_file: String,
+    /// The session's local logs (command logs, transcript).
+    pub log_dir_local: Option<String>,
+}
+
+/// One line of `run list`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub run_id: String,
+    pub machine_id: String,
+    pub session_id: Option<String>,
+    pub cwd: String,
+    pub command: String,
+    pub status: RunStatus,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub exit_code: Option<i32>,
+    pub input_count: usize,
+    pub artifact_count: usize,
+    pub manifest_file: String,
+}
+
+impl From<&RunManifest> for RunSummary {
+    fn from(m: &RunManifest) -> Self {
+        RunSummary {
+            run_id: m.run_id.clone(),
+            machine_id: m.machine_id.clone(),
+            session_id: m.session_id.clone(),
+            cwd: m.cwd.clone(),
+            command: m.command.clone(),
+            status: m.status,
+            started_at: m.started_at.clone(),
+            ended_at: m.ended_at.clone(),
+            exit_code: m.exit_code,
+            input_count: m.inputs.len(),
+            artifact_count: m.artifacts.len(),
+            manifest_file: m.manifest_file.clone(),
+        }
+    }
+}
+
+/// How long one bounded wait for the command lasts before checking cancellation and deadline
+/// again (cancellation also interrupts a wait at once).
+const WAIT_SLICE: Duration = Duration::from_secs(10);
+
+/// How the command step ended.
+enum CommandEnd {
+    Finished,
+    TimedOut,
+    Cancelled,
+}
+
+impl Engine {
+    /// Run a command once on a fresh session (see the module docs). `Err` only when the request
+    /// is invalid; every other outcome is the returned manifest's `status` (also stored and
+    /// written to `manifest.json`).
+    pub async fn run_once(
+        &self,
+        req: RunRequest,
+        cancel: CancellationToken,
+    ) -> Result<RunManifest> {
+        if req.command.trim().is_empty() {
+            return Err(Error::invalid(
+                "the command is empty; pass the shell text to run with --cmd",
+            ));
+        }
+        for (a, b) in req.inputs.iter().chain(req.artifacts.iter()) {
+            if a.is_empty() || b.is_empty() {
+                return Err(Error::invalid(
+                    "an --input LOCAL=REMOTE or --artifact REMOTE=LOCAL pair has an empty side",
+                ));
+            }
+        }
+        let run_id = new_id("run");
+        let run_dir = self.state_dir.join("runs").join(&run_id);
+        ensure_private_dir(&run_dir)?;
+        let cwd = req
+            .cwd
+            .clone()
+            .unwrap_or_else(|| req.machine.default_cwd.clone());
+        let mut m = RunManifest {
+            run_id: run_id.clone(),
+            machine_id: req.machine.machine_id.clone(),
+            session_id: None,
+            cwd,
+            command: req.command.clone(),
+            status: RunStatus::Running,
+            started_at: now_rfc3339(),
+            ended_at: None,
+            exit_code: None,
+            inputs: req
+                .inputs
+                .iter()
+                .map(|(l, r)| RunTransfer::pending(l, r))
+                .collect(),
+            command_result: None,
+            artifacts: req
+                .artifacts
+                .iter()
+                .map(|(r, l)| RunTransfer::pending(l, r))
+                .collect(),
+            destroy_session_result: None,
+            keep_session: req.keep_session,
+            timeout_secs: req.timeout.map(|t| t.as_secs_f64()),
+            error: None,
+            manifest_file: run_dir.join("manifest.json").to_string_lossy().into_owned(),
+            log_dir_local: None,
+        };
+        self.save_manifest(&m)?;
+        let outcome = self.run_steps(&req, &cancel, &mut m).await;
+        if let Err(e) = outcome {
+            m.error.get_or_insert_with(|| ErrorInfo::from(&e));
+            if m.status == RunStatus::Running {
+                m.status = if e.code == ErrorCode::Cancelled {
+                    RunStatus::Cancelled
+                } else {
+                    RunStatus::Failed
+                };
+            }
+        }
+        for t in m.inputs.iter_mut().chain(m.artifacts.iter_mut()) {
+            if t.status == "pending" {
+                t.status = "skipped".to_string();
+            }
+        }
+        if let Some(session_id) = m.session_id.clone() {
+            m.destroy_session_result =
+                Some(self.finish_session(&session_id, req.keep_session).await);
+        }
+        m.ended_at = Some(now_rfc3339());
+        self.save_manifest(&m)?;
+        Ok(m)
+    }
+
+    /// Session, inputs, command, artifacts. Sets `m.status` for the command's outcome; an `Err`
+    /// is a step that stopped the run.
+    async fn run_steps(
+        &self,
+        req: &RunRequest,
+        cancel: &CancellationToken,
+        m: &mut RunManifest,
+    ) -> Result<()> {
+        check_cancel(cancel)?;
+        let session = self
+            .create_session(&req.machine, req.cwd.as_deref())
+            .await?;
+        m.session_id = Some(session.session_id.clone());
+        m.cwd = session.cwd.clone();
+        m.log_dir_local = Some(session.log_dir_local.clone());
+        self.save_manifest(m)?;
+        let mappings = req.machine.path_mappings.clone();
+        let options = TransferOptions {
+            verify: req.verify,
+            progress: None,
+            cancel: cancel.clone(),
+        };
+        for (i, (local, remote)) in req.inputs.iter().enumerate() {
+            let res = self
+                .transfer_with(
+                    &session,
+                    &mappings,
+                    TransferDirection::Put,
+                    &PathBuf::from(local),
+                    remote,
+                    options.clone(),
+                )
+                .await;
+            match res {
+                Ok((rec, err)) => {
+                    m.inputs[i].apply(&rec, err.as_ref());
+                    if let Some(e) = err {
+                        return Err(step_error(
+                            e,
+                            &format!("input {local} could not be uploaded"),
+                        ));
+                    }
+                }
+                Err(e) => {
+                    m.inputs[i].fail(&e);
+                    return Err(e);
+                }
+            }
+        }
+        self.save_manifest(m)?;
+        let end = self
+            .run_command(&session.session_id, req, cancel, m)
+            .await?;
+        match end {
+            CommandEnd::Cancelled => {
+                m.status = RunStatus::Cancelled;
+                m.error = Some(ErrorInfo::from(&Error::new(
+                    ErrorCode::Cancelled,
+                    "the run was cancelled; the command was stopped",
+                )));
+                return Ok(());
+            }
+            CommandEnd::TimedOut => {
+                m.status = RunStatus::TimedOut;
+                m.error = Some(ErrorInfo::from(&Error::new(
+                    ErrorCode::Timeout,
+                    format!(
+                        "the command ran longer than the run's time limit ({} s) and was stopped",
+                        req.timeout.map(|t| t.as_secs_f64()).unwrap_or_default()
+                    ),
+                )));
+            }
+            CommandEnd::Finished => {}
+        }
+        self.save_manifest(m)?;
+        // Artifacts are fetched whatever the exit code: the ones that exist are kept.
+        for (i, (remote, local)) in req.artifacts.iter().enumerate() {
+            if cancel.is_cancelled() {
+                m.status = RunStatus::Cancelled;
+                break;
+            }
+            let res = self
+                .transfer_with(
+                    &session,
+                    &mappings,
+                    TransferDirection::Get,
+                    &PathBuf::from(local),
+                    remote,
+                    options.clone(),
+                )
+                .await;
+            match res {
+                Ok((rec, err)) => m.artifacts[i].apply(&rec, err.as_ref()),
+                Err(e) => m.artifacts[i].fail(&e),
+            }
+        }
+        if m.status == RunStatus::Running {
+            let exit_ok = m.exit_code == Some(0);
+            let artifacts_ok = m.artifacts.iter().all(|a| a.status == "succeeded");
+            m.status = if exit_ok && artifacts_ok {
+                RunStatus::Succeeded
+            } else {
+                RunStatus::Failed
+            };
+            if !exit_ok {
+                m.error = Some(ErrorInfo::from(&Error::new(
+                    ErrorCode::RemoteError,
+                    format!(
+                        "the command exited with code {}; its output is in the command logs",
+                        m.exit_code
+                            .map(|c| c.to_string())
+                            .unwrap_or_else(|| "unknown".into())
+                    ),
+                )));
+            } else if !artifacts_ok {
+                let bad: Vec<&str> = m
+                    .artifacts
+                    .iter()
+                    .filter(|a| a.status != "succeeded")
+                    .map(|a| a.remote.as_str())
+                    .collect();
+                m.error = Some(ErrorInfo::from(&Error::new(
+                    ErrorCode::RemoteError,
+                    format!(
+                        "artifact(s) not downloaded: {}; see each artifact's error",
+                        bad.join(", ")
+                    ),
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Start the command in the session shell and wait for it in slices, stopping it on the
+    /// deadline or on cancellation. Fills `command_result` and `exit_code`.
+    async fn run_command(
+        &self,
+        session_id: &str,
+        req: &RunRequest,
+        cancel: &CancellationToken,
+        m: &mut RunManifest,
+    ) -> Result<CommandEnd> {
+        check_cancel(cancel)?;
+        let started = Instant::now();
+        let left = |now: Instant| req.timeout.map(|t| t.saturating_sub(now - started));
+        let first = left(Instant::now())
+            .unwrap_or(WAIT_SLICE)
+            .min(Duration::from_secs(1));
+        let mut rec = self
+            .exec(
+                session_id,
+                &req.command,
+                ExecRequest::wait().with_timeout(first),
+            )
+            .await?;
+        let end = loop {
+            m.command_result = Some(rec.clone());
+            if rec.status.is_final() {
+                break CommandEnd::Finished;
+            }
+            let remaining = left(Instant::now());
+            if remaining.is_some_and(|r| r.is_zero()) {
+                break CommandEnd::TimedOut;
+            }
+            let slice = remaining.unwrap_or(WAIT_SLICE).min(WAIT_SLICE);
+            tokio::select! {
+                r = self.command_wait(session_id, &rec.command_id, slice) => rec = r?,
+                _ = cancel.cancelled() => break CommandEnd::Cancelled,
+            }
+        };
+        if !matches!(end, CommandEnd::Finished) {
+            rec = self.command_stop(session_id, &rec.command_id).await?;
+            if matches!(end, CommandEnd::TimedOut) && rec.status == CommandStatus::Stopped {
+                rec.status = CommandStatus::TimedOut;
+                self.save_command(&rec)?;
+            }
+        }
+        m.exit_code = rec.exit_code;
+        m.command_result = Some(rec);
+        Ok(end)
+    }
+
+    /// Destroy the run's session (or say it was kept); never fails the run.
+    async fn finish_session(&self, session_id: &str, keep: bool) -> serde_json::Value {
+        if keep {
+            return serde_json::json!({
+                "session_id": session_id,
+                "kept": true,
+                "status": "active",
+            });
+        }
+        match self.destroy(session_id).await {
+            Ok(d) => serde_json::to_value(d).unwrap_or_default(),
+            Err(e) => serde_json::json!({
+                "session_id": session_id,
+                "error": e.to_json(),
+            }),
+        }
+    }
+
+    /// Write the manifest file (0600, atomically) and its store row.
+    fn save_manifest(&self, m: &RunManifest) -> Result<()> {
+        let path = PathBuf::from(&m.manifest_file);
+        let dir = path
+            .parent()
+            .unwrap_or(self.state_dir.as_path())
+            .to_path_buf();
+        ensure_private_dir(&dir)?;
+        let json = serde_json::to_vec_pretty(m)
+            .map_err(|e| Error::internal(format!("cannot encode the run manifest: {e}")))?;
+        let tmp = dir.join(format!(
+            ".manifest.json.tmp-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::write(&tmp, &json)
+            .map_err(|e| Error::io(format!("cannot write {}", tmp.display()), &e))?;
+        set_private_mode(&tmp)?;
+        std::fs::rename(&tmp, &path).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            Error::io(format!("cannot write {}", path.display()), &e)
+        })?;
+        self.with_store(|s| store::runs::upsert(s, m))
+    }
+
+    /// Summaries of every run, oldest first.
+    pub fn run_list(&self) -> Result<Vec<RunSummary>> {
+        let all = self.with_store(store::runs::list)?;
+        Ok(all.iter().map(RunSummary::from).collect())
+    }
+
+    /// The full manifest of a run.
+    pub fn run_show(&self, run_id: &str) -> Result<RunManifest> {
+        self.with_store(|s| store::runs::get(s, run_id))?
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorCode::UnknownRun,
+                    format!("no run {run_id}; list runs with `remote-runner run list`"),
+                )
+            })
+    }
+}
+
+fn check_cancel(cancel: &CancellationToken) -> Result<()> {
+    if cancel.is_cancelled() {
+        return Err(Error::new(ErrorCode::Cancelled, "the run was cancelled"));
+    }
+    Ok(())
+}
+
+/// Keep the code, say which step it was.
+fn step_error(mut e: Error, step: &str) -> Error {
+    e.message = format!("{step}: {}", e.message);
+    e
+}

@@ -1,0 +1,446 @@
+//! File transfers over a session's machine: put / get / list, files and whole trees, no mount.
+//! (issue 7)
+//!
+//! Bytes move through the transport's streaming file channel (SFTP for SSH), many files in
+//! flight for trees, each file through a bounded queue of 1 MiB chunks. Every file lands under a
+//! temporary name in its destination directory and is renamed over the final name only when it
+//! is complete, so an interrupted transfer never leaves a half file under the final name; a
+//! retry simply starts again. The machine's path mappings are applied before any file operation;
+//! records keep the user's own paths. Every transfer is recorded in the store (status
+//! `running` while it goes on), with size, sha256 and the error when it failed.
+
+mod get;
+pub mod paths;
+mod put;
+mod record;
+mod stream;
+mod verify;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+pub use record::{
+    ErrorInfo, FileEntry, FileListing, SkippedEntry, TransferDirection, TransferKind,
+    TransferRecord, TransferStatus,
+};
+
+use self::paths::RemotePath;
+use super::{Engine, SessionRecord, SessionStatus};
+use crate::error::{Error, ErrorCode, Result};
+use crate::machine::PathMapping;
+use crate::store;
+use crate::transport::{FileKind, Transport};
+use crate::util::{new_id, now_rfc3339};
+
+/// Files of a tree copied at the same time (small files are bound by round trips, not bytes).
+const FILES_IN_FLIGHT: usize = 16;
+
+/// Progress of one transfer, reported after every chunk written.
+#[derive(Debug, Clone, Serialize)]
+pub struct TransferProgress {
+    pub transfer_id: String,
+    pub bytes_done: u64,
+    /// Known once the source was examined (0 before).
+    pub bytes_total: u64,
+    pub files_done: u64,
+    pub files_total: u64,
+}
+
+/// Called with every progress update (keep it cheap; it runs on the transfer's task).
+pub type ProgressFn = Arc<dyn Fn(&TransferProgress) + Send + Sync>;
+
+/// Options of [`Engine::file_put`] and [`Engine::file_get`].
+#[derive(Clone, Default)]
+pub struct TransferOptions {
+    /// Hash both ends after the copy (the remote end with `sha256sum`, or by reading the file
+    /// back) and fail with `verify_mismatch` when they differ. A single file is checked before
+    /// it replaces the destination.
+    pub verify: bool,
+    /// Progress callback (a progress bar on a TTY).
+    pub progress: Option<ProgressFn>,
+    /// Stops the transfer (status `cancelled`); nothing is left under a final name.
+    pub cancel: CancellationToken,
+}
+
+impl std::fmt::Debug for TransferOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TransferOptions")
+            .field("verify", &self.verify)
+            .field("progress", &self.progress.is_some())
+            .field("cancelled", &self.cancel.is_cancelled())
+            .finish()
+    }
+}
+
+/// One running transfer: its transport, options and progress counters.
+pub(crate) struct Job {
+    t: Arc<dyn Transport>,
+    transfer_id: String,
+    verify: bool,
+    progress: Option<ProgressFn>,
+    cancel: CancellationToken,
+    bytes_done: AtomicU64,
+    files_done: AtomicU64,
+    bytes_total: AtomicU64,
+    files_total: AtomicU64,
+}
+
+impl Job {
+    fn set_totals(&self, bytes: u64, files: u64) {
+        self.bytes_total.store(bytes, Ordering::Relaxed);
+        self.files_total.store(files, Ordering::Relaxed);
+        self.report();
+    }
+
+    fn add_bytes(&self, n: u64) {
+        self.bytes_done.fetch_add(n, Ordering::Relaxed);
+        self.report();
+    }
+
+    fn file_done(&self) {
+        self.files_done.fetch_add(1, Ordering::Relaxed);
+        self.report();
+    }
+
+    fn report(&self) {
+        if let Some(p) = &self.progress {
+            p(&TransferProgress {
+                transfer_id: self.transfer_id.clone(),
+                bytes_done: self.bytes_done.load(Ordering::Relaxed),
+                bytes_total: self.bytes_total.load(Ordering::Relaxed),
+                files_done: self.files_done.load(Ordering::Relaxed),
+                files_total: self.files_total.load(Ordering::Relaxed),
+            });
+        }
+    }
+
+    fn check_cancel(&self) -> Result<()> {
+        if self.cancel.is_cancelled() {
+            return Err(Error::new(
+                ErrorCode::Cancelled,
+                "the transfer was cancelled",
+            ));
+        }
+        Ok(())
+    }
+
+    /// An I/O error on the remote side of a stream: a lost link when the transport says so.
+    fn link_error(&self, e: &std::io::Error, op: &str, path: &str) -> Error {
+        if !self.t.is_connected() {
+            return Error::new(
+                ErrorCode::ConnectionLost,
+                format!(
+                    "the connection to the machine dropped during {op} of {path}; nothing was left \
+                     under the final name; retry the transfer"
+                ),
+            );
+        }
+        let code = match e.kind() {
+            std::io::ErrorKind::NotFound => ErrorCode::RemoteNotFound,
+            std::io::ErrorKind::PermissionDenied => ErrorCode::PermissionDenied,
+            std::io::ErrorKind::TimedOut => ErrorCode::Timeout,
+            _ => ErrorCode::RemoteError,
+        };
+        Error::new(code, format!("{op} {path}: {e}"))
+    }
+}
+
+/// What a put or get did so far (kept when it fails half way).
+#[derive(Debug, Default)]
+pub(crate) struct Outcome {
+    kind: Option<TransferKind>,
+    bytes: u64,
+    files: u64,
+    dirs: u64,
+    symlinks: u64,
+    sha256: Option<String>,
+    verified: Option<bool>,
+    skipped: Vec<SkippedEntry>,
+}
+
+impl Outcome {
+    fn skip(&mut self, path: &str, reason: &str) {
+        self.skipped.push(SkippedEntry {
+            path: path.to_string(),
+            reason: reason.to_string(),
+        });
+    }
+}
+
+/// A trailing `/` asks for "inside this directory".
+fn wants_dir(path: &str) -> bool {
+    path.len() > 1 && path.ends_with('/')
+}
+
+fn mode_string(mode: u32) -> String {
+    format!("{:04o}", mode & 0o7777)
+}
+
+fn kind_name(kind: FileKind) -> &'static str {
+    match kind {
+        FileKind::File => "file",
+        FileKind::Dir => "dir",
+        FileKind::Symlink => "symlink",
+        FileKind::Other => "other",
+    }
+}
+
+fn epoch_rfc3339(secs: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(secs)
+        .map(crate::util::rfc3339)
+        .unwrap_or_default()
+}
+
+impl Engine {
+    /// Upload a local file or directory to `remote` on the session's machine. A relative remote
+    /// path is taken from the session's cwd. A file goes inside `remote` when it is an existing
+    /// directory or ends with `/`; a directory is copied *as* `remote` (merged into it when it
+    /// exists). Symlinks and special files inside a tree are skipped and listed in the record.
+    /// On failure the record is stored as `failed` and the error names the transfer id.
+    pub async fn file_put(
+        &self,
+        session_id: &str,
+        local: &Path,
+        remote: &str,
+        options: TransferOptions,
+    ) -> Result<TransferRecord> {
+        let (session, mappings) = self.transfer_session(session_id)?;
+        let rec = self
+            .transfer_with(
+                &session,
+                &mappings,
+                TransferDirection::Put,
+                local,
+                remote,
+                options,
+            )
+            .await?;
+        record_as_result(rec)
+    }
+
+    /// Download a remote file or directory to `local`. A file goes inside `local` when it is an
+    /// existing directory or ends with `/`; a directory is copied *as* `local`. Never writes
+    /// outside `local`: unsafe names and symlinks leaving it are refused and listed in the
+    /// record's `skipped`; set-id bits are dropped.
+    pub async fn file_get(
+        &self,
+        session_id: &str,
+        remote: &str,
+        local: &Path,
+        options: TransferOptions,
+    ) -> Result<TransferRecord> {
+        let (session, mappings) = self.transfer_session(session_id)?;
+        let rec = self
+            .transfer_with(
+                &session,
+                &mappings,
+                TransferDirection::Get,
+                local,
+                remote,
+                options,
+            )
+            .await?;
+        record_as_result(rec)
+    }
+
+    /// Metadata of a remote path: a directory's entries (sorted by name), or the path itself.
+    pub async fn file_list(&self, session_id: &str, remote: &str) -> Result<FileListing> {
+        let (session, mappings) = self.transfer_session(session_id)?;
+        let path = RemotePath::resolve(remote, &session.cwd, &mappings)?;
+        let t = self.connector.connect(&session.machine_id).await?;
+        let named = |e: Error| put::name_user_path(e, &path.cmd, &path.file);
+        let st = t.stat(&path.file).await.map_err(named)?.ok_or_else(|| {
+            Error::new(
+                ErrorCode::RemoteNotFound,
+                format!(
+                    "remote path {} does not exist on machine {}",
+                    path.cmd, session.machine_id
+                ),
+            )
+        })?;
+        let entry = |name: String, p: String, st: &crate::transport::FileStat| FileEntry {
+            name,
+            path: p,
+            kind: kind_name(st.kind).to_string(),
+            size: st.size,
+            mode: mode_string(st.mode),
+            mtime: epoch_rfc3339(st.mtime),
+            mtime_unix: st.mtime,
+        };
+        let entries = if st.kind == FileKind::Dir {
+            let mut listed = t.read_dir(&path.file).await.map_err(named)?;
+            listed.sort_by(|a, b| a.name.cmp(&b.name));
+            listed
+                .iter()
+                .map(|e| entry(e.name.clone(), paths::join(&path.cmd, &e.name), &e.stat))
+                .collect()
+        } else {
+            let name = path
+                .split()
+                .map(|(_, n)| n)
+                .unwrap_or_else(|| "/".to_string());
+            vec![entry(name, path.cmd.clone(), &st)]
+        };
+        Ok(FileListing {
+            session_id: session_id.to_string(),
+            path: remote.to_string(),
+            kind: kind_name(st.kind).to_string(),
+            entries,
+        })
+    }
+
+    /// Stored transfers, oldest first; of one session when given.
+    pub fn transfer_history(&self, session_id: Option<&str>) -> Result<Vec<TransferRecord>> {
+        if let Some(id) = session_id {
+            self.load_session(id)?;
+        }
+        self.with_store(|s| store::transfers::list(s, session_id))
+    }
+
+    /// One stored transfer.
+    pub fn transfer_show(&self, transfer_id: &str) -> Result<TransferRecord> {
+        self.with_store(|s| store::transfers::get(s, transfer_id))?
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorCode::UnknownTransfer,
+                    format!(
+                        "no transfer {transfer_id}; list them with `remote-runner file history`"
+                    ),
+                )
+            })
+    }
+
+    /// The session for a transfer (any status but destroyed) and its machine's path mappings.
+    fn transfer_session(&self, session_id: &str) -> Result<(SessionRecord, Vec<PathMapping>)> {
+        let session = self.load_session(session_id)?;
+        if session.status == SessionStatus::Destroyed {
+            return Err(Error::new(
+                ErrorCode::SessionLost,
+                format!(
+                    "session {session_id} was destroyed; create a new session on machine {} to \
+                     transfer files",
+                    session.machine_id
+                ),
+            ));
+        }
+        let mappings = self
+            .with_store(|s| store::machines::get(s, &session.machine_id))?
+            .map(|m| m.path_mappings)
+            .unwrap_or_default();
+        Ok((session, mappings))
+    }
+
+    /// Run one transfer and store its record. `Err` only when it could not start (bad remote
+    /// path); otherwise the stored record says how it ended, with the error beside it.
+    pub(crate) async fn transfer_with(
+        &self,
+        session: &SessionRecord,
+        mappings: &[PathMapping],
+        direction: TransferDirection,
+        local: &Path,
+        remote: &str,
+        options: TransferOptions,
+    ) -> Result<(TransferRecord, Option<Error>)> {
+        let remote_path = RemotePath::resolve(remote, &session.cwd, mappings)?;
+        let local_shown = local.to_string_lossy().into_owned();
+        let (source, destination) = match direction {
+            TransferDirection::Put => (local_shown.clone(), remote.to_string()),
+            TransferDirection::Get => (remote.to_string(), local_shown.clone()),
+        };
+        let mut rec = TransferRecord {
+            transfer_id: new_id("xfer"),
+            session_id: Some(session.session_id.clone()),
+            machine_id: session.machine_id.clone(),
+            direction,
+            source,
+            destination,
+            kind: None,
+            started_at: now_rfc3339(),
+            ended_at: None,
+            status: TransferStatus::Running,
+            bytes: 0,
+            files: 0,
+            dirs: 0,
+            symlinks: 0,
+            sha256: None,
+            verified: None,
+            skipped: Vec::new(),
+            error: None,
+        };
+        self.with_store(|s| store::transfers::upsert(s, &rec))?;
+        let mut out = Outcome::default();
+        let result = async {
+            let t = self.connector.connect(&session.machine_id).await?;
+            let job = Job {
+                t,
+                transfer_id: rec.transfer_id.clone(),
+                verify: options.verify,
+                progress: options.progress.clone(),
+                cancel: options.cancel.clone(),
+                bytes_done: AtomicU64::new(0),
+                files_done: AtomicU64::new(0),
+                bytes_total: AtomicU64::new(0),
+                files_total: AtomicU64::new(0),
+            };
+            job.check_cancel()?;
+            match direction {
+                TransferDirection::Put => {
+                    put::put(&job, local, remote_path, wants_dir(remote), &mut out).await
+                }
+                TransferDirection::Get => {
+                    let into = local_shown.ends_with('/');
+                    get::get(&job, &remote_path, local, into, &mut out).await
+                }
+            }
+        }
+        .await;
+        rec.kind = out.kind;
+        rec.bytes = out.bytes;
+        rec.files = out.files;
+        rec.dirs = out.dirs;
+        rec.symlinks = out.symlinks;
+        rec.sha256 = out.sha256;
+        rec.verified = out.verified;
+        rec.skipped = out.skipped;
+        rec.ended_at = Some(now_rfc3339());
+        let error = match result {
+            Ok(()) => {
+                rec.status = TransferStatus::Succeeded;
+                None
+            }
+            Err(e) => {
+                rec.status = if e.code == ErrorCode::Cancelled {
+                    TransferStatus::Cancelled
+                } else {
+                    TransferStatus::Failed
+                };
+                if e.code == ErrorCode::VerifyMismatch {
+                    rec.verified = Some(false);
+                }
+                rec.error = Some(ErrorInfo::from(&e));
+                Some(e)
+            }
+        };
+        self.with_store(|s| store::transfers::upsert(s, &rec))?;
+        Ok((rec, error))
+    }
+}
+
+/// A finished transfer as the public calls return it: the error (naming the stored transfer)
+/// unless it succeeded.
+fn record_as_result((rec, err): (TransferRecord, Option<Error>)) -> Result<TransferRecord> {
+    match err {
+        None => Ok(rec),
+        Some(mut e) => {
+            e.message = format!(
+                "{} (transfer {} recorded; see `remote-runner file history`)",
+                e.message, rec.transfer_id
+            );
+            Err(e)
+        }
+    }
+}

@@ -1,0 +1,394 @@
+//! Download: one remote file or a remote tree to a local path, never writing outside it.
+//!
+//! Names a server sends are checked (no `..`, `/`, NUL); every directory written into is a real
+//! directory (an existing symlink in the way is refused); symlinks are recreated only when their
+//! target stays inside the destination; set-id and sticky bits are dropped; each file is written
+//! to a temporary name and renamed over its final name only when complete.
+
+use std::collections::HashSet;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use futures::StreamExt;
+
+use super::paths::{RemotePath, join, safe_name, symlink_stays_inside};
+use super::put::{check_hash, name_user_path, verify_written};
+use super::stream::{self, PumpError};
+use super::verify;
+use super::{FILES_IN_FLIGHT, Job, Outcome, TransferKind};
+use crate::error::{Error, ErrorCode, Result};
+use crate::transport::{ExecOptions, FileKind, shell_quote};
+
+/// One entry of a remote tree, relative to its root.
+#[derive(Debug, Clone)]
+struct RemoteEntry {
+    rel: String,
+    kind: FileKind,
+    size: u64,
+    mode: u32,
+}
+
+pub async fn get(
+    job: &Job,
+    src: &RemotePath,
+    local: &Path,
+    into_dir: bool,
+    out: &mut Outcome,
+) -> Result<()> {
+    let st = job
+        .t
+        .stat(&src.file)
+        .await
+        .map_err(|e| name_user_path(e, &src.cmd, &src.file))?
+        .ok_or_else(|| {
+            Error::new(
+                ErrorCode::RemoteNotFound,
+                format!(
+                    "remote path {} does not exist; check it with `file list`",
+                    src.cmd
+                ),
+            )
+        })?;
+    let is_dir = match st.kind {
+        FileKind::Dir => true,
+        // The user named the link: follow it (a directory if it can be listed).
+        FileKind::Symlink => job.t.read_dir(&src.file).await.is_ok(),
+        _ => false,
+    };
+    if is_dir {
+        out.kind = Some(TransferKind::Dir);
+        get_tree(job, src, local, out).await
+    } else {
+        out.kind = Some(TransferKind::File);
+        if st.kind == FileKind::Other {
+            return Err(Error::invalid(format!(
+                "remote {} is not a regular file or directory; only those can be downloaded",
+                src.cmd
+            )));
+        }
+        let dest = if into_dir || local.is_dir() {
+            let name = src
+                .split()
+                .map(|(_, n)| n)
+                .ok_or_else(|| Error::invalid(format!("{} has no file name", src.cmd)))?;
+            local.join(name)
+        } else {
+            local.to_path_buf()
+        };
+        job.set_totals(st.size, 1);
+        let (bytes, sha) = get_file(job, src, &dest, st.mode, job.verify).await?;
+        out.bytes = bytes;
+        out.files = 1;
+        out.sha256 = Some(sha);
+        if job.verify {
+            out.verified = Some(true);
+        }
+        Ok(())
+    }
+}
+
+fn local_io(what: &str, path: &Path, e: &std::io::Error) -> Error {
+    Error::io(format!("cannot {what} {}", path.display()), e)
+}
+
+/// Download one file to `dest` through a temporary name; returns (bytes, sha256 of the bytes
+/// received). With `verify` the remote file is hashed on the machine before the rename.
+async fn get_file(
+    job: &Job,
+    src: &RemotePath,
+    dest: &Path,
+    mode: u32,
+    verify: bool,
+) -> Result<(u64, String)> {
+    let reader = job
+        .t
+        .open_read(&src.file)
+        .await
+        .map_err(|e| name_user_path(e, &src.cmd, &src.file))?;
+    let (writer, tmp) = stream::create_local_temp(dest)
+        .await
+        .map_err(|e| local_io("create a file next to", dest, &e))?;
+    let copied = stream::pump(
+        reader,
+        writer,
+        stream::CHUNK,
+        &|n| job.add_bytes(n),
+        &job.cancel,
+    )
+    .await;
+    let finish = async {
+        let copied = copied.map_err(|e| match e {
+            PumpError::Cancelled => Error::new(
+                ErrorCode::Cancelled,
+                format!(
+                    "the transfer of {} was cancelled; nothing was left under the final name",
+                    src.cmd
+                ),
+            ),
+            PumpError::Read(e) => job.link_error(&e, "read", &src.cmd),
+            PumpError::Write(e) => local_io("write", &tmp, &e),
+        })?;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode & 0o777))
+            .map_err(|e| local_io("set the mode of", &tmp, &e))?;
+        if verify {
+            let remote =
+                verify::remote_sha256(job.t.as_ref(), std::slice::from_ref(src), copied.bytes)
+                    .await?;
+            check_hash(&src.cmd, &copied.sha256, remote.first())?;
+        }
+        std::fs::rename(&tmp, dest).map_err(|e| local_io("rename into place", dest, &e))?;
+        Ok::<_, Error>(copied)
+    }
+    .await;
+    match finish {
+        Ok(copied) => {
+            job.file_done();
+            Ok((copied.bytes, copied.sha256))
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+/// List a remote tree (entries not followed), parents before children. Unsafe names are
+/// reported in `out.skipped` and never descended into.
+async fn walk(job: &Job, root: &RemotePath, out: &mut Outcome) -> Result<Vec<RemoteEntry>> {
+    let mut entries = Vec::new();
+    let mut pending = vec![String::new()];
+    while let Some(rel) = pending.pop() {
+        let dir = root.join(&rel);
+        let mut listed = job
+            .t
+            .read_dir(&dir.file)
+            .await
+            .map_err(|e| name_user_path(e, &dir.cmd, &dir.file))?;
+        listed.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut seen = HashSet::new();
+        for e in listed {
+            let shown = if rel.is_empty() {
+                e.name.clone()
+            } else {
+                format!("{rel}/{}", e.name)
+            };
+            if !safe_name(&e.name) || !seen.insert(e.name.clone()) {
+                out.skip(
+                    &shown,
+                    "unsafe or duplicate name sent by the server (refused)",
+                );
+                continue;
+            }
+            let child = if rel.is_empty() {
+                e.name.clone()
+            } else {
+                join(&rel, &e.name)
+            };
+            if e.stat.kind == FileKind::Dir {
+                pending.push(child.clone());
+            }
+            entries.push(RemoteEntry {
+                rel: child,
+                kind: e.stat.kind,
+                size: e.stat.size,
+                mode: e.stat.mode,
+            });
+        }
+        job.check_cancel()?;
+    }
+    entries.sort_by(|a, b| a.rel.split('/').cmp(b.rel.split('/')));
+    Ok(entries)
+}
+
+/// Read symlink targets on the machine in one exec (`readlink` per link, NUL-separated).
+async fn read_links(job: &Job, links: &[RemotePath]) -> Vec<Option<String>> {
+    let mut out = Vec::with_capacity(links.len());
+    for batch in links.chunks(200) {
+        let args: Vec<String> = batch.iter().map(|l| shell_quote(&l.cmd)).collect();
+        let script = format!(
+            "for f in {}; do readlink -- \"$f\" || printf '\\001'; printf '\\000'; done",
+            args.join(" ")
+        );
+        let res = job
+            .t
+            .exec(
+                &script,
+                ExecOptions {
+                    max_output: 1 << 24,
+                    ..Default::default()
+                },
+            )
+            .await;
+        let targets: Vec<Option<String>> = match res {
+            Ok(o) if !o.stdout_truncated => o
+                .stdout
+                .split(|b| *b == 0)
+                .take(batch.len())
+                .map(|t| {
+                    let t = t.strip_suffix(b"\n").unwrap_or(t);
+                    if t.is_empty() || t.contains(&1) {
+                        None
+                    } else {
+                        String::from_utf8(t.to_vec()).ok()
+                    }
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        for i in 0..batch.len() {
+            out.push(targets.get(i).cloned().flatten());
+        }
+    }
+    out
+}
+
+/// Make `dir` (whose parent is known to be a real directory) a real directory: create it, or
+/// accept an existing directory. Anything else in the way (a symlink, a file) is refused.
+fn ensure_real_dir(dir: &Path) -> std::result::Result<(), String> {
+    match std::fs::DirBuilder::new().create(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            match std::fs::symlink_metadata(dir) {
+                Ok(m) if m.file_type().is_dir() => Ok(()),
+                Ok(m) if m.file_type().is_symlink() => {
+                    Err("a symlink is in the way at the destination (not followed)".to_string())
+                }
+                _ => Err("a non-directory is in the way at the destination".to_string()),
+            }
+        }
+        Err(e) => Err(format!("cannot create the directory: {e}")),
+    }
+}
+
+fn parent_rel(rel: &str) -> &str {
+    rel.rsplit_once('/').map(|(p, _)| p).unwrap_or("")
+}
+
+async fn get_tree(job: &Job, src: &RemotePath, local: &Path, out: &mut Outcome) -> Result<()> {
+    match std::fs::metadata(local) {
+        Ok(m) if !m.is_dir() => {
+            return Err(Error::invalid(format!(
+                "local {} exists and is not a directory; choose another destination for directory {}",
+                local.display(),
+                src.cmd
+            )));
+        }
+        Ok(_) => {}
+        Err(_) => std::fs::create_dir_all(local).map_err(|e| local_io("create", local, &e))?,
+    }
+    let root_mode = job
+        .t
+        .stat(&src.file)
+        .await
+        .ok()
+        .flatten()
+        .map(|s| s.mode)
+        .unwrap_or(0o755);
+    let entries = walk(job, src, out).await?;
+    let files: Vec<&RemoteEntry> = entries
+        .iter()
+        .filter(|e| e.kind == FileKind::File)
+        .collect();
+    job.set_totals(files.iter().map(|e| e.size).sum(), files.len() as u64);
+    out.dirs = 1;
+    // Directories we made sure are real; everything is written only below one of them.
+    let mut real_dirs: HashSet<String> = HashSet::from([String::new()]);
+    let mut dir_modes: Vec<(PathBuf, u32)> = vec![(local.to_path_buf(), root_mode)];
+    let mut links = Vec::new();
+    let mut wanted_files = Vec::new();
+    for e in &entries {
+        if !real_dirs.contains(parent_rel(&e.rel)) {
+            out.skip(&e.rel, "its parent directory was not created (see above)");
+            continue;
+        }
+        let path = local.join(&e.rel);
+        match e.kind {
+            FileKind::Dir => match ensure_real_dir(&path) {
+                Ok(()) => {
+                    real_dirs.insert(e.rel.clone());
+                    dir_modes.push((path, e.mode));
+                    out.dirs += 1;
+                }
+                Err(why) => out.skip(&e.rel, &why),
+            },
+            FileKind::File => wanted_files.push((e, path)),
+            FileKind::Symlink => links.push(e),
+            FileKind::Other => out.skip(
+                &e.rel,
+                "not a regular file or directory (device, socket or FIFO)",
+            ),
+        }
+        job.check_cancel()?;
+    }
+    let mut copies = futures::stream::iter(wanted_files.iter().map(|(e, path)| async move {
+        let from = src.join(&e.rel);
+        get_file(job, &from, path, e.mode, false)
+            .await
+            .map(|(bytes, sha)| (from, bytes, sha))
+    }))
+    .buffer_unordered(FILES_IN_FLIGHT);
+    let mut written = Vec::new();
+    while let Some(r) = copies.next().await {
+        let (from, bytes, sha) = r?;
+        out.bytes += bytes;
+        out.files += 1;
+        written.push((from, sha, bytes));
+    }
+    drop(copies);
+    recreate_links(job, src, local, &links, out).await;
+    if job.verify {
+        verify_written(job, &mut written).await?;
+        out.verified = Some(true);
+    }
+    for (d, mode) in dir_modes.iter().rev() {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(mode & 0o777))
+            .map_err(|e| local_io("set the mode of", d, &e))?;
+    }
+    Ok(())
+}
+
+/// Recreate symlinks whose targets stay inside the destination; report the others.
+async fn recreate_links(
+    job: &Job,
+    src: &RemotePath,
+    local: &Path,
+    links: &[&RemoteEntry],
+    out: &mut Outcome,
+) {
+    if links.is_empty() {
+        return;
+    }
+    let paths: Vec<RemotePath> = links.iter().map(|l| src.join(&l.rel)).collect();
+    let targets = read_links(job, &paths).await;
+    for (link, target) in links.iter().zip(targets) {
+        let Some(target) = target else {
+            out.skip(
+                &link.rel,
+                "symlink target could not be read on the machine (skipped)",
+            );
+            continue;
+        };
+        if !symlink_stays_inside(&link.rel, &target) {
+            out.skip(
+                &link.rel,
+                &format!("symlink to {target:?} points outside the destination (refused)"),
+            );
+            continue;
+        }
+        let path = local.join(&link.rel);
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let tmp = path.with_file_name(stream::temp_name(&name));
+        let made =
+            std::os::unix::fs::symlink(&target, &tmp).and_then(|()| std::fs::rename(&tmp, &path));
+        match made {
+            Ok(()) => out.symlinks += 1,
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                out.skip(&link.rel, &format!("symlink could not be created: {e}"));
+            }
+        }
+    }
+}

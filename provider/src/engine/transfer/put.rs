@@ -1,0 +1,328 @@
+//! Upload: one local file or a local tree to the machine, each file written to a temporary
+//! name and renamed over its final name only once complete (and verified, when asked).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use futures::StreamExt;
+
+use super::paths::{RemotePath, join};
+use super::stream::{self, PumpError};
+use super::verify;
+use super::{FILES_IN_FLIGHT, Job, Outcome, TransferKind};
+use crate::error::{Error, ErrorCode, Result};
+use crate::transport::FileKind;
+
+/// One entry of a local tree, relative to its root.
+#[derive(Debug)]
+struct LocalEntry {
+    rel: String,
+    path: PathBuf,
+    kind: FileKind,
+    size: u64,
+    mode: u32,
+}
+
+/// Upload `local` to `dest`. `into_dir`: the user asked for a directory destination (a trailing
+/// `/`), so a file keeps its own name inside it.
+pub async fn put(
+    job: &Job,
+    local: &Path,
+    dest: RemotePath,
+    into_dir: bool,
+    out: &mut Outcome,
+) -> Result<()> {
+    let meta = std::fs::metadata(local).map_err(|e| local_err("read", local, &e))?;
+    if meta.is_dir() {
+        out.kind = Some(TransferKind::Dir);
+        let dest = match job.t.stat(&dest.file).await? {
+            Some(st) if st.kind != FileKind::Dir && st.kind != FileKind::Symlink => {
+                return Err(Error::invalid(format!(
+                    "remote {} exists and is not a directory; choose another destination for \
+                     directory {}",
+                    dest.cmd,
+                    local.display()
+                )));
+            }
+            _ => dest,
+        };
+        put_tree(job, local, &dest, out).await
+    } else if meta.is_file() {
+        out.kind = Some(TransferKind::File);
+        let dest = if into_dir
+            || matches!(job.t.stat(&dest.file).await?, Some(st) if st.kind == FileKind::Dir)
+        {
+            let name = local
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .ok_or_else(|| Error::invalid(format!("{} has no file name", local.display())))?;
+            dest.join(&name)
+        } else {
+            dest
+        };
+        job.set_totals(meta.len(), 1);
+        let (bytes, sha) =
+            put_file(job, local, &dest, meta.permissions().mode(), job.verify).await?;
+        out.bytes = bytes;
+        out.files = 1;
+        out.sha256 = Some(sha);
+        if job.verify {
+            out.verified = Some(true);
+        }
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "{} is neither a regular file nor a directory; only those can be uploaded",
+            local.display()
+        )))
+    }
+}
+
+fn local_err(what: &str, path: &Path, e: &std::io::Error) -> Error {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => Error::new(
+            ErrorCode::InvalidArgument,
+            format!(
+                "local path {} does not exist; check the path",
+                path.display()
+            ),
+        ),
+        _ => Error::io(format!("cannot {what} local {}", path.display()), e),
+    }
+}
+
+/// Upload one file to `dest` through a temporary name; returns (bytes, sha256). With `verify`
+/// the remote temporary file is hashed before the rename, so a mismatch never reaches `dest`.
+async fn put_file(
+    job: &Job,
+    local: &Path,
+    dest: &RemotePath,
+    mode: u32,
+    verify: bool,
+) -> Result<(u64, String)> {
+    let (dir, name) = dest
+        .split()
+        .ok_or_else(|| Error::invalid(format!("{} is not a file path", dest.cmd)))?;
+    let tmp = dir.join(&stream::temp_name(&name));
+    let reader = tokio::fs::File::open(local)
+        .await
+        .map_err(|e| local_err("open", local, &e))?;
+    let size = reader.metadata().await.map(|m| m.len()).unwrap_or(0);
+    let writer = job
+        .t
+        .open_write(&tmp.file, 0o600)
+        .await
+        .map_err(|e| name_user_path(e, &dest.cmd, &dest.file))?;
+    let copied = stream::pump(
+        reader,
+        writer,
+        stream::chunk_for(size),
+        &|n| job.add_bytes(n),
+        &job.cancel,
+    )
+    .await;
+    let finish = async {
+        let copied = copied.map_err(|e| pump_error(job, e, local, &dest.cmd))?;
+        job.t.set_mode(&tmp.file, mode & 0o777).await?;
+        if verify {
+            let remote =
+                verify::remote_sha256(job.t.as_ref(), std::slice::from_ref(&tmp), copied.bytes)
+                    .await?;
+            check_hash(&dest.cmd, &copied.sha256, remote.first())?;
+        }
+        job.t.rename(&tmp.file, &dest.file).await?;
+        Ok::<_, Error>(copied)
+    }
+    .await;
+    match finish {
+        Ok(copied) => {
+            job.file_done();
+            Ok((copied.bytes, copied.sha256))
+        }
+        Err(e) => {
+            // Best effort: with the link gone the temporary file stays, under its temporary name.
+            let _ = job.t.remove_file(&tmp.file).await;
+            Err(e)
+        }
+    }
+}
+
+/// A transport error about an SFTP path also names the user's path when a mapping changed it.
+pub fn name_user_path(mut e: Error, user: &str, file: &str) -> Error {
+    if user != file && !e.message.contains(user) {
+        e.message = format!("{user}: {}", e.message);
+    }
+    e
+}
+
+pub fn check_hash(path: &str, local: &str, remote: Option<&String>) -> Result<()> {
+    match remote {
+        Some(r) if r == local => Ok(()),
+        other => Err(Error::new(
+            ErrorCode::VerifyMismatch,
+            format!(
+                "{path}: sha256 differs between the two ends (local {local}, remote {}); the \
+                 destination was not replaced; retry the transfer",
+                other.map(String::as_str).unwrap_or("unknown")
+            ),
+        )),
+    }
+}
+
+pub fn pump_error(job: &Job, e: PumpError, local: &Path, remote: &str) -> Error {
+    match e {
+        PumpError::Cancelled => Error::new(
+            ErrorCode::Cancelled,
+            format!(
+                "the transfer of {} was cancelled; nothing was left under the final name",
+                local.display()
+            ),
+        ),
+        PumpError::Read(e) => Error::io(format!("cannot read {}", local.display()), &e),
+        PumpError::Write(e) => job.link_error(&e, "write", remote),
+    }
+}
+
+/// Walk a local tree (not following symlinks below the root), directories before their
+/// contents, names sorted.
+fn walk(root: &Path) -> Result<Vec<LocalEntry>> {
+    let mut out = Vec::new();
+    let mut stack = vec![(root.to_path_buf(), String::new())];
+    while let Some((dir, rel)) = stack.pop() {
+        let mut names: Vec<_> = std::fs::read_dir(&dir)
+            .map_err(|e| local_err("list", &dir, &e))?
+            .filter_map(|e| e.ok())
+            .collect();
+        names.sort_by_key(|e| e.file_name());
+        let mut subdirs = Vec::new();
+        for e in names {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let path = e.path();
+            let meta =
+                std::fs::symlink_metadata(&path).map_err(|err| local_err("read", &path, &err))?;
+            let ft = meta.file_type();
+            let kind = if ft.is_symlink() {
+                FileKind::Symlink
+            } else if ft.is_dir() {
+                FileKind::Dir
+            } else if ft.is_file() {
+                FileKind::File
+            } else {
+                FileKind::Other
+            };
+            let rel = if rel.is_empty() {
+                name
+            } else {
+                join(&rel, &name)
+            };
+            if kind == FileKind::Dir {
+                subdirs.push((path.clone(), rel.clone()));
+            }
+            out.push(LocalEntry {
+                rel,
+                path,
+                kind,
+                size: meta.len(),
+                mode: meta.permissions().mode(),
+            });
+        }
+        // Depth-first, in name order.
+        for d in subdirs.into_iter().rev() {
+            stack.push(d);
+        }
+    }
+    // Parents before children: sort by path components.
+    out.sort_by(|a, b| a.rel.split('/').cmp(b.rel.split('/')));
+    Ok(out)
+}
+
+async fn put_tree(job: &Job, local: &Path, dest: &RemotePath, out: &mut Outcome) -> Result<()> {
+    let entries = walk(local)?;
+    let files: Vec<&LocalEntry> = entries
+        .iter()
+        .filter(|e| e.kind == FileKind::File)
+        .collect();
+    job.set_totals(files.iter().map(|e| e.size).sum(), files.len() as u64);
+    let root_mode = std::fs::metadata(local)
+        .map(|m| m.permissions().mode())
+        .unwrap_or(0o755);
+    job.t
+        .create_dir_all(&dest.file, 0o700)
+        .await
+        .map_err(|e| name_user_path(e, &dest.cmd, &dest.file))?;
+    out.dirs = 1;
+    let mut dirs = vec![(dest.clone(), root_mode)];
+    for e in &entries {
+        match e.kind {
+            FileKind::Dir => {
+                let d = dest.join(&e.rel);
+                job.t
+                    .create_dir_all(&d.file, 0o700)
+                    .await
+                    .map_err(|err| name_user_path(err, &d.cmd, &d.file))?;
+                out.dirs += 1;
+                dirs.push((d, e.mode));
+            }
+            FileKind::File => {}
+            FileKind::Symlink => out.skip(
+                &e.rel,
+                "symlinks are not uploaded; copy the file it points to instead",
+            ),
+            FileKind::Other => out.skip(
+                &e.rel,
+                "not a regular file or directory (device, socket or FIFO)",
+            ),
+        }
+        job.check_cancel()?;
+    }
+    let mut copies = futures::stream::iter(files.iter().map(|e| async move {
+        let d = dest.join(&e.rel);
+        put_file(job, &e.path, &d, e.mode, false)
+            .await
+            .map(|(bytes, sha)| (d, bytes, sha))
+    }))
+    .buffer_unordered(FILES_IN_FLIGHT);
+    let mut written = Vec::new();
+    while let Some(r) = copies.next().await {
+        let (d, bytes, sha) = r?;
+        out.bytes += bytes;
+        out.files += 1;
+        written.push((d, sha, bytes));
+    }
+    drop(copies);
+    if job.verify {
+        verify_written(job, &mut written).await?;
+        out.verified = Some(true);
+    }
+    // Final directory modes last (deepest first), so read-only directories could be filled.
+    for (d, mode) in dirs.iter().rev() {
+        job.t.set_mode(&d.file, mode & 0o777).await?;
+    }
+    Ok(())
+}
+
+/// Hash every written remote file and compare with the hashes taken while sending.
+pub async fn verify_written(job: &Job, written: &mut [(RemotePath, String, u64)]) -> Result<()> {
+    written.sort_by(|a, b| a.0.cmd.cmp(&b.0.cmd));
+    let paths: Vec<RemotePath> = written.iter().map(|w| w.0.clone()).collect();
+    let total = written.iter().map(|w| w.2).sum();
+    let remote = verify::remote_sha256(job.t.as_ref(), &paths, total).await?;
+    let bad: Vec<&str> = written
+        .iter()
+        .zip(remote.iter())
+        .filter(|((_, local, _), remote)| local != *remote)
+        .map(|((p, _, _), _)| p.cmd.as_str())
+        .collect();
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::new(
+            ErrorCode::VerifyMismatch,
+            format!(
+                "sha256 differs between the two ends for {} file(s): {}; retry the transfer",
+                bad.len(),
+                bad.iter().take(10).cloned().collect::<Vec<_>>().join(", ")
+            ),
+        ))
+    }
+}

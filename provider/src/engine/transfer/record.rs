@@ -1,0 +1,134 @@
+//! The transfer record (stored, listed by `file history`) and the listing entry of `file list`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransferDirection {
+    /// Local to remote.
+    Put,
+    /// Remote to local.
+    Get,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransferStatus {
+    /// In progress (or the process running it was killed: the record was never finished).
+    Running,
+    Succeeded,
+    Failed,
+    /// Stopped on request (a cancelled run).
+    Cancelled,
+}
+
+impl TransferStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransferStatus::Running => "running",
+            TransferStatus::Succeeded => "succeeded",
+            TransferStatus::Failed => "failed",
+            TransferStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// What was transferred: one file, or a directory tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransferKind {
+    File,
+    Dir,
+}
+
+/// An error as stored in records (the JSON shape of [`Error::to_json`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorInfo {
+    pub code: String,
+    pub message: String,
+    pub retryable: bool,
+}
+
+impl From<&Error> for ErrorInfo {
+    fn from(e: &Error) -> Self {
+        ErrorInfo {
+            code: e.code.as_str().to_string(),
+            message: e.message.clone(),
+            retryable: e.retryable,
+        }
+    }
+}
+
+/// An entry of a tree that was not transferred, and why (unsafe name, symlink leaving the
+/// destination, special file, ...).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkippedEntry {
+    /// Path relative to the transfer's source root.
+    pub path: String,
+    pub reason: String,
+}
+
+/// One file transfer (a single file or a whole tree), as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransferRecord {
+    pub transfer_id: String,
+    pub session_id: Option<String>,
+    pub machine_id: String,
+    pub direction: TransferDirection,
+    /// The user's own paths (remote paths before path mappings).
+    pub source: String,
+    pub destination: String,
+    /// `None` until the source was examined.
+    pub kind: Option<TransferKind>,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub status: TransferStatus,
+    /// File bytes written to the destination.
+    pub bytes: u64,
+    /// Regular files written.
+    pub files: u64,
+    /// Directories created or reused.
+    pub dirs: u64,
+    /// Symlinks recreated (downloads only).
+    #[serde(default)]
+    pub symlinks: u64,
+    /// sha256 (hex) of a single-file transfer's content.
+    pub sha256: Option<String>,
+    /// `Some(true)` when both ends were hashed and matched; `None` when not asked.
+    pub verified: Option<bool>,
+    #[serde(default)]
+    pub skipped: Vec<SkippedEntry>,
+    pub error: Option<ErrorInfo>,
+}
+
+/// One entry of `file list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    pub name: String,
+    /// The entry's path in the user's namespace (before path mappings).
+    pub path: String,
+    /// `file`, `dir`, `symlink` or `other`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub size: u64,
+    /// Permission bits in octal, e.g. `0644` (set-id bits included, as on the machine).
+    pub mode: String,
+    /// Last modification, RFC 3339 UTC.
+    pub mtime: String,
+    /// Seconds since the Unix epoch.
+    pub mtime_unix: i64,
+}
+
+/// Result of `file list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileListing {
+    pub session_id: String,
+    /// The path as the user gave it.
+    pub path: String,
+    /// Type of the path itself (`dir` lists its entries, anything else lists itself).
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub entries: Vec<FileEntry>,
+}

@@ -1,0 +1,188 @@
+//! Streaming one file's bytes with bounded memory, hashing them on the way, and the atomic
+//! temp-name-then-rename dance on both ends.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use bytes::{Bytes, BytesMut};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Largest chunk moved at once; with [`QUEUE`] chunks in flight this bounds the memory of one
+/// file copy to about 5 MiB whatever the file size.
+pub const CHUNK: usize = 1 << 20;
+const QUEUE: usize = 4;
+
+/// What a copy moved.
+#[derive(Debug, Clone)]
+pub struct Copied {
+    pub bytes: u64,
+    pub sha256: String,
+}
+
+/// Why a copy stopped.
+#[derive(Debug)]
+pub enum PumpError {
+    Read(io::Error),
+    Write(io::Error),
+    Cancelled,
+}
+
+/// Chunk size for a file of `size` bytes: whole small files in one chunk, 1 MiB for big ones.
+pub fn chunk_for(size: u64) -> usize {
+    usize::try_from(size).unwrap_or(CHUNK).clamp(4096, CHUNK)
+}
+
+/// Copy `reader` to `writer` (then shut the writer down), reading ahead while the writer is
+/// busy. `on_bytes` is told about every chunk written. Returns the size and sha256 of the bytes.
+pub async fn pump<R, W>(
+    mut reader: R,
+    mut writer: W,
+    chunk: usize,
+    on_bytes: &(dyn Fn(u64) + Send + Sync),
+    cancel: &CancellationToken,
+) -> Result<Copied, PumpError>
+where
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send,
+{
+    let (tx, mut rx) = mpsc::channel::<Bytes>(QUEUE);
+    let read_side = async move {
+        let mut hasher = Sha256::new();
+        let mut total = 0u64;
+        loop {
+            let mut buf = BytesMut::with_capacity(chunk);
+            let mut eof = false;
+            while buf.len() < chunk {
+                if reader.read_buf(&mut buf).await.map_err(PumpError::Read)? == 0 {
+                    eof = true;
+                    break;
+                }
+            }
+            if !buf.is_empty() {
+                hasher.update(&buf);
+                total += buf.len() as u64;
+                if tx.send(buf.freeze()).await.is_err() {
+                    // The writer stopped; its error is the one to report.
+                    break;
+                }
+            }
+            if eof {
+                break;
+            }
+        }
+        drop(tx);
+        Ok::<_, PumpError>(Copied {
+            bytes: total,
+            sha256: hex::encode(hasher.finalize()),
+        })
+    };
+    let write_side = async move {
+        while let Some(b) = rx.recv().await {
+            writer.write_all(&b).await.map_err(PumpError::Write)?;
+            on_bytes(b.len() as u64);
+        }
+        writer.shutdown().await.map_err(PumpError::Write)?;
+        Ok::<_, PumpError>(())
+    };
+    tokio::select! {
+        r = async { tokio::try_join!(read_side, write_side) } => r.map(|(copied, ())| copied),
+        _ = cancel.cancelled() => Err(PumpError::Cancelled),
+    }
+}
+
+/// A unique temporary name next to `name` (hidden, recognisable as ours).
+pub fn temp_name(name: &str) -> String {
+    format!(".{name}.rr-part-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Create a new local file for writing at a temporary name next to `final_path` (never following
+/// an existing name: `create_new`). Returns the open file and its path.
+pub async fn create_local_temp(final_path: &Path) -> io::Result<(tokio::fs::File, PathBuf)> {
+    let dir = final_path.parent().unwrap_or(Path::new("."));
+    let name = final_path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(temp_name(&name));
+    let f = tokio::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .await?;
+    Ok((f, tmp))
+}
+
+/// Hash everything `reader` yields.
+pub async fn hash_reader<R: AsyncRead + Unpin>(mut reader: R) -> io::Result<Copied> {
+    let mut hasher = Sha256::new();
+    let mut total = 0u64;
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        let n = reader.read(&mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        total += n as u64;
+    }
+    Ok(Copied {
+        bytes: total,
+        sha256: hex::encode(hasher.finalize()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn pump_copies_hashes_and_reports_progress() {
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        let mut out = Vec::new();
+        let seen = std::sync::atomic::AtomicU64::new(0);
+        let copied = pump(
+            &data[..],
+            &mut out,
+            CHUNK,
+            &|n| {
+                seen.fetch_add(n, std::sync::atomic::Ordering::SeqCst);
+            },
+            &CancellationToken::new(),
+        )
+        .await
+        .map_err(|e| format!("{e:?}"))
+        .unwrap();
+        assert_eq!(out, data);
+        assert_eq!(copied.bytes, data.len() as u64);
+        assert_eq!(seen.into_inner(), data.len() as u64);
+        assert_eq!(copied.sha256, hex::encode(Sha256::digest(&data)));
+        let empty = pump(
+            &b""[..],
+            Vec::new(),
+            4096,
+            &|_| {},
+            &CancellationToken::new(),
+        )
+        .await
+        .map_err(|e| format!("{e:?}"))
+        .unwrap();
+        assert_eq!(empty.bytes, 0);
+        assert_eq!(
+            empty.sha256,
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
+
+    #[tokio::test]
+    async fn pump_stops_on_cancel() {
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        let (reader, _keep_open) = tokio::io::duplex(16);
+        let r = pump(reader, Vec::new(), 4096, &|_| {}, &cancel).await;
+        assert!(matches!(r, Err(PumpError::Cancelled)));
+    }
+}
