@@ -59,4 +59,10 @@ local_tests!(
     logs_in_order_and_destroy_keeps_records,
     recovery_after_killed_caller,
     screen_and_resize,
+    shell_killed_is_lost,
+    terminal_busy_after_send,
+    partial_input_is_cleared,
+    parallel_waiters_all_woken,
+    streaming_output_by_offset,
+    destroy_stops_running_commands,
 );

@@ -16,8 +16,9 @@ use crate::util::{new_id, now_rfc3339};
 /// How to run a command.
 #[derive(Debug, Clone, Default)]
 pub struct ExecRequest {
-    /// Background: return once started. Default: wait for the end.
-    pub background: bool,
+    /// `Wait` (default): run in the session shell and wait for the end. `Background`: start
+    /// detached and return once started.
+    pub mode: CommandMode,
     /// Change the session shell's directory before running (background: the command's only).
     pub cwd: Option<String>,
     /// Bound on the wait (not on the command): on expiry the record says `running` with
@@ -31,7 +32,7 @@ impl ExecRequest {
     }
     pub fn background() -> Self {
         ExecRequest {
-            background: true,
+            mode: CommandMode::Background,
             ..Default::default()
         }
     }
@@ -164,7 +165,8 @@ impl Engine {
         // Stored before anything runs, so a killed caller can find the command again.
         let mut rec = self.with_store(|s| store::commands::insert_next(s, &rec))?;
         let mode = run_mode(&rec);
-        let first_wait = if req.background {
+        let background = req.mode == CommandMode::Background;
+        let first_wait = if background {
             LAUNCH_WAIT
         } else {
             self.chunk(req.timeout)
@@ -174,7 +176,7 @@ impl Engine {
             .start_command(&command_id, mode, req.cwd.as_deref(), first_wait)
             .await;
         let state = match state {
-            Ok(st) if req.background => st,
+            Ok(st) if background => st,
             Ok(st) => {
                 self.wait_more(&driver, &rec, st, req.timeout, started)
                     .await?
@@ -249,11 +251,7 @@ impl Engine {
             machine_id: session.machine_id.clone(),
             cwd: req.cwd.clone().unwrap_or_else(|| session.cwd.clone()),
             command: command.to_string(),
-            mode: if req.background {
-                CommandMode::Background
-            } else {
-                CommandMode::Wait
-            },
+            mode: req.mode,
             status: CommandStatus::Running,
             exit_code: None,
             stdout: String::new(),
@@ -291,6 +289,9 @@ impl Engine {
     ) -> Result<()> {
         if let Some(t) = state.started {
             rec.started_at = Some(epoch_to_rfc3339(t));
+        }
+        if let Some(pwd) = &state.pwd {
+            rec.cwd = pwd.clone();
         }
         if state.pid.is_some() {
             rec.pid = state.pid;

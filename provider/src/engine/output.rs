@@ -1,8 +1,10 @@
 //! Local copies of a command's output and the session transcript, addressed by byte offset.
 //!
 //! Remote files only grow, so "copy from my local length up to the remote size" is idempotent:
-//! an interrupted copy resumes where it stopped, across reconnects and restarts. Copies stream in
-//! bounded chunks, never holding a whole file in memory.
+//! an interrupted copy resumes where it stopped, across reconnects and restarts. Bytes are written
+//! at their own offsets (not appended), so two processes mirroring the same file at once write
+//! the same bytes to the same places. Copies stream in bounded chunks, never holding a whole
+//! file in memory.
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
@@ -17,11 +19,12 @@ const CHUNK: usize = 1 << 20;
 /// From this size on a copy from offset 0 uses one streaming read instead of ranged reads.
 const STREAM_FROM: u64 = 4 << 20;
 
-fn open_append(path: &Path) -> Result<std::fs::File> {
+fn open_for_mirror(path: &Path) -> Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     std::fs::OpenOptions::new()
         .create(true)
-        .append(true)
+        .write(true)
+        .truncate(false)
         .mode(0o600)
         .open(path)
         .map_err(|e| Error::io(format!("cannot open {}", path.display()), &e))
@@ -42,19 +45,21 @@ pub async fn mirror(
     let mut have = local_len(local);
     if have > remote_size {
         // The local copy is longer than the remote file: it cannot be a prefix; start over.
-        std::fs::File::create(local)
+        open_for_mirror(local)?
+            .set_len(0)
             .map_err(|e| Error::io(format!("cannot reset {}", local.display()), &e))?;
         have = 0;
     }
     if have == remote_size {
         if have == 0 {
-            open_append(local)?;
+            open_for_mirror(local)?;
         }
         return Ok(());
     }
-    let mut file = open_append(local)?;
-    let write = |file: &mut std::fs::File, data: &[u8]| {
-        file.write_all(data)
+    let file = open_for_mirror(local)?;
+    let write = |at: u64, data: &[u8]| {
+        use std::os::unix::fs::FileExt;
+        file.write_all_at(data, at)
             .map_err(|e| Error::io(format!("cannot write {}", local.display()), &e))
     };
     if have == 0 && remote_size >= STREAM_FROM {
@@ -71,7 +76,8 @@ pub async fn mirror(
             if n == 0 {
                 break;
             }
-            write(&mut file, &buf[..n])?;
+            write(have, &buf[..n])?;
+            have += n as u64;
         }
         return Ok(());
     }
@@ -81,7 +87,7 @@ pub async fn mirror(
         if data.is_empty() {
             break;
         }
-        write(&mut file, &data)?;
+        write(have, &data)?;
         have += data.len() as u64;
     }
     Ok(())

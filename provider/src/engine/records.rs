@@ -63,9 +63,10 @@ pub struct SessionRecord {
     pub status_message: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CommandMode {
+    #[default]
     Wait,
     Background,
 }

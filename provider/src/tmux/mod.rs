@@ -251,7 +251,9 @@ impl TmuxDriver {
     }
 
     /// Take the foreground lock for `command_id` (atomic `ln -s`; a stale lock whose command
-    /// has ended is reclaimed) and create the command directory.
+    /// has ended is reclaimed) and create the command directory. The terminal must be at the
+    /// shell: a program in its foreground (started with `session send`) makes it busy; a brief
+    /// grace (0.5 s) covers the wrapper's own last helper process finishing.
     pub async fn lock(&self, command_id: &str) -> Result<LockOutcome> {
         let body = format!(
             "ID={id}; D=\"$CD/$ID\"\n\
@@ -262,10 +264,14 @@ impl TmuxDriver {
                ln -s \"$ID\" \"$SD/busy\" 2>/dev/null || {{ echo \"@busy $o\"; exit 0; }}\n\
              fi\n\
              if [ -r \"$SD/shell.pid\" ] && read -r p < \"$SD/shell.pid\" && [ -r /proc/$p/stat ]; then\n\
-               read -r st < /proc/$p/stat; st=${{st##*) }}; set -- $st\n\
-               if [ \"$6\" != \"$p\" ] && [ \"$6\" -gt 0 ] 2>/dev/null; then\n\
-                 rm -f \"$SD/busy\"; read -r n < /proc/$6/comm; echo \"@term $n\"; exit 0\n\
-               fi\n\
+               i=0\n\
+               while read -r st < /proc/$p/stat; st=${{st##*) }}; set -- $st; \
+                 [ \"$6\" != \"$p\" ] && [ \"$6\" -gt 0 ] 2>/dev/null; do\n\
+                 if [ $i -ge 25 ]; then\n\
+                   rm -f \"$SD/busy\"; read -r n < /proc/$6/comm; echo \"@term $n\"; exit 0\n\
+                 fi\n\
+                 i=$((i+1)); sleep 0.02\n\
+               done\n\
              fi\n\
              mkdir -m 700 -p \"$D\" && echo @ok\n",
             id = shell_quote(command_id)

@@ -60,7 +60,7 @@ __rr_arm() {
 
 __rr_started() {
   __rr_now
-  printf 'started=%s\n' "$__rr_t" >"$1/started"
+  printf 'started=%s\npwd=%s\n' "$__rr_t" "$PWD" >"$1/started"
 }
 
 case ${1-} in
@@ -71,12 +71,13 @@ run)
   set +e
   __rr_cur=$2
   __rr_cd=${3-}
-  __rr_started "$__rr_cur"
   set --
   if [ -n "$__rr_cd" ] && ! cd -- "$__rr_cd" 2>"$__rr_cur/stderr"; then
+    __rr_started "$__rr_cur"
     : >"$__rr_cur/stdout"
     __rr_fin 1 cd_failed
   else
+    __rr_started "$__rr_cur"
     . "$__rr_cur/cmd.sh" >"$__rr_cur/stdout" 2>"$__rr_cur/stderr"
     __rr_fin $? normal
   fi
@@ -92,11 +93,12 @@ bgrun)
   trap : TERM INT HUP
   __rr_cur=$2
   printf '%s\n' "$$" >"$2/pid.tmp" && \command -p mv -f -- "$2/pid.tmp" "$2/pid"
-  __rr_started "$2"
   if [ -n "${3-}" ] && ! cd -- "$3" 2>"$2/stderr"; then
+    __rr_started "$2"
     : >"$2/stdout"
     __rr_fin 1 cd_failed
   else
+    __rr_started "$2"
     "$BASH" --noprofile --norc -- "$2/cmd.sh" </dev/null >"$2/stdout" 2>"$2/stderr"
     __rr_fin $? normal
   fi

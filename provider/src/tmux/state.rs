@@ -25,6 +25,8 @@ pub struct CommandState {
     /// exit file is there): the tmux session (foreground) or the group leader (background).
     pub alive: bool,
     pub started: Option<f64>,
+    /// The shell's directory when the command started.
+    pub pwd: Option<String>,
     pub pid: Option<i64>,
     pub stdout_size: u64,
     pub stderr_size: u64,
@@ -82,6 +84,7 @@ pub fn parse(out: &ExecOutput) -> Result<CommandState> {
             "state" => state = v.to_string(),
             "ended" => ended = v.parse::<f64>().ok(),
             "started" => st.started = v.parse::<f64>().ok(),
+            "pwd" => st.pwd = Some(v.to_string()),
             "pid" => st.pid = v.parse::<i64>().ok(),
             "stdout_size" => st.stdout_size = v.parse().unwrap_or(0),
             "stderr_size" => st.stderr_size = v.parse().unwrap_or(0),

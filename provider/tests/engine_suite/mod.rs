@@ -157,6 +157,11 @@ pub async fn shell_state_persists(t: Arc<dyn Transport>, dir: &str) {
         .await;
     let rec = b.run("pwd; echo $RR_FOO; rrll; rrf 3").await;
     assert_eq!(rec.stdout, format!("{dir}/sub\nbar\naliased\nfn-3\n"));
+    assert_eq!(
+        rec.cwd,
+        format!("{dir}/sub"),
+        "the record names the shell's directory"
+    );
     let rec = b
         .engine
         .exec(b.sid(), "pwd", ExecRequest::wait().with_cwd(dir))
@@ -759,5 +764,195 @@ pub async fn screen_and_resize(t: Arc<dyn Transport>, dir: &str) {
         .await
         .unwrap();
     read_until(&b, 0, "raw-bytes\r\n").await;
+    b.finish().await;
+}
+
+pub async fn shell_killed_is_lost(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    let err = b
+        .engine
+        .exec(
+            b.sid(),
+            "echo x; ( kill -9 $$ )",
+            ExecRequest::wait().with_timeout(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::SessionLost, "{err}");
+    let cmd = &b.engine.command_list(b.sid()).unwrap()[0];
+    assert_eq!(
+        (cmd.status, cmd.exit_code),
+        (CommandStatus::Lost, Some(137))
+    );
+    assert_eq!(cmd.end_reason.as_deref(), Some("shell_killed"));
+    assert_eq!(
+        b.engine.session_show(b.sid()).unwrap().status,
+        SessionStatus::Lost
+    );
+    b.finish().await;
+}
+
+pub async fn terminal_busy_after_send(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    b.engine.send(b.sid(), "sleep 300", true).await.unwrap();
+    // Wait until the typed `sleep` holds the terminal (its foreground process group).
+    let pid_file = format!("{}/shell.pid", b.session.remote_state_dir);
+    let probe = format!(
+        "read -r p < {pid_file}; read -r st < /proc/$p/stat; st=${{st##*) }}; set -- $st; \
+         [ \"$6\" != \"$p\" ] && echo busy || echo idle"
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while b.sh(&probe).await.trim() != "busy" {
+        assert!(Instant::now() < deadline, "sleep never took the terminal");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let err = b
+        .engine
+        .exec(b.sid(), "echo hi", ExecRequest::wait())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::Busy, "{err}");
+    assert!(err.message.contains("sleep"), "{err}");
+    b.engine.send_raw(b.sid(), b"\x03").await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let req = ExecRequest::wait().with_timeout(Duration::from_secs(30));
+        match b.engine.exec(b.sid(), "echo back", req).await {
+            Ok(rec) => {
+                assert_eq!(rec.stdout, "back\n");
+                break;
+            }
+            Err(e) => {
+                assert_eq!(e.code, ErrorCode::Busy);
+                assert!(Instant::now() < deadline, "terminal stayed busy: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    b.finish().await;
+}
+
+pub async fn partial_input_is_cleared(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    b.engine.send(b.sid(), "partial-junk", false).await.unwrap();
+    let rec = b.run("echo ok").await;
+    assert_eq!((rec.exit_code, rec.stdout.as_str()), (Some(0), "ok\n"));
+    b.finish().await;
+}
+
+pub async fn parallel_waiters_all_woken(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    let rec = b
+        .engine
+        .exec(
+            b.sid(),
+            "sleep 2; echo woke",
+            ExecRequest::wait().with_timeout(Duration::from_millis(300)),
+        )
+        .await
+        .unwrap();
+    assert!(rec.wait_timed_out);
+    let (e1, e2) = (b.other_engine(), b.other_engine());
+    let long = Duration::from_secs(50);
+    let (r1, r2) = tokio::join!(
+        e1.command_wait(b.sid(), &rec.command_id, long),
+        e2.command_wait(b.sid(), &rec.command_id, long),
+    );
+    for r in [r1.unwrap(), r2.unwrap()] {
+        assert_eq!(
+            (r.status, r.stdout.as_str()),
+            (CommandStatus::Completed, "woke\n")
+        );
+    }
+    b.finish().await;
+}
+
+pub async fn streaming_output_by_offset(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    let rec = b
+        .engine
+        .exec(
+            b.sid(),
+            "for i in 1 2 3 4; do echo line$i; echo e$i >&2; sleep 0.3; done",
+            ExecRequest::background(),
+        )
+        .await
+        .unwrap();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = b
+            .engine
+            .wait_output(
+                b.sid(),
+                &rec.command_id,
+                out.len() as u64,
+                err.len() as u64,
+                Duration::from_secs(10),
+            )
+            .await
+            .unwrap();
+        let o = b
+            .engine
+            .read_output(
+                b.sid(),
+                &rec.command_id,
+                OutputStream::Stdout,
+                out.len() as u64,
+                1 << 20,
+            )
+            .await
+            .unwrap();
+        let e = b
+            .engine
+            .read_output(
+                b.sid(),
+                &rec.command_id,
+                OutputStream::Stderr,
+                err.len() as u64,
+                1 << 20,
+            )
+            .await
+            .unwrap();
+        out.extend(o);
+        err.extend(e);
+        if now.status.is_final()
+            && out.len() as u64 >= now.stdout_bytes
+            && err.len() as u64 >= now.stderr_bytes
+        {
+            assert_eq!(now.status, CommandStatus::Completed);
+            break;
+        }
+        assert!(Instant::now() < deadline, "command never finished");
+    }
+    assert_eq!(out, b"line1\nline2\nline3\nline4\n");
+    assert_eq!(err, b"e1\ne2\ne3\ne4\n");
+    // Reading the same offset again gives the same bytes.
+    let again = b
+        .engine
+        .read_output(b.sid(), &rec.command_id, OutputStream::Stdout, 6, 6)
+        .await
+        .unwrap();
+    assert_eq!(again, b"line2\n");
+    b.finish().await;
+}
+
+pub async fn destroy_stops_running_commands(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    let bg = b
+        .engine
+        .exec(b.sid(), "sleep 300", ExecRequest::background())
+        .await
+        .unwrap();
+    let res = b.engine.destroy(b.sid()).await.unwrap();
+    assert_eq!(res.stopped_commands, vec![bg.command_id.clone()]);
+    let rec = b
+        .engine
+        .command_show(b.sid(), &bg.command_id)
+        .await
+        .unwrap();
+    assert_eq!(rec.status, CommandStatus::Stopped);
+    let again = b.engine.destroy(b.sid()).await.unwrap();
+    assert_eq!(again.status, SessionStatus::Destroyed);
     b.finish().await;
 }
