@@ -18,7 +18,6 @@ pub struct Context {
     /// `--state-dir`, `REMOTE_RUNNER_STATE_DIR`, or `~/.remote-runner`.
     pub state_dir: PathBuf,
     /// `--timeout`.
-    #[allow(dead_code)] // read by exec/wait/doctor as the engine calls are wired
     pub timeout: Option<Duration>,
     pub out: Output,
 }
