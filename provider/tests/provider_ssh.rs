@@ -12,14 +12,24 @@ use support::host::{Host, state_of};
 
 const T: Duration = Duration::from_secs(60);
 
-fn ssh_env(sshd: &Sshd, state: &std::path::Path, cwd: &std::path::Path) -> Vec<(&'static str, String)> {
+fn ssh_env(
+    sshd: &Sshd,
+    state: &std::path::Path,
+    cwd: &std::path::Path,
+) -> Vec<(&'static str, String)> {
     vec![
         ("REMOTE_RUNNER_STATE_DIR", state.display().to_string()),
         ("REMOTE_RUNNER_HOST", "127.0.0.1".into()),
         ("REMOTE_RUNNER_PORT", sshd.port.to_string()),
         ("REMOTE_RUNNER_USER", sshd.user().into()),
-        ("REMOTE_RUNNER_KEY_PATH", sshd.keys.ed25519.display().to_string()),
-        ("REMOTE_RUNNER_KNOWN_HOSTS", sshd.known_hosts.display().to_string()),
+        (
+            "REMOTE_RUNNER_KEY_PATH",
+            sshd.keys.ed25519.display().to_string(),
+        ),
+        (
+            "REMOTE_RUNNER_KNOWN_HOSTS",
+            sshd.known_hosts.display().to_string(),
+        ),
         ("REMOTE_RUNNER_REMOTE_CWD", cwd.display().to_string()),
         ("SSH_AUTH_SOCK", String::new()),
     ]
@@ -40,7 +50,10 @@ fn ssh_turns_and_a_killed_provider_is_resumed_at_the_same_generation() {
 
     let (_, progress, fin) = host.turn(1, "cd /tmp; export KEEP=kept; whoami; printf 'no newline'");
     assert_eq!(progress, format!("{}\nno newline", sshd.user()));
-    assert!(fin["content"].as_str().unwrap().starts_with("exit 0"), "{fin}");
+    assert!(
+        fin["content"].as_str().unwrap().starts_with("exit 0"),
+        "{fin}"
+    );
 
     // SIGKILL the provider in the middle of a turn.
     host.send("turn", json!({"requestId": "turn:2", "turnId": "t2", "content": "sleep 2; echo finished-after-kill; (exit 3)"}));
@@ -53,7 +66,10 @@ fn ssh_turns_and_a_killed_provider_is_resumed_at_the_same_generation() {
     // shell state of the old turns is still there.
     let mut host = Host::spawn(local.path(), &env);
     host.hello();
-    host.send("resume", json!({"requestId": "resume:1", "sessionId": "s", "cwd": "/host/side/cwd", "state": state}));
+    host.send(
+        "resume",
+        json!({"requestId": "resume:1", "sessionId": "s", "cwd": "/host/side/cwd", "state": state}),
+    );
     let r = host.next_non_screen(T);
     assert_eq!(r["type"], "ready", "{r}");
     assert_eq!(state_of(&r)["generation"], 1);
@@ -95,10 +111,20 @@ fn a_killed_connection_mid_turn_still_delivers_every_byte_and_the_exit_code() {
     host.wait_for(T, |v| v["type"] == "progress");
     let killed = sshd.signal_connections(libc_sigkill());
     assert!(killed > 0, "no per-connection sshd found");
-    let end = host.wait_for(Duration::from_secs(120), |v| v["type"] == "final" || v["type"] == "failure");
+    let end = host.wait_for(Duration::from_secs(120), |v| {
+        v["type"] == "final" || v["type"] == "failure"
+    });
     assert_eq!(end["type"], "final", "{end}");
-    assert!(end["content"].as_str().unwrap().starts_with("exit 4"), "{end}");
-    let text: String = host.seen.iter().filter(|v| v["type"] == "progress").map(|v| v["content"].as_str().unwrap()).collect();
+    assert!(
+        end["content"].as_str().unwrap().starts_with("exit 4"),
+        "{end}"
+    );
+    let text: String = host
+        .seen
+        .iter()
+        .filter(|v| v["type"] == "progress")
+        .map(|v| v["content"].as_str().unwrap())
+        .collect();
     let expected: String = (1..=30).map(|i| format!("line-{i}\n")).collect();
     assert_eq!(text, expected);
     host.send("cancel", json!({"requestId": "c:1"}));
