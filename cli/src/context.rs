@@ -1,7 +1,14 @@
 //! What every command handler gets: the resolved global options and access to local state.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
+
+use remote_runner_provider::connect::MachineConnector;
+use remote_runner_provider::engine::Engine;
+use remote_runner_provider::machine::Machine;
+use remote_runner_provider::ssh::{ConnectOptions, PassphraseSource};
 
 use remote_runner_provider::store::Store;
 use remote_runner_provider::store::credentials::CredentialStore;
@@ -56,5 +63,34 @@ impl Context {
     /// The credential file beside the store.
     pub fn credentials(&self) -> Result<CredentialStore> {
         CredentialStore::open(&self.state_dir)
+    }
+
+    /// The engine over real machines: `local` on this host, stored machines over SSH with their
+    /// stored passwords; an encrypted key's passphrase is asked only when stdin is a terminal.
+    pub fn engine(&self) -> Result<Wired> {
+        let options = ConnectOptions {
+            passphrase: if std::io::stdin().is_terminal() {
+                PassphraseSource::Tty
+            } else {
+                PassphraseSource::Never
+            },
+            ..ConnectOptions::default()
+        };
+        let connector = Arc::new(MachineConnector::new(self.state_dir.clone(), options));
+        let engine = Engine::new(&self.state_dir, connector.clone())?;
+        Ok(Wired { engine, connector })
+    }
+}
+
+/// An engine and the connector behind it (which also resolves machine ids to records).
+pub struct Wired {
+    pub engine: Engine,
+    pub connector: Arc<MachineConnector>,
+}
+
+impl Wired {
+    /// The machine record for an id (`local`, or a stored machine; `unknown_machine` otherwise).
+    pub fn machine(&self, machine_id: &str) -> Result<Machine> {
+        self.connector.machine(machine_id)
     }
 }

@@ -54,11 +54,8 @@ pub fn for_error(code: ErrorCode) -> u8 {
     }
 }
 
-/// The exit code that passes a remote command's status through (`--exit-code`): its exit code,
-/// or `128 + signal` when a signal ended it, clamped to 0..=255.
 /// The exit code for a finished remote command: 0 when it exited 0; otherwise 1, or with
 /// `passthrough` (`--exit-code`) its own status.
-#[allow(dead_code)] // called by `session exec` and `run once` once the engine is wired (issues 4, 7)
 pub fn for_remote_status(exit_code: Option<i32>, signal: Option<i32>, passthrough: bool) -> u8 {
     match (exit_code, passthrough) {
         (Some(0), _) => SUCCESS,

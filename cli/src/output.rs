@@ -108,7 +108,6 @@ impl Report {
     }
 
     /// Exit with this code (e.g. [`exit::for_remote_status`]).
-    #[allow(dead_code)] // used by `session exec` / `run once` once wired (issues 4, 7)
     pub fn exit_code(mut self, code: u8) -> Report {
         self.exit = code;
         self
@@ -249,6 +248,12 @@ fn paint(text: &str, tone: Tone, color: bool) -> String {
     } else {
         text.to_string()
     }
+}
+
+/// A record as the JSON the contract shows (its serde shape).
+pub fn to_json(value: &impl serde::Serialize) -> remote_runner_provider::Result<Value> {
+    serde_json::to_value(value)
+        .map_err(|e| Error::internal(format!("cannot encode the result as JSON: {e}")))
 }
 
 /// A reader closing the pipe early (`| head`) is not an error worth a panic or a message.

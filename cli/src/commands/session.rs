@@ -1,17 +1,21 @@
 //! `remote-runner session ...`: persistent shells on a machine.
 //!
-//! The argument structs follow the contract in full. The session engine (issue 4) is not built
-//! yet, so every handler returns `not_implemented`; wiring one is a single engine call plus a
-//! [`Report`].
+//! The argument structs follow the contract in full; each handler is one engine call plus a
+//! [`Report`]: `lifecycle` (create, list, show, send, read, logs, destroy), `commands` (exec and
+//! `session command ...`), `attach`, with the human renderings in `render` and the terminal-safe
+//! transcript printing in `terminal_text`.
+
+mod attach;
+mod commands;
+mod lifecycle;
+mod render;
+pub mod terminal_text;
 
 use clap::{Args, Subcommand, ValueEnum};
 use remote_runner_provider::Result;
 
-use crate::commands::not_built;
 use crate::context::Context;
 use crate::output::Report;
-
-const PART: &str = "the session engine, issue 4";
 
 pub const GROUP_EXAMPLES: &str = "\
 Examples:
@@ -174,75 +178,20 @@ pub struct ReadArgs {
 
 pub async fn run(ctx: &Context, command: SessionCommand) -> Result<Report> {
     match command {
-        SessionCommand::Create(args) => create(ctx, args).await,
-        SessionCommand::List(args) => list(ctx, args).await,
-        SessionCommand::Show(args) => show(ctx, args).await,
-        SessionCommand::Exec(args) => exec(ctx, args).await,
+        SessionCommand::Create(args) => lifecycle::create(ctx, args).await,
+        SessionCommand::List(args) => lifecycle::list(ctx, args),
+        SessionCommand::Show(args) => lifecycle::show(ctx, args),
+        SessionCommand::Exec(args) => commands::exec(ctx, args).await,
         SessionCommand::Command(c) => match c {
-            CommandCommand::List(args) => command_list(ctx, args).await,
-            CommandCommand::Show(args) => command_show(ctx, args).await,
-            CommandCommand::Wait(args) => command_wait(ctx, args).await,
-            CommandCommand::Stop(args) => command_stop(ctx, args).await,
+            CommandCommand::List(args) => commands::list(ctx, args),
+            CommandCommand::Show(args) => commands::show(ctx, args).await,
+            CommandCommand::Wait(args) => commands::wait(ctx, args).await,
+            CommandCommand::Stop(args) => commands::stop(ctx, args).await,
         },
-        SessionCommand::Send(args) => send(ctx, args).await,
-        SessionCommand::Read(args) => read(ctx, args).await,
-        SessionCommand::Logs(args) => logs(ctx, args).await,
-        SessionCommand::Destroy(args) => destroy(ctx, args).await,
-        SessionCommand::Attach(args) => attach(ctx, args).await,
+        SessionCommand::Send(args) => lifecycle::send(ctx, args).await,
+        SessionCommand::Read(args) => lifecycle::read(ctx, args).await,
+        SessionCommand::Logs(args) => lifecycle::logs(ctx, args),
+        SessionCommand::Destroy(args) => lifecycle::destroy(ctx, args).await,
+        SessionCommand::Attach(args) => attach::attach(ctx, args),
     }
-}
-
-// One handler per command. Each becomes one engine call plus a Report when issue 4 lands;
-// `session exec` then sets its exit code with `exit::for_remote_status(.., args.exit_code)`.
-
-async fn create(_ctx: &Context, _args: CreateArgs) -> Result<Report> {
-    Err(not_built("session create", PART))
-}
-
-async fn list(_ctx: &Context, _args: ListArgs) -> Result<Report> {
-    Err(not_built("session list", PART))
-}
-
-async fn show(_ctx: &Context, _args: SessionArg) -> Result<Report> {
-    Err(not_built("session show", PART))
-}
-
-async fn exec(_ctx: &Context, _args: ExecArgs) -> Result<Report> {
-    Err(not_built("session exec", PART))
-}
-
-async fn command_list(_ctx: &Context, _args: SessionArg) -> Result<Report> {
-    Err(not_built("session command list", PART))
-}
-
-async fn command_show(_ctx: &Context, _args: CommandRef) -> Result<Report> {
-    Err(not_built("session command show", PART))
-}
-
-async fn command_wait(_ctx: &Context, _args: CommandRef) -> Result<Report> {
-    Err(not_built("session command wait", PART))
-}
-
-async fn command_stop(_ctx: &Context, _args: CommandRef) -> Result<Report> {
-    Err(not_built("session command stop", PART))
-}
-
-async fn send(_ctx: &Context, _args: SendArgs) -> Result<Report> {
-    Err(not_built("session send", PART))
-}
-
-async fn read(_ctx: &Context, _args: ReadArgs) -> Result<Report> {
-    Err(not_built("session read", PART))
-}
-
-async fn logs(_ctx: &Context, _args: SessionArg) -> Result<Report> {
-    Err(not_built("session logs", PART))
-}
-
-async fn destroy(_ctx: &Context, _args: SessionArg) -> Result<Report> {
-    Err(not_built("session destroy", PART))
-}
-
-async fn attach(_ctx: &Context, _args: SessionArg) -> Result<Report> {
-    Err(not_built("session attach", "attaching a terminal, issue 8"))
 }

@@ -1,0 +1,228 @@
+//! `session exec` and `session command list | show | result | wait | stop`.
+//!
+//! The JSON is the command record. In human mode `exec` prints the command's own stdout and
+//! stderr byte for byte on the matching stream, and a one-line status on stderr when stderr is a
+//! terminal. The exit code follows the policy in `exit.rs`: a wait that ran out is `timeout`
+//! (the record still goes to stdout, with `status: running` and `wait_timed_out: true`).
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use remote_runner_provider::engine::{CommandMode, CommandRecord, CommandStatus, ExecRequest};
+use remote_runner_provider::{ErrorCode, Result};
+use serde_json::json;
+
+use super::terminal_text::neutralize;
+use super::{CommandRef, ExecArgs, ExecMode, SessionArg, render};
+use crate::context::Context;
+use crate::exit;
+use crate::output::{Block, Cell, Report, Tone, to_json};
+
+/// Without `--timeout`, `command wait` waits in rounds of this length until the command ends.
+const WAIT_ROUND: Duration = Duration::from_secs(3600);
+
+pub async fn exec(ctx: &Context, args: ExecArgs) -> Result<Report> {
+    let wired = ctx.engine()?;
+    let request = ExecRequest {
+        mode: match args.mode {
+            ExecMode::Wait => CommandMode::Wait,
+            ExecMode::Background => CommandMode::Background,
+        },
+        cwd: args.cwd.clone(),
+        timeout: ctx.timeout,
+    };
+    let rec = wired.engine.exec(&args.session, &args.cmd, request).await?;
+    let code = exit_code(&rec, args.exit_code);
+    let json = to_json(&rec)?;
+    if ctx.out.json {
+        return Ok(Report::new(json).exit_code(code));
+    }
+    if rec.mode == CommandMode::Background {
+        let mut human = render::command(&rec);
+        human.push(follow_hint(&rec));
+        return Ok(Report::new(json).human(human).exit_code(code));
+    }
+    print_output(&rec);
+    status_line(ctx, &rec);
+    // The output is the rendering; nothing more goes to stdout.
+    Ok(Report::new(json)
+        .human(vec![Block::Raw(String::new())])
+        .exit_code(code))
+}
+
+pub fn list(ctx: &Context, args: SessionArg) -> Result<Report> {
+    let wired = ctx.engine()?;
+    let commands = wired.engine.command_list(&args.session)?;
+    let json = json!({
+        "session_id": args.session,
+        "commands": to_json(&commands)?,
+        "summary": {"command_count": commands.len()},
+    });
+    Ok(Report::new(json).human(render::command_table(&commands)))
+}
+
+pub async fn show(ctx: &Context, args: CommandRef) -> Result<Report> {
+    let wired = ctx.engine()?;
+    let rec = wired
+        .engine
+        .command_show(&args.session, &args.command_id)
+        .await?;
+    record_report(&rec, 0)
+}
+
+/// `--timeout` bounds the wait (exit code `timeout` when it runs out; the command goes on).
+pub async fn wait(ctx: &Context, args: CommandRef) -> Result<Report> {
+    let wired = ctx.engine()?;
+    let rec = match ctx.timeout {
+        Some(limit) => {
+            wired
+                .engine
+                .command_wait(&args.session, &args.command_id, limit)
+                .await?
+        }
+        None => loop {
+            let rec = wired
+                .engine
+                .command_wait(&args.session, &args.command_id, WAIT_ROUND)
+                .await?;
+            if rec.status.is_final() {
+                break rec;
+            }
+        },
+    };
+    let code = if rec.wait_timed_out {
+        exit::for_error(ErrorCode::Timeout)
+    } else {
+        0
+    };
+    record_report(&rec, code)
+}
+
+pub async fn stop(ctx: &Context, args: CommandRef) -> Result<Report> {
+    let wired = ctx.engine()?;
+    let rec = wired
+        .engine
+        .command_stop(&args.session, &args.command_id)
+        .await?;
+    record_report(&rec, 0)
+}
+
+/// The record, and in human mode its fields plus the output excerpts (control sequences made
+/// visible on a terminal).
+fn record_report(rec: &CommandRecord, code: u8) -> Result<Report> {
+    let mut human = render::command(rec);
+    let tty = std::io::stdout().is_terminal();
+    for (name, text, truncated, file) in [
+        (
+            "stdout",
+            &rec.stdout,
+            rec.stdout_truncated,
+            &rec.stdout_file_local,
+        ),
+        (
+            "stderr",
+            &rec.stderr,
+            rec.stderr_truncated,
+            &rec.stderr_file_local,
+        ),
+    ] {
+        if text.is_empty() {
+            continue;
+        }
+        let note = if truncated {
+            format!(" (excerpt; all of it in {file})")
+        } else {
+            String::new()
+        };
+        human.push(Block::Line(Cell::new(
+            format!("--- {name}{note}"),
+            Tone::Dim,
+        )));
+        let mut body = if tty { neutralize(text) } else { text.clone() };
+        if !body.ends_with('\n') {
+            body.push('\n');
+        }
+        human.push(Block::Raw(body));
+    }
+    if rec.status == CommandStatus::Running {
+        human.push(follow_hint(rec));
+    }
+    Ok(Report::new(to_json(rec)?).human(human).exit_code(code))
+}
+
+fn follow_hint(rec: &CommandRecord) -> Block {
+    Block::Line(Cell::new(
+        format!(
+            "Follow it with: remote-runner session command wait --session {} --command-id {}",
+            rec.session_id, rec.command_id
+        ),
+        Tone::Dim,
+    ))
+}
+
+/// The exit code for a command record: 0 on success or while a background command runs,
+/// `timeout` when the wait ran out, else 1 (or the command's own status with `--exit-code`).
+fn exit_code(rec: &CommandRecord, passthrough: bool) -> u8 {
+    match rec.status {
+        CommandStatus::Running if rec.wait_timed_out => exit::for_error(ErrorCode::Timeout),
+        CommandStatus::Running | CommandStatus::Completed => exit::SUCCESS,
+        CommandStatus::Failed
+        | CommandStatus::Stopped
+        | CommandStatus::TimedOut
+        | CommandStatus::Lost => {
+            let code = exit::for_remote_status(rec.exit_code, None, passthrough);
+            if code == exit::SUCCESS {
+                exit::WORK_FAILED
+            } else {
+                code
+            }
+        }
+    }
+}
+
+/// The command's full output, byte for byte, on the matching stream: the complete local copy
+/// when it is there, else the record's excerpt.
+fn print_output(rec: &CommandRecord) {
+    let full = |file: &str, bytes: u64, excerpt: &str| -> Vec<u8> {
+        match std::fs::read(Path::new(file)) {
+            Ok(data) if data.len() as u64 == bytes => data,
+            _ => excerpt.as_bytes().to_vec(),
+        }
+    };
+    let stdout = full(&rec.stdout_file_local, rec.stdout_bytes, &rec.stdout);
+    let stderr = full(&rec.stderr_file_local, rec.stderr_bytes, &rec.stderr);
+    let _ = std::io::stdout()
+        .lock()
+        .write_all(&stdout)
+        .and_then(|()| std::io::stdout().lock().flush());
+    let _ = std::io::stderr()
+        .lock()
+        .write_all(&stderr)
+        .and_then(|()| std::io::stderr().lock().flush());
+}
+
+/// `exit 0 · 120 ms · cmd_...` on stderr, only for a person at a terminal.
+fn status_line(ctx: &Context, rec: &CommandRecord) {
+    if !std::io::stderr().is_terminal() {
+        return;
+    }
+    let took = rec
+        .duration_ms
+        .map(|ms| format!(" · {ms} ms"))
+        .unwrap_or_default();
+    let text = match (rec.status, rec.exit_code) {
+        (CommandStatus::Running, _) => format!(
+            "still running after the --timeout wait ({}); the command goes on. Follow it with: \
+             remote-runner session command wait --session {} --command-id {}",
+            rec.command_id, rec.session_id, rec.command_id
+        ),
+        (status, Some(code)) => format!(
+            "{} · exit {code}{took} · {}",
+            status.as_str(),
+            rec.command_id
+        ),
+        (status, None) => format!("{}{took} · {}", status.as_str(), rec.command_id),
+    };
+    ctx.out.note(&text);
+}

@@ -1,0 +1,125 @@
+//! `session create | list | show | send | read | logs | destroy`.
+
+use std::io::IsTerminal;
+
+use remote_runner_provider::Result;
+use remote_runner_provider::engine::session::MAX_READ;
+use serde_json::json;
+
+use super::terminal_text::neutralize;
+use super::{CreateArgs, ListArgs, ReadArgs, SendArgs, SessionArg, render};
+use crate::context::Context;
+use crate::output::{Block, Cell, Report, Tone, to_json};
+
+pub async fn create(ctx: &Context, args: CreateArgs) -> Result<Report> {
+    let wired = ctx.engine()?;
+    let machine = wired.machine(&args.machine)?;
+    let rec = wired
+        .engine
+        .create_session(&machine, args.cwd.as_deref())
+        .await?;
+    let mut human = render::session(&rec);
+    human.push(Block::Line(Cell::new(
+        format!(
+            "Run a command: remote-runner session exec --session {} --cmd 'ls -la'",
+            rec.session_id
+        ),
+        Tone::Dim,
+    )));
+    Ok(Report::new(to_json(&rec)?).human(human))
+}
+
+pub fn list(ctx: &Context, args: ListArgs) -> Result<Report> {
+    let wired = ctx.engine()?;
+    if let Some(machine) = &args.machine {
+        wired.machine(machine)?;
+    }
+    let sessions: Vec<_> = wired
+        .engine
+        .session_list()?
+        .into_iter()
+        .filter(|s| args.machine.as_ref().is_none_or(|m| &s.machine_id == m))
+        .collect();
+    let active = sessions
+        .iter()
+        .filter(|s| s.status == remote_runner_provider::engine::SessionStatus::Active)
+        .count();
+    let json = json!({
+        "sessions": to_json(&sessions)?,
+        "summary": {"session_count": sessions.len(), "active_count": active},
+    });
+    Ok(Report::new(json).human(render::session_table(&sessions)))
+}
+
+pub fn show(ctx: &Context, args: SessionArg) -> Result<Report> {
+    let wired = ctx.engine()?;
+    let rec = wired.engine.session_show(&args.session)?;
+    Ok(Report::new(to_json(&rec)?).human(render::session(&rec)))
+}
+
+pub async fn send(ctx: &Context, args: SendArgs) -> Result<Report> {
+    let wired = ctx.engine()?;
+    let sent = wired
+        .engine
+        .send(&args.session, &args.input, !args.no_enter)
+        .await?;
+    let enter = if sent.enter { " and Enter" } else { "" };
+    let line = format!(
+        "Sent {} bytes{enter} to {}. See the reply with: remote-runner session read --session {}",
+        sent.bytes_sent, sent.session_id, sent.session_id
+    );
+    Ok(Report::new(to_json(&sent)?).human(vec![Block::Line(Cell::plain(line))]))
+}
+
+/// Human mode prints the transcript text; on a terminal every control sequence is made visible
+/// so remote output cannot act on the reader's terminal. The cursor for the next read goes to
+/// stderr.
+pub async fn read(ctx: &Context, args: ReadArgs) -> Result<Report> {
+    let wired = ctx.engine()?;
+    let chunk = wired
+        .engine
+        .read(&args.session, args.since, MAX_READ)
+        .await?;
+    let text = if std::io::stdout().is_terminal() {
+        neutralize(&chunk.text)
+    } else {
+        chunk.text.clone()
+    };
+    if !ctx.out.json && std::io::stderr().is_terminal() {
+        let more = if chunk.more { " (more available)" } else { "" };
+        ctx.out.note(&format!(
+            "read {} bytes{more}; next: remote-runner session read --session {} --since {}",
+            chunk.bytes, chunk.session_id, chunk.cursor
+        ));
+    }
+    Ok(Report::new(to_json(&chunk)?).human(vec![Block::Raw(text)]))
+}
+
+pub fn logs(ctx: &Context, args: SessionArg) -> Result<Report> {
+    let wired = ctx.engine()?;
+    let logs = wired.engine.logs(&args.session)?;
+    let json = json!({
+        "session_id": args.session,
+        "logs": to_json(&logs)?,
+        "summary": {"command_count": logs.len()},
+    });
+    Ok(Report::new(json).human(render::log_table(&logs)))
+}
+
+pub async fn destroy(ctx: &Context, args: SessionArg) -> Result<Report> {
+    let wired = ctx.engine()?;
+    let result = wired.engine.destroy(&args.session).await?;
+    let mut fields = vec![
+        ("session", Cell::new(&result.session_id, Tone::Bold)),
+        ("status", render::session_status(result.status)),
+        ("logs kept in", Cell::plain(&result.log_dir_local)),
+        ("transcript", Cell::plain(&result.transcript_file_local)),
+    ];
+    if !result.stopped_commands.is_empty() {
+        fields.push((
+            "stopped commands",
+            Cell::plain(result.stopped_commands.join(", ")),
+        ));
+    }
+    Ok(Report::new(to_json(&result)?).human(vec![Block::Fields(fields)]))
+}
