@@ -17,10 +17,11 @@ pub const EXIT_USAGE: i32 = 2;
 
 /// Plays the BotMux host against a remote-runner provider and checks every protocol rule.
 ///
-/// Put `--provider` last: everything after it is the provider command and its arguments,
-/// spawned exactly like the host does (no extra arguments).
+/// --provider COMMAND [ARGS...]: the provider is spawned exactly like the host does, with
+/// only these arguments. Its arguments end at the next option of this tool (--env, --json,
+/// ...); after a `--` every remaining word goes to the provider.
 #[derive(Debug, Parser)]
-#[command(name = "remote-runner-conformance", version)]
+#[command(name = "remote-runner-conformance", version, after_help = PROVIDER_HELP)]
 pub struct Args {
     /// Print the scenarios (group, name, what each checks) and exit.
     #[arg(long)]
@@ -61,18 +62,126 @@ pub struct Args {
     /// Listening window for unsolicited events (before hello, after a rebuild's ready).
     #[arg(long, default_value_t = config::DEFAULT_SETTLE_MS)]
     pub settle_ms: u64,
-    /// The provider command and its arguments (must come last).
-    #[arg(
-        long,
-        value_name = "COMMAND",
-        num_args = 1..,
-        allow_hyphen_values = true,
-        required_unless_present = "list"
-    )]
+    /// The provider command and its arguments (see [`split_provider`]).
+    #[arg(skip)]
     pub provider: Vec<String>,
 }
 
+const PROVIDER_HELP: &str = "\
+Provider:
+  --provider <COMMAND> [ARGS...]
+          The provider program and its arguments (required unless --list). Arguments end at
+          the next option of this tool; after `--` every word goes to the provider.
+
+Example:
+  remote-runner-conformance --provider target/debug/botmux-remote-runner \\
+      --env REMOTE_RUNNER_MACHINE=local --json";
+
+/// Options of this tool (long names) that end the provider's argument list.
+const HARNESS_OPTIONS: [&str; 15] = [
+    "--list",
+    "--json",
+    "--group",
+    "--scenario",
+    "--cwd",
+    "--env",
+    "--jobs",
+    "--handshake-timeout-ms",
+    "--operation-timeout-ms",
+    "--turn-timeout-ms",
+    "--exit-timeout-ms",
+    "--result-delay-ms",
+    "--settle-ms",
+    "--help",
+    "--version",
+];
+
+fn is_harness_option(word: &str) -> bool {
+    let name = word.split_once('=').map_or(word, |(name, _)| name);
+    HARNESS_OPTIONS.contains(&name) || word == "-h" || word == "-V"
+}
+
+/// Splits the command line into this tool's arguments and the provider command.
+///
+/// `--provider` takes the next word as the program, then the following words as its
+/// arguments until the next option of this tool; a `--` among them ends option detection:
+/// every word after it belongs to the provider. Returns `None` for the provider when
+/// `--provider` is absent, and an error when it has no program.
+pub fn split_provider(args: Vec<String>) -> Result<(Vec<String>, Option<Vec<String>>), String> {
+    let mut harness = Vec::new();
+    let mut provider: Option<Vec<String>> = None;
+    let mut words = args.into_iter();
+    while let Some(word) = words.next() {
+        let inline = word.strip_prefix("--provider=").map(str::to_owned);
+        if word != "--provider" && inline.is_none() {
+            harness.push(word);
+            continue;
+        }
+        if provider.is_some() {
+            return Err("--provider is given twice".into());
+        }
+        let mut command: Vec<String> = inline.into_iter().collect();
+        let mut verbatim = false;
+        for next in words.by_ref() {
+            if verbatim {
+                command.push(next);
+            } else if command.is_empty() && is_harness_option(&next) {
+                return Err(format!(
+                    "--provider needs a command before {next}, e.g. --provider ./my-provider"
+                ));
+            } else if next == "--" && !command.is_empty() {
+                verbatim = true;
+            } else if is_harness_option(&next) && !command.is_empty() {
+                harness.push(next);
+                break;
+            } else {
+                command.push(next);
+            }
+        }
+        if command.is_empty() {
+            return Err("--provider needs a command, e.g. --provider ./my-provider".into());
+        }
+        provider = Some(command);
+    }
+    Ok((harness, provider))
+}
+
 impl Args {
+    /// Parses the process's command line; `Err` carries the exit status (help, version, or a
+    /// usage error already printed).
+    pub fn from_env() -> Result<Args, i32> {
+        let (harness, provider) = match split_provider(std::env::args().collect()) {
+            Ok(split) => split,
+            Err(message) => {
+                eprintln!("error: {message}");
+                return Err(EXIT_USAGE);
+            }
+        };
+        let mut args = match Args::try_parse_from(harness) {
+            Ok(args) => args,
+            Err(err) => {
+                let code = if err.use_stderr() {
+                    EXIT_USAGE
+                } else {
+                    EXIT_OK
+                };
+                let _ = err.print();
+                return Err(code);
+            }
+        };
+        match provider {
+            Some(provider) => args.provider = provider,
+            None if args.list => {}
+            None => {
+                eprintln!(
+                    "error: --provider <COMMAND> [ARGS...] is required (or --list); see --help"
+                );
+                return Err(EXIT_USAGE);
+            }
+        }
+        Ok(args)
+    }
+
     /// The run configuration these flags describe.
     pub fn config(&self) -> Config {
         let mut config = Config::new(self.provider.clone());

@@ -119,6 +119,7 @@ impl Host {
     }
 
     async fn write(&mut self, bytes: &[u8], what: &str) -> Step<()> {
+        self.track.command_written();
         if self.process.write(bytes).await {
             Ok(())
         } else {

@@ -188,9 +188,13 @@ fn broken(err: ValidationError) -> Violation {
 }
 
 impl Tracker {
+    /// Notes that the host wrote a command: a newly raised generation is now applied.
+    pub fn command_written(&mut self) {
+        self.fenced_generation = None;
+    }
+
     /// Records a command the harness is about to write.
     pub fn sent(&mut self, request_id: &str, kind: RequestKind) {
-        self.fenced_generation = None;
         if let RequestKind::Turn(turn_id) = &kind {
             self.turns.push(TurnRecord {
                 request_id: request_id.to_owned(),
@@ -211,7 +215,6 @@ impl Tracker {
 
     /// Records a settlement command (never answered) the harness wrote.
     pub fn settlement_written(&mut self, request_id: &str, turn_id: &str) {
-        self.fenced_generation = None;
         self.settlements.insert(request_id.to_owned());
         if let Some(turn) = self.turn_mut(turn_id) {
             turn.results_pending = turn.results_pending.saturating_sub(1);

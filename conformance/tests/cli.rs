@@ -167,3 +167,44 @@ fn readable_report_names_rule_line_and_expectation() {
     assert!(text.contains("expected: "), "{text}");
     assert!(text.contains("0 passed, 1 failed"), "{text}");
 }
+
+#[test]
+fn provider_arguments_end_at_the_next_harness_option_or_after_double_dash() {
+    use remote_runner_conformance::cli::split_provider;
+    let words = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
+    let (harness, provider) =
+        split_provider(words("bin --provider ./p --mutant x --env A=1 --json")).unwrap();
+    assert_eq!(provider.unwrap(), words("./p --mutant x"));
+    assert_eq!(harness, words("bin --env A=1 --json"));
+    let (harness, provider) =
+        split_provider(words("bin --json --provider ./p -- --env B")).unwrap();
+    assert_eq!(provider.unwrap(), words("./p --env B"));
+    assert_eq!(harness, words("bin --json"));
+    let (_, provider) = split_provider(words("bin --provider=./p -v")).unwrap();
+    assert_eq!(provider.unwrap(), words("./p -v"));
+    assert!(split_provider(words("bin --provider")).is_err());
+    assert!(split_provider(words("bin --provider --json")).is_err());
+}
+
+#[test]
+fn options_after_the_provider_command_reach_the_harness() {
+    // The form from the docs: --provider first, harness options after it.
+    let out = harness(&[
+        "--provider",
+        "sh",
+        "-c",
+        "exec cat 3>&1 >/dev/null",
+        "--json",
+        "--scenario",
+        "hello_default_capabilities",
+        "--handshake-timeout-ms",
+        "300",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let json: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    assert_eq!(
+        json["provider"],
+        serde_json::json!(["sh", "-c", "exec cat 3>&1 >/dev/null"])
+    );
+    assert_eq!(json["summary"]["failed"], 1);
+}

@@ -54,11 +54,14 @@ pub enum Mutant {
     MissingReattach,
     /// cancel answered with status detached.
     CancelAnsweredDetached,
+    /// Not a defect the host punishes: screens that repeat a sequence or belong to an older
+    /// generation, which the host ignores (the harness reports warnings, not failures).
+    IgnoredScreens,
 }
 
 impl Mutant {
     /// Every mutant with its name.
-    pub const ALL: [(&'static str, Mutant); 25] = [
+    pub const ALL: [(&'static str, Mutant); 26] = [
         ("progress-before-ack", Mutant::ProgressBeforeAck),
         ("two-acks", Mutant::TwoAcks),
         (
@@ -93,6 +96,7 @@ impl Mutant {
         ("forget-thread-on-rebuild", Mutant::ForgetThreadOnRebuild),
         ("missing-reattach", Mutant::MissingReattach),
         ("cancel-answered-detached", Mutant::CancelAnsweredDetached),
+        ("ignored-screens", Mutant::IgnoredScreens),
     ];
 
     /// Parses a mutant name.

@@ -132,7 +132,11 @@ impl Reference {
     /// A screen of the current generation. Sequences come from the clock, so they keep
     /// increasing across provider restarts within a generation.
     fn screen_event(&mut self) -> Output {
-        self.last_sequence = now_micros().max(self.last_sequence + 1);
+        self.last_sequence = if self.is(Mutant::IgnoredScreens) {
+            1
+        } else {
+            now_micros().max(self.last_sequence + 1)
+        };
         let mut generation = self.generation();
         if self.is(Mutant::FutureScreen) {
             generation += 1;
@@ -456,6 +460,12 @@ impl Reference {
             content.chars().take(200).collect::<String>()
         );
         out.push(self.screen_event());
+        if self.is(Mutant::IgnoredScreens) && self.generation() > 0 {
+            let old = self.generation() - 1;
+            out.push(ev(Event::terminal_screen(
+                old, 7, self.cols, self.rows, "old",
+            )));
+        }
         let operations = self.operations_for(&turn_id, &content);
         if operations.is_empty() || self.is(Mutant::FinalBeforeOutboundResult) {
             out.extend(operations);

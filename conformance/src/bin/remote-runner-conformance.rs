@@ -1,10 +1,12 @@
 //! `remote-runner-conformance --provider <command> [args...]`: see docs/conformance.md.
 
-use clap::Parser;
 use remote_runner_conformance::cli::{self, Args};
 
 fn main() {
-    let args = Args::parse();
+    let args = match Args::from_env() {
+        Ok(args) => args,
+        Err(code) => std::process::exit(code),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -59,6 +59,23 @@ async fn reference_provider_answers_through_the_env_variable_too() {
     );
 }
 
+#[tokio::test]
+async fn screens_the_host_ignores_are_warnings_not_failures() {
+    let mut config = config(&["--mutant", "ignored-screens"]);
+    config.groups = vec!["terminal".into(), "turn".into()];
+    let report = run_with(config).await;
+    let text = report.to_text();
+    assert!(report.success(), "{text}");
+    let rules: Vec<&str> = report
+        .scenarios
+        .iter()
+        .flat_map(|s| s.warnings.iter().map(|w| w.rule.as_str()))
+        .collect();
+    assert!(rules.contains(&"screen_sequence_not_increasing"), "{text}");
+    assert!(rules.contains(&"stale_screen_ignored"), "{text}");
+    assert!(text.contains("warning:  stale_screen_ignored"), "{text}");
+}
+
 /// Runs `mutant` on the selected scenarios; `scenario` must fail with `rule`, and nothing
 /// may pass that the mutant breaks in every scenario.
 async fn mutant_fails(mutant: &str, groups: &[&str], scenario: &str, rule: &str) {
