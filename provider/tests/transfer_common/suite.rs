@@ -1,0 +1,663 @@
+//! Transfer scenarios, written once against a [`Bed`] (local or SSH).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use remote_runner_provider::ErrorCode;
+use remote_runner_provider::engine::transfer::{
+    TransferDirection, TransferKind, TransferOptions, TransferStatus,
+};
+use remote_runner_provider::machine::PathMapping;
+use remote_runner_provider::store::{self, Store};
+
+use super::{Bed, mode_of, pattern, sha_hex, snapshot, temp_leftovers, write};
+
+fn verify() -> TransferOptions {
+    TransferOptions {
+        verify: true,
+        ..Default::default()
+    }
+}
+
+/// A file goes up and comes back byte for byte, with size, sha256, mode and the user's paths
+/// in the records, verified at both ends, and no temporary file left.
+pub async fn file_round_trip(bed: Bed) {
+    let data = pattern(3 * 1024 * 1024 + 17, 1);
+    let src = bed.lp("data.bin");
+    write(&src, &data, 0o640);
+    let rec = bed
+        .engine
+        .file_put(bed.sid(), &src, "data.bin", verify())
+        .await
+        .unwrap();
+    assert_eq!(rec.status, TransferStatus::Succeeded);
+    assert_eq!(rec.direction, TransferDirection::Put);
+    assert_eq!(rec.kind, Some(TransferKind::File));
+    assert_eq!((rec.bytes, rec.files), (data.len() as u64, 1));
+    assert_eq!(rec.sha256.as_deref(), Some(sha_hex(&data).as_str()));
+    assert_eq!(rec.verified, Some(true));
+    assert_eq!(rec.source, src.to_string_lossy());
+    assert_eq!(rec.destination, "data.bin");
+    assert!(rec.ended_at.is_some() && rec.error.is_none());
+    assert_eq!(std::fs::read(bed.rp("data.bin")).unwrap(), data);
+    assert_eq!(mode_of(&bed.rp("data.bin")), 0o640);
+    assert!(temp_leftovers(&bed.remote).is_empty());
+
+    // Replacing an existing file works (rename over it); a trailing `/` means "inside".
+    let data2 = pattern(1000, 2);
+    write(&src, &data2, 0o600);
+    let abs = format!("{}/", bed.remote.display());
+    bed.engine
+        .file_put(bed.sid(), &src, &abs, TransferOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read(bed.rp("data.bin")).unwrap(), data2);
+
+    let back = bed.lp("back.bin");
+    let rec = bed
+        .engine
+        .file_get(bed.sid(), "data.bin", &back, verify())
+        .await
+        .unwrap();
+    assert_eq!(rec.direction, TransferDirection::Get);
+    assert_eq!(
+        (rec.source.as_str(), rec.verified),
+        ("data.bin", Some(true))
+    );
+    assert_eq!(rec.sha256.as_deref(), Some(sha_hex(&data2).as_str()));
+    assert_eq!(std::fs::read(&back).unwrap(), data2);
+    assert_eq!(mode_of(&back), 0o600);
+    // Into an existing local directory: keeps its name.
+    let into = bed.lp("into");
+    std::fs::create_dir(&into).unwrap();
+    bed.engine
+        .file_get(bed.sid(), "data.bin", &into, TransferOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read(into.join("data.bin")).unwrap(), data2);
+    assert!(temp_leftovers(bed.local.path()).is_empty());
+}
+
+/// A tree with empty files, empty directories, unicode names, spaces, a newline in a name and
+/// a deep chain goes up and comes back identical (content, modes), verified.
+pub async fn tree_round_trip(bed: Bed) {
+    let root = bed.lp("tree");
+    write(&root.join("empty.txt"), b"", 0o644);
+    std::fs::create_dir_all(root.join("empty dir")).unwrap();
+    write(
+        &root.join("ünïcødé ✓/名前 with space.txt"),
+        b"unicode\n",
+        0o600,
+    );
+    write(&root.join("odd/new\nline"), b"newline name", 0o644);
+    write(&root.join("odd/back\\slash"), b"backslash name", 0o755);
+    let mut deep = root.join("deep");
+    for i in 0..40 {
+        deep = deep.join(format!("level{i}"));
+    }
+    write(&deep.join("bottom.bin"), &pattern(70_000, 3), 0o640);
+    for i in 0..50 {
+        write(
+            &root.join(format!("many/f{i:03}")),
+            &pattern(i * 97, i as u32),
+            0o644,
+        );
+    }
+    std::fs::set_permissions(root.join("odd"), std::fs::Permissions::from_mode(0o750)).unwrap();
+    let rec = bed
+        .engine
+        .file_put(bed.sid(), &root, "up", verify())
+        .await
+        .unwrap();
+    assert_eq!(rec.kind, Some(TransferKind::Dir));
+    assert_eq!(rec.files, 55);
+    assert_eq!(rec.verified, Some(true));
+    assert!(rec.sha256.is_none(), "trees have no single hash");
+    assert!(rec.skipped.is_empty(), "{:?}", rec.skipped);
+    assert_eq!(snapshot(&bed.rp("up")), snapshot(&root));
+
+    let back = bed.lp("back");
+    let rec = bed
+        .engine
+        .file_get(bed.sid(), "up", &back, verify())
+        .await
+        .unwrap();
+    assert_eq!((rec.files, rec.verified), (55, Some(true)));
+    assert_eq!(
+        rec.bytes,
+        (0..50).map(|i| i * 97).sum::<usize>() as u64 + 8 + 12 + 14 + 70_000
+    );
+    assert_eq!(snapshot(&back), snapshot(&root));
+}
+
+/// A read-only directory is filled before its mode is applied; modes survive both ways.
+pub async fn read_only_dirs_and_modes(bed: Bed) {
+    let root = bed.lp("ro");
+    write(&root.join("locked/inside.txt"), b"x", 0o444);
+    write(&root.join("run.sh"), b"#!/bin/sh\n", 0o755);
+    std::fs::set_permissions(root.join("locked"), std::fs::Permissions::from_mode(0o555)).unwrap();
+    bed.engine
+        .file_put(bed.sid(), &root, "ro", TransferOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(mode_of(&bed.rp("ro/locked")), 0o555);
+    assert_eq!(mode_of(&bed.rp("ro/locked/inside.txt")), 0o444);
+    assert_eq!(mode_of(&bed.rp("ro/run.sh")), 0o755);
+    let back = bed.lp("ro-back");
+    bed.engine
+        .file_get(bed.sid(), "ro", &back, TransferOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(snapshot(&back), snapshot(&root));
+    // Let the temp dirs be cleaned up.
+    for p in [
+        bed.rp("ro/locked"),
+        back.join("locked"),
+        root.join("locked"),
+    ] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+/// A hostile remote tree: symlinks leaving the destination (absolute, `..`, `x/..`) are refused
+/// and reported, an inside one is recreated, set-id bits are dropped, a FIFO is skipped, and an
+/// existing local symlink in the way is never followed.
+pub async fn hostile_tree_download(bed: Bed) {
+    let r = bed.rp("hostile");
+    write(&r.join("sub/file.txt"), b"inside", 0o644);
+    write(&r.join("suid"), b"#!/bin/sh\n", 0o4755);
+    write(&r.join("sgid-dir/x"), b"x", 0o644);
+    std::fs::set_permissions(r.join("sgid-dir"), std::fs::Permissions::from_mode(0o2775)).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", r.join("abs")).unwrap();
+    std::os::unix::fs::symlink("../../outside", r.join("up")).unwrap();
+    std::os::unix::fs::symlink("sub/..", r.join("sneaky")).unwrap();
+    std::os::unix::fs::symlink("sub/file.txt", r.join("inside")).unwrap();
+    std::os::unix::fs::symlink("../file.txt", r.join("sub/up-one")).unwrap();
+    write(&r.join("victim-dir/payload"), b"must not escape", 0o644);
+    let fifo = r.join("fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    bed.give_to_user(&r);
+    // suid bits are cleared by chown; set it again (the owner may set it).
+    std::fs::set_permissions(r.join("suid"), std::fs::Permissions::from_mode(0o4755)).unwrap();
+    assert_eq!(mode_of(&r.join("suid")), 0o4755);
+
+    // The local destination already has `victim-dir` as a symlink to a directory outside it.
+    let dest = bed.lp("dest");
+    let outside = bed.lp("outside");
+    std::fs::create_dir_all(&dest).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, dest.join("victim-dir")).unwrap();
+
+    let rec = bed
+        .engine
+        .file_get(bed.sid(), "hostile", &dest, TransferOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(rec.status, TransferStatus::Succeeded);
+    let skipped: Vec<&str> = rec.skipped.iter().map(|s| s.path.as_str()).collect();
+    for p in [
+        "abs",
+        "up",
+        "sneaky",
+        "fifo",
+        "victim-dir",
+        "victim-dir/payload",
+    ] {
+        assert!(skipped.contains(&p), "{p} not reported: {:?}", rec.skipped);
+    }
+    assert!(
+        rec.skipped
+            .iter()
+            .any(|s| s.path == "abs" && s.reason.contains("outside")),
+        "{:?}",
+        rec.skipped
+    );
+    for p in ["abs", "up", "sneaky", "fifo"] {
+        assert!(
+            std::fs::symlink_metadata(dest.join(p)).is_err(),
+            "{p} was created"
+        );
+    }
+    assert!(
+        std::fs::read_dir(&outside).unwrap().next().is_none(),
+        "wrote outside"
+    );
+    assert_eq!(
+        std::fs::read_link(dest.join("inside")).unwrap(),
+        Path::new("sub/file.txt")
+    );
+    assert_eq!(
+        std::fs::read_link(dest.join("sub/up-one")).unwrap(),
+        Path::new("../file.txt")
+    );
+    assert_eq!(
+        std::fs::read_to_string(dest.join("inside")).unwrap(),
+        "inside"
+    );
+    assert_eq!(rec.symlinks, 2);
+    assert_eq!(mode_of(&dest.join("suid")), 0o755);
+    assert_eq!(mode_of(&dest.join("sgid-dir")), 0o775);
+
+    // A single setuid file too.
+    let one = bed.lp("one-suid");
+    bed.engine
+        .file_get(bed.sid(), "hostile/suid", &one, TransferOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(mode_of(&one), 0o755);
+}
+
+/// `file list`: a directory's entries with type, size, mode and mtime; a file lists itself;
+/// a missing path is `remote_not_found` naming it.
+pub async fn list_entries(bed: Bed) {
+    write(&bed.rp("ls/a.txt"), b"hello", 0o640);
+    std::fs::create_dir_all(bed.rp("ls/sub")).unwrap();
+    std::os::unix::fs::symlink("a.txt", bed.rp("ls/link")).unwrap();
+    bed.give_to_user(&bed.rp("ls"));
+    let listing = bed.engine.file_list(bed.sid(), "ls").await.unwrap();
+    assert_eq!(listing.kind, "dir");
+    assert_eq!(listing.path, "ls");
+    let names: Vec<&str> = listing.entries.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["a.txt", "link", "sub"]);
+    let a = &listing.entries[0];
+    assert_eq!(
+        (a.kind.as_str(), a.size, a.mode.as_str()),
+        ("file", 5, "0640")
+    );
+    assert_eq!(a.path, format!("{}/ls/a.txt", bed.remote.display()));
+    assert!(
+        a.mtime.ends_with('Z') && a.mtime_unix > 1_600_000_000,
+        "{a:?}"
+    );
+    assert_eq!(listing.entries[1].kind, "symlink");
+    assert_eq!(listing.entries[2].kind, "dir");
+    let json = serde_json::to_value(&listing).unwrap();
+    assert_eq!(json["entries"][0]["type"], "file");
+
+    let one = bed.engine.file_list(bed.sid(), "ls/a.txt").await.unwrap();
+    assert_eq!((one.kind.as_str(), one.entries.len()), ("file", 1));
+
+    let err = bed
+        .engine
+        .file_list(bed.sid(), "ls/nope")
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::RemoteNotFound);
+    assert!(err.message.contains("ls/nope"), "{}", err.message);
+}
+
+/// Every transfer is recorded, failures with their error; history per session and overall.
+pub async fn history_records(bed: Bed) {
+    let src = bed.lp("h.txt");
+    write(&src, b"history", 0o644);
+    let ok = bed
+        .engine
+        .file_put(bed.sid(), &src, "h.txt", TransferOptions::default())
+        .await
+        .unwrap();
+    let err = bed
+        .engine
+        .file_get(
+            bed.sid(),
+            "missing.txt",
+            &bed.lp("m.txt"),
+            TransferOptions::default(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::RemoteNotFound);
+    assert!(
+        err.message.contains("missing.txt") && err.message.contains("xfer_"),
+        "{}",
+        err.message
+    );
+    let err2 = bed
+        .engine
+        .file_put(bed.sid(), &bed.lp("nope"), "x", TransferOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err2.code, ErrorCode::InvalidArgument);
+    assert!(!bed.lp("m.txt").exists());
+
+    // Another process sees the same records.
+    let other = bed.other_engine();
+    let all = other.transfer_history(Some(bed.sid())).unwrap();
+    assert_eq!(all.len(), 3);
+    assert_eq!(all[0], ok);
+    assert_eq!(all[1].status, TransferStatus::Failed);
+    assert_eq!(all[1].error.as_ref().unwrap().code, "remote_not_found");
+    assert_eq!(all[1].source, "missing.txt");
+    assert_eq!(all[2].status, TransferStatus::Failed);
+    assert_eq!(other.transfer_history(None).unwrap().len(), 3);
+    assert_eq!(other.transfer_show(&ok.transfer_id).unwrap(), ok);
+    assert_eq!(
+        other.transfer_show("xfer_nope").unwrap_err().code,
+        ErrorCode::UnknownTransfer
+    );
+    assert_eq!(
+        other.transfer_history(Some("sess_nope")).unwrap_err().code,
+        ErrorCode::UnknownSession
+    );
+}
+
+/// A machine whose commands see `/virtual/proj` while SFTP sees the real directory: transfers
+/// and listings use the mapping, records keep the user's paths.
+pub async fn path_mappings(bed: Bed) {
+    let mut machine = bed.machine.clone();
+    machine.machine_id = "mapped".into();
+    machine.path_mappings = vec![PathMapping {
+        command_prefix: "/virtual/proj".into(),
+        file_prefix: bed.remote.to_string_lossy().into_owned(),
+    }];
+    {
+        let store = Store::open(bed.state.path()).unwrap();
+        store::machines::insert(&store, &machine).unwrap();
+    }
+    let session = bed.engine.create_session(&machine, None).await.unwrap();
+    let sid = session.session_id.as_str();
+    let src = bed.lp("m.txt");
+    write(&src, b"mapped", 0o644);
+    let rec = bed
+        .engine
+        .file_put(
+            sid,
+            &src,
+            "/virtual/proj/sub/m.txt",
+            TransferOptions::default(),
+        )
+        .await
+        .unwrap_err();
+    // The parent directory must exist for a single file.
+    assert!(
+        matches!(rec.code, ErrorCode::RemoteNotFound | ErrorCode::RemoteError),
+        "{rec}"
+    );
+    let rec = bed
+        .engine
+        .file_put(sid, &src, "/virtual/proj/m.txt", TransferOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(rec.destination, "/virtual/proj/m.txt");
+    assert_eq!(std::fs::read(bed.rp("m.txt")).unwrap(), b"mapped");
+    let listing = bed.engine.file_list(sid, "/virtual/proj").await.unwrap();
+    let e = listing.entries.iter().find(|e| e.name == "m.txt").unwrap();
+    assert_eq!(e.path, "/virtual/proj/m.txt");
+    let back = bed.lp("m-back.txt");
+    let rec = bed
+        .engine
+        .file_get(
+            sid,
+            "/virtual/proj/m.txt",
+            &back,
+            TransferOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rec.source, "/virtual/proj/m.txt");
+    assert_eq!(std::fs::read(&back).unwrap(), b"mapped");
+    let err = bed
+        .engine
+        .file_list(sid, "/virtual/proj/none")
+        .await
+        .unwrap_err();
+    assert!(
+        err.message.contains("/virtual/proj/none"),
+        "{}",
+        err.message
+    );
+}
+
+/// Cancelling mid-file: status `cancelled`, nothing under the final name, no temp file.
+pub async fn cancel_mid_transfer(bed: Bed) {
+    let data = pattern(24 << 20, 9);
+    let src = bed.lp("big.bin");
+    write(&src, &data, 0o644);
+    let options = TransferOptions::default();
+    let cancel = options.cancel.clone();
+    let options = TransferOptions {
+        progress: Some(Arc::new(move |p| {
+            if p.bytes_done >= 2 << 20 {
+                cancel.cancel();
+            }
+        })),
+        ..options
+    };
+    let err = bed
+        .engine
+        .file_put(bed.sid(), &src, "big.bin", options)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::Cancelled, "{err}");
+    assert!(!bed.rp("big.bin").exists());
+    assert!(temp_leftovers(&bed.remote).is_empty());
+    let hist = bed.engine.transfer_history(Some(bed.sid())).unwrap();
+    assert_eq!(hist[0].status, TransferStatus::Cancelled);
+}
+
+/// Progress reports reach the total and count files.
+pub async fn progress_reports(bed: Bed) {
+    let root = bed.lp("p");
+    for i in 0..5 {
+        write(&root.join(format!("f{i}")), &pattern(300_000, i), 0o644);
+    }
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    let options = TransferOptions {
+        progress: Some(Arc::new(move |p| s2.lock().unwrap().push(p.clone()))),
+        ..Default::default()
+    };
+    bed.engine
+        .file_put(bed.sid(), &root, "p", options)
+        .await
+        .unwrap();
+    let seen = seen.lock().unwrap();
+    let last = seen.last().unwrap();
+    assert_eq!((last.bytes_done, last.bytes_total), (1_500_000, 1_500_000));
+    assert_eq!((last.files_done, last.files_total), (5, 5));
+    assert!(seen.windows(2).all(|w| w[0].bytes_done <= w[1].bytes_done));
+}
+
+/// Kill every per-connection sshd once the transfer is under way (SSH beds only): the transfer
+/// fails, nothing is under the final name, and a retry completes.
+pub async fn interrupted_transfers_retry(bed: Bed) {
+    let data = pattern(40 << 20, 11);
+    let src = bed.lp("i.bin");
+    write(&src, &data, 0o644);
+    let killer = |bed: &Bed| {
+        let fired = Arc::new(AtomicBool::new(false));
+        let listener = bed.sshd.as_ref().unwrap().listener_pid();
+        let f = fired.clone();
+        let cb: remote_runner_provider::engine::transfer::ProgressFn = Arc::new(move |p| {
+            if p.bytes_done >= 4 << 20 && !f.swap(true, Ordering::SeqCst) {
+                kill_connections(listener);
+            }
+        });
+        (fired, cb)
+    };
+
+    let (fired, cb) = killer(&bed);
+    let err = bed
+        .engine
+        .file_put(
+            bed.sid(),
+            &src,
+            "i.bin",
+            TransferOptions {
+                progress: Some(cb),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(fired.load(Ordering::SeqCst));
+    assert!(
+        matches!(
+            err.code,
+            ErrorCode::ConnectionLost | ErrorCode::RemoteError | ErrorCode::Timeout
+        ),
+        "{err}"
+    );
+    assert!(
+        !bed.rp("i.bin").exists(),
+        "a partial file under the final name"
+    );
+    let rec = bed
+        .engine
+        .file_put(bed.sid(), &src, "i.bin", verify())
+        .await
+        .unwrap();
+    assert_eq!(rec.sha256.as_deref(), Some(sha_hex(&data).as_str()));
+    assert_eq!(std::fs::read(bed.rp("i.bin")).unwrap(), data);
+    // Left-overs, if any, only under temporary names.
+    for n in std::fs::read_dir(&bed.remote).unwrap() {
+        let n = n.unwrap().file_name().to_string_lossy().into_owned();
+        assert!(
+            n == "i.bin" || n == ".remote-runner" || n.starts_with(".i.bin.rr-part-"),
+            "{n}"
+        );
+    }
+
+    // The same for a download.
+    let dest = bed.lp("i-back.bin");
+    let (fired, cb) = killer(&bed);
+    let err = bed
+        .engine
+        .file_get(
+            bed.sid(),
+            "i.bin",
+            &dest,
+            TransferOptions {
+                progress: Some(cb),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(fired.load(Ordering::SeqCst));
+    assert!(
+        matches!(
+            err.code,
+            ErrorCode::ConnectionLost | ErrorCode::RemoteError | ErrorCode::Timeout
+        ),
+        "{err}"
+    );
+    assert!(!dest.exists(), "a partial file under the final name");
+    let rec = bed
+        .engine
+        .file_get(bed.sid(), "i.bin", &dest, verify())
+        .await
+        .unwrap();
+    assert_eq!(rec.sha256.as_deref(), Some(sha_hex(&data).as_str()));
+    assert_eq!(std::fs::read(&dest).unwrap(), data);
+    let hist = bed.engine.transfer_history(Some(bed.sid())).unwrap();
+    let statuses: Vec<TransferStatus> = hist.iter().map(|r| r.status).collect();
+    assert_eq!(
+        statuses,
+        [
+            TransferStatus::Failed,
+            TransferStatus::Succeeded,
+            TransferStatus::Failed,
+            TransferStatus::Succeeded
+        ]
+    );
+}
+
+/// SIGKILL every process below the sshd listener (per-connection monitors and their children).
+fn kill_connections(listener: u32) {
+    let mut frontier = vec![listener];
+    let mut all = Vec::new();
+    while let Some(p) = frontier.pop() {
+        let out = std::process::Command::new("pgrep")
+            .args(["-P", &p.to_string()])
+            .output()
+            .unwrap();
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            if let Ok(c) = line.trim().parse::<u32>() {
+                all.push(c);
+                frontier.push(c);
+            }
+        }
+    }
+    for pid in all {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+}
+
+/// A root-owned 0700 directory (SSH beds, as rrtest): list, get and put name the path and say
+/// `permission_denied`.
+pub async fn permission_denied(bed: Bed) {
+    let locked = bed.rp("locked");
+    write(&locked.join("secret.txt"), b"no", 0o600);
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let err = bed.engine.file_list(bed.sid(), "locked").await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::PermissionDenied, "{err}");
+    assert!(err.message.contains("locked"), "{}", err.message);
+    let err = bed
+        .engine
+        .file_get(
+            bed.sid(),
+            "locked/secret.txt",
+            &bed.lp("s.txt"),
+            TransferOptions::default(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::PermissionDenied, "{err}");
+    assert!(err.message.contains("locked/secret.txt"), "{}", err.message);
+    let src = bed.lp("in.txt");
+    write(&src, b"in", 0o644);
+    let err = bed
+        .engine
+        .file_put(bed.sid(), &src, "locked/in.txt", TransferOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::PermissionDenied, "{err}");
+    assert!(err.message.contains("locked/"), "{}", err.message);
+    let err = bed
+        .engine
+        .file_get(
+            bed.sid(),
+            "locked",
+            &bed.lp("l"),
+            TransferOptions::default(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::PermissionDenied, "{err}");
+    assert!(!locked.join("in.txt").exists());
+}
+
+/// A 1 GiB sparse file goes up and back with matching hashes (sizes exact).
+pub async fn sparse_gib_round_trip(bed: Bed, size: u64) {
+    let src = bed.lp("sparse.img");
+    let f = std::fs::File::create(&src).unwrap();
+    f.set_len(size).unwrap();
+    drop(f);
+    let up = bed
+        .engine
+        .file_put(bed.sid(), &src, "sparse.img", verify())
+        .await
+        .unwrap();
+    assert_eq!(up.bytes, size);
+    assert_eq!(std::fs::metadata(bed.rp("sparse.img")).unwrap().len(), size);
+    let back = bed.lp("sparse-back.img");
+    let down = bed
+        .engine
+        .file_get(bed.sid(), "sparse.img", &back, verify())
+        .await
+        .unwrap();
+    assert_eq!(down.bytes, size);
+    assert_eq!(down.sha256, up.sha256);
+    assert_eq!(std::fs::metadata(&back).unwrap().len(), size);
+    let _ = std::fs::remove_file(bed.rp("sparse.img"));
+}

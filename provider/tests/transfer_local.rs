@@ -1,0 +1,31 @@
+//! Transfers on this host: LocalTransport, real tmux sessions.
+
+mod transfer_common;
+
+use transfer_common::{local_bed, suite};
+
+macro_rules! local_tests {
+    ($($name:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            suite::$name(local_bed().await).await;
+        }
+    )*};
+}
+
+local_tests!(
+    file_round_trip,
+    tree_round_trip,
+    read_only_dirs_and_modes,
+    hostile_tree_download,
+    list_entries,
+    history_records,
+    path_mappings,
+    cancel_mid_transfer,
+    progress_reports,
+);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sparse_gib_round_trip() {
+    suite::sparse_gib_round_trip(local_bed().await, 1 << 30).await;
+}
