@@ -1,16 +1,23 @@
 //! `remote-runner file ...`: transfers through SFTP (or the local filesystem for `local`).
 //!
-//! Arguments follow the contract; the transfer engine (issue 7) is not built yet, so each
-//! handler returns `not_implemented`.
+//! Arguments follow the contract; each handler is one engine call plus a [`Report`] whose JSON
+//! is the transfer record (or listing). A progress bar goes to stderr on a terminal.
+
+pub mod progress;
+
+use std::path::Path;
 
 use clap::{Args, Subcommand};
 use remote_runner_provider::Result;
+use remote_runner_provider::engine::transfer::{
+    FileListing, TransferDirection, TransferOptions, TransferRecord, TransferStatus,
+};
+use serde_json::json;
 
-use crate::commands::not_built;
+use self::progress::{ProgressBar, bytes};
+use crate::commands::run::Interrupt;
 use crate::context::Context;
-use crate::output::Report;
-
-const PART: &str = "file transfer, issue 7";
+use crate::output::{Block, Cell, Report, Tone, relative_time, to_json};
 
 pub const GROUP_EXAMPLES: &str = "\
 Examples:
@@ -51,6 +58,9 @@ pub struct TransferArgs {
     /// Path on the machine (as commands see it; path maps are applied)
     #[arg(long, value_name = "PATH")]
     pub remote: String,
+    /// Hash both ends after the copy (sha256) and fail with `verify_mismatch` if they differ
+    #[arg(long)]
+    pub verify: bool,
 }
 
 #[derive(Debug, Args)]
@@ -73,24 +83,153 @@ pub async fn run(ctx: &Context, command: FileCommand) -> Result<Report> {
         FileCommand::Put(args) => put(ctx, args).await,
         FileCommand::Get(args) => get(ctx, args).await,
         FileCommand::List(args) => list(ctx, args).await,
-        FileCommand::History(args) => history(ctx, args).await,
+        FileCommand::History(args) => history(ctx, args),
     }
 }
 
-// One handler per command; each becomes one engine call plus a Report when issue 7 lands.
-
-async fn put(_ctx: &Context, _args: TransferArgs) -> Result<Report> {
-    Err(not_built("file put", PART))
+pub async fn put(ctx: &Context, args: TransferArgs) -> Result<Report> {
+    transfer(ctx, args, true).await
 }
 
-async fn get(_ctx: &Context, _args: TransferArgs) -> Result<Report> {
-    Err(not_built("file get", PART))
+pub async fn get(ctx: &Context, args: TransferArgs) -> Result<Report> {
+    transfer(ctx, args, false).await
 }
 
-async fn list(_ctx: &Context, _args: ListArgs) -> Result<Report> {
-    Err(not_built("file list", PART))
+async fn transfer(ctx: &Context, args: TransferArgs, upload: bool) -> Result<Report> {
+    let wired = ctx.engine()?;
+    let bar = ProgressBar::for_terminal(ctx.out.json);
+    // Ctrl-C stops the transfer cleanly: nothing is left under the final name.
+    let interrupt = Interrupt::watch(ctx.out);
+    let options = TransferOptions {
+        verify: args.verify,
+        progress: bar.as_ref().map(ProgressBar::callback),
+        cancel: interrupt.token(),
+    };
+    let local = Path::new(&args.local);
+    let result = if upload {
+        wired
+            .engine
+            .file_put(&args.session, local, &args.remote, options)
+            .await
+    } else {
+        wired
+            .engine
+            .file_get(&args.session, &args.remote, local, options)
+            .await
+    };
+    if let Some(bar) = &bar {
+        bar.finish();
+    }
+    let rec = result?;
+    Ok(Report::new(to_json(&rec)?).human(render_transfer(&rec)))
 }
 
-async fn history(_ctx: &Context, _args: HistoryArgs) -> Result<Report> {
-    Err(not_built("file history", PART))
+pub async fn list(ctx: &Context, args: ListArgs) -> Result<Report> {
+    let wired = ctx.engine()?;
+    let listing = wired.engine.file_list(&args.session, &args.remote).await?;
+    Ok(Report::new(to_json(&listing)?).human(render_listing(&listing)))
+}
+
+pub fn history(ctx: &Context, args: HistoryArgs) -> Result<Report> {
+    let wired = ctx.engine()?;
+    let transfers = wired.engine.transfer_history(args.session.as_deref())?;
+    let json = json!({
+        "transfers": to_json(&transfers)?,
+        "summary": {"transfer_count": transfers.len()},
+    });
+    Ok(Report::new(json).human(render_history(&transfers)))
+}
+
+fn status_cell(status: TransferStatus) -> Cell {
+    let tone = match status {
+        TransferStatus::Succeeded => Tone::Good,
+        TransferStatus::Running => Tone::Warn,
+        _ => Tone::Bad,
+    };
+    Cell::new(status.as_str(), tone)
+}
+
+fn direction(rec: &TransferRecord) -> &'static str {
+    match rec.direction {
+        TransferDirection::Put => "put",
+        TransferDirection::Get => "get",
+    }
+}
+
+/// `put`/`get` result: what moved where, how much, its hash.
+pub fn render_transfer(rec: &TransferRecord) -> Vec<Block> {
+    let mut fields = vec![
+        ("transfer", Cell::new(&rec.transfer_id, Tone::Bold)),
+        ("direction", Cell::plain(direction(rec))),
+        ("source", Cell::plain(&rec.source)),
+        ("destination", Cell::plain(&rec.destination)),
+        ("status", status_cell(rec.status)),
+        (
+            "size",
+            Cell::plain(format!(
+                "{} ({} bytes) in {} file(s)",
+                bytes(rec.bytes as f64),
+                rec.bytes,
+                rec.files
+            )),
+        ),
+    ];
+    if let Some(sha) = &rec.sha256 {
+        fields.push(("sha256", Cell::plain(sha)));
+    }
+    if let Some(verified) = rec.verified {
+        fields.push(("verified", Cell::check(verified)));
+    }
+    if !rec.skipped.is_empty() {
+        fields.push((
+            "skipped",
+            Cell::new(
+                format!("{} entries (see --json)", rec.skipped.len()),
+                Tone::Warn,
+            ),
+        ));
+    }
+    vec![Block::Fields(fields)]
+}
+
+fn render_listing(listing: &FileListing) -> Vec<Block> {
+    let rows = listing
+        .entries
+        .iter()
+        .map(|e| {
+            vec![
+                Cell::plain(&e.mode),
+                Cell::plain(&e.kind),
+                Cell::plain(e.size.to_string()),
+                Cell::plain(relative_time(&e.mtime)),
+                Cell::new(&e.name, Tone::Bold),
+            ]
+        })
+        .collect();
+    vec![Block::Table {
+        headers: vec!["MODE", "TYPE", "SIZE", "MODIFIED", "NAME"],
+        rows,
+        empty: format!("{} is empty.", listing.path),
+    }]
+}
+
+fn render_history(transfers: &[TransferRecord]) -> Vec<Block> {
+    let rows = transfers
+        .iter()
+        .map(|t| {
+            vec![
+                Cell::new(&t.transfer_id, Tone::Bold),
+                Cell::plain(direction(t)),
+                status_cell(t.status),
+                Cell::plain(bytes(t.bytes as f64)),
+                Cell::plain(relative_time(&t.started_at)),
+                Cell::plain(format!("{} -> {}", t.source, t.destination)),
+            ]
+        })
+        .collect();
+    vec![Block::Table {
+        headers: vec!["TRANSFER", "DIR", "STATUS", "SIZE", "STARTED", "PATHS"],
+        rows,
+        empty: "No transfers recorded.".to_string(),
+    }]
 }

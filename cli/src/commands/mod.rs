@@ -6,7 +6,7 @@ pub mod meta;
 pub mod run;
 pub mod session;
 
-use remote_runner_provider::{Error, Result};
+use remote_runner_provider::Result;
 
 use crate::cli::Command;
 use crate::context::Context;
@@ -21,10 +21,4 @@ pub async fn dispatch(ctx: &Context, command: Command) -> Result<Report> {
         Command::Completions(args) => meta::completions(&args),
         Command::Man(args) => meta::man(&args),
     }
-}
-
-/// The error for a command that the contract defines but the engine does not provide yet.
-/// Nothing is changed and the exit code is `not_implemented`'s.
-pub fn not_built(command: &str, part: &str) -> Error {
-    Error::not_implemented(&format!("`remote-runner {command}`"), part)
 }

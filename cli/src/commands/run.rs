@@ -1,16 +1,19 @@
 //! `remote-runner run ...`: session + inputs + command + artifacts + manifest in one call.
 //!
-//! Arguments follow the contract; the run engine (issue 7) is not built yet, so each handler
-//! returns `not_implemented`.
+//! Arguments follow the contract; each handler is one engine call plus a [`Report`] whose JSON is
+//! the run manifest (or the list of summaries). The run's outcome is a field of the manifest; the
+//! exit code follows it (`exit.rs`): 0 succeeded, 1 failed (or the command's own status with
+//! `--exit-code`), `timeout` for timed_out, `cancelled` for cancelled.
 
 use clap::{Args, Subcommand};
-use remote_runner_provider::{Error, Result};
+use remote_runner_provider::engine::run::{RunManifest, RunRequest, RunStatus, RunTransfer};
+use remote_runner_provider::{Error, ErrorCode, Result};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
-use crate::commands::not_built;
 use crate::context::Context;
-use crate::output::Report;
-
-const PART: &str = "run once, issue 7";
+use crate::exit;
+use crate::output::{Block, Cell, Output, Report, Tone, relative_time, to_json};
 
 pub const GROUP_EXAMPLES: &str = "\
 Examples:
@@ -73,6 +76,9 @@ pub struct OnceArgs {
     /// Exit with the command's own exit status instead of 1 when it fails
     #[arg(long)]
     pub exit_code: bool,
+    /// Hash both ends of every input and artifact transfer (sha256)
+    #[arg(long)]
+    pub verify: bool,
 }
 
 #[derive(Debug, Args)]
@@ -84,24 +90,181 @@ pub struct ShowArgs {
 pub async fn run(ctx: &Context, command: RunCommand) -> Result<Report> {
     match command {
         RunCommand::Once(args) => once(ctx, args).await,
-        RunCommand::List => list(ctx).await,
-        RunCommand::Show(args) => show(ctx, args).await,
+        RunCommand::List => list(ctx),
+        RunCommand::Show(args) => show(ctx, args),
     }
 }
 
-// One handler per command; each becomes one engine call plus a Report when issue 7 lands
-// (`run once` then sets its exit code with `exit::for_remote_status(.., args.exit_code)`).
-
-async fn once(_ctx: &Context, _args: OnceArgs) -> Result<Report> {
-    Err(not_built("run once", PART))
+/// Ctrl-C (SIGINT) while a long call runs: the first one cancels `token()` (the engine stops
+/// the remote command and records the outcome), a second one exits at once with 130.
+pub struct Interrupt {
+    token: CancellationToken,
+    watcher: tokio::task::JoinHandle<()>,
 }
 
-async fn list(_ctx: &Context) -> Result<Report> {
-    Err(not_built("run list", PART))
+impl Interrupt {
+    pub fn watch(out: Output) -> Interrupt {
+        let token = CancellationToken::new();
+        let cancel = token.clone();
+        let watcher = tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_err() {
+                return;
+            }
+            out.note("interrupted: stopping the remote work and saving the record (Ctrl-C again to quit at once)");
+            cancel.cancel();
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        });
+        Interrupt { token, watcher }
+    }
+
+    pub fn token(&self) -> CancellationToken {
+        self.token.clone()
+    }
 }
 
-async fn show(_ctx: &Context, _args: ShowArgs) -> Result<Report> {
-    Err(not_built("run show", PART))
+impl Drop for Interrupt {
+    fn drop(&mut self) {
+        self.watcher.abort();
+    }
+}
+
+async fn once(ctx: &Context, args: OnceArgs) -> Result<Report> {
+    let wired = ctx.engine()?;
+    let machine = wired.machine(&args.machine)?;
+    let request = RunRequest {
+        machine,
+        cwd: args.cwd,
+        inputs: args.inputs.into_iter().map(|p| (p.from, p.to)).collect(),
+        command: args.cmd,
+        artifacts: args.artifacts.into_iter().map(|p| (p.from, p.to)).collect(),
+        keep_session: args.keep_session,
+        timeout: ctx.timeout,
+        verify: args.verify,
+    };
+    let interrupt = Interrupt::watch(ctx.out);
+    let manifest = wired.engine.run_once(request, interrupt.token()).await?;
+    let code = exit_code(&manifest, args.exit_code);
+    Ok(Report::new(to_json(&manifest)?)
+        .human(render_manifest(&manifest))
+        .exit_code(code))
+}
+
+fn list(ctx: &Context) -> Result<Report> {
+    let wired = ctx.engine()?;
+    let runs = wired.engine.run_list()?;
+    let rows = runs
+        .iter()
+        .map(|r| {
+            vec![
+                Cell::new(&r.run_id, Tone::Bold),
+                Cell::plain(&r.machine_id),
+                status_cell(r.status),
+                r.exit_code
+                    .map(|c| Cell::plain(c.to_string()))
+                    .unwrap_or_else(|| Cell::new("-", Tone::Dim)),
+                Cell::plain(relative_time(&r.started_at)),
+                Cell::plain(r.command.lines().next().unwrap_or("")),
+            ]
+        })
+        .collect();
+    let human = vec![Block::Table {
+        headers: vec!["RUN", "MACHINE", "STATUS", "EXIT", "STARTED", "COMMAND"],
+        rows,
+        empty:
+            "No runs yet. Start one with: remote-runner run once --machine local --cmd 'echo hi'"
+                .to_string(),
+    }];
+    let json = json!({"runs": to_json(&runs)?, "summary": {"run_count": runs.len()}});
+    Ok(Report::new(json).human(human))
+}
+
+fn show(ctx: &Context, args: ShowArgs) -> Result<Report> {
+    let wired = ctx.engine()?;
+    let manifest = wired.engine.run_show(&args.run_id)?;
+    Ok(Report::new(to_json(&manifest)?).human(render_manifest(&manifest)))
+}
+
+fn exit_code(m: &RunManifest, passthrough: bool) -> u8 {
+    match m.status {
+        RunStatus::Succeeded => exit::SUCCESS,
+        RunStatus::TimedOut => exit::for_error(ErrorCode::Timeout),
+        RunStatus::Cancelled => exit::for_error(ErrorCode::Cancelled),
+        RunStatus::Failed | RunStatus::Running => {
+            match exit::for_remote_status(m.exit_code, None, passthrough) {
+                exit::SUCCESS => exit::WORK_FAILED,
+                code => code,
+            }
+        }
+    }
+}
+
+fn status_cell(status: RunStatus) -> Cell {
+    let tone = match status {
+        RunStatus::Succeeded => Tone::Good,
+        RunStatus::Running => Tone::Warn,
+        _ => Tone::Bad,
+    };
+    Cell::new(status.as_str(), tone)
+}
+
+fn render_manifest(m: &RunManifest) -> Vec<Block> {
+    let mut fields = vec![
+        ("run", Cell::new(&m.run_id, Tone::Bold)),
+        ("status", status_cell(m.status)),
+        ("machine", Cell::plain(&m.machine_id)),
+        (
+            "session",
+            Cell::plain(m.session_id.as_deref().unwrap_or("-")),
+        ),
+        ("cwd", Cell::plain(&m.cwd)),
+        (
+            "command",
+            Cell::plain(m.command.lines().next().unwrap_or("")),
+        ),
+        (
+            "exit code",
+            Cell::plain(m.exit_code.map(|c| c.to_string()).unwrap_or("-".into())),
+        ),
+        ("started", Cell::plain(relative_time(&m.started_at))),
+    ];
+    if let Some(err) = &m.error {
+        fields.push(("error", Cell::new(&err.message, Tone::Bad)));
+    }
+    if let Some(log) = m.command_result.as_ref().map(|c| &c.log_file_local) {
+        fields.push(("command log", Cell::plain(log)));
+    }
+    fields.push(("manifest", Cell::plain(&m.manifest_file)));
+    let mut blocks = vec![Block::Fields(fields)];
+    let transfers = |kind: &'static str, list: &[RunTransfer]| {
+        list.iter()
+            .map(|t| {
+                let tone = if t.status == "succeeded" {
+                    Tone::Good
+                } else {
+                    Tone::Bad
+                };
+                vec![
+                    Cell::plain(kind),
+                    Cell::new(&t.status, tone),
+                    Cell::plain(t.bytes.to_string()),
+                    Cell::plain(&t.remote),
+                    Cell::plain(&t.local),
+                ]
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut rows = transfers("input", &m.inputs);
+    rows.extend(transfers("artifact", &m.artifacts));
+    if !rows.is_empty() {
+        blocks.push(Block::Table {
+            headers: vec!["KIND", "STATUS", "BYTES", "REMOTE", "LOCAL"],
+            rows,
+            empty: String::new(),
+        });
+    }
+    blocks
 }
 
 #[cfg(test)]
