@@ -554,7 +554,7 @@ fn no_exit(timeout: Duration) -> Violation {
 /// The provider refused something the scenario needs.
 pub fn refused(what: &str, failure: &FailureEvent) -> Stop {
     Violation::new(
-        rule::WRONG_REPLY_TYPE,
+        rule::UNEXPECTED_REFUSAL,
         format!(
             "the {what} was refused: failure {:?}: {}",
             failure.code, failure.message

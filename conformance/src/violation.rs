@@ -70,6 +70,10 @@ pub mod rule {
     pub const AGENT_THREAD_ID_NOT_KEPT: &str = "agent_thread_id_not_kept";
     /// A command that must be refused (wrong generation, provider mismatch, ...) was accepted.
     pub const NOT_REFUSED: &str = "not_refused";
+    /// A well-formed command the scenario needs accepted was refused with a failure.
+    pub const UNEXPECTED_REFUSAL: &str = "unexpected_refusal";
+    /// A plain turn (`echo conformance-<n>`) ended with a failure instead of a final.
+    pub const TURN_FAILED: &str = "turn_failed";
     /// The provider stopped answering after a bad input line.
     pub const NOT_USABLE_AFTER: &str = "not_usable_after";
 

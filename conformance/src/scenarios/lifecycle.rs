@@ -66,7 +66,7 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "turn_unicode_content",
             group: "turn",
-            checks: "non-ASCII and quoted content is carried intact through the protocol",
+            checks: "a turn with non-ASCII and quoted content is accepted and ends with a final",
             run: body!(ctx => {
                 let mut host = ctx.spawn()?;
                 host.open().await?;

@@ -139,15 +139,12 @@ pub fn require(host: &Host, capability: &str) -> Step<()> {
     }
 }
 
-/// The rule for a simple turn that did not succeed.
-pub const TURN_FAILED: &str = "turn_failed";
-
 /// Requires a final (not a failure) for a plain turn.
 pub fn expect_final(end: &TurnEnd, content: &str) -> Step<()> {
     match end {
         TurnEnd::Final(_) => Ok(()),
         TurnEnd::Failure { event, .. } => Err(Violation::new(
-            TURN_FAILED,
+            crate::violation::rule::TURN_FAILED,
             format!(
                 "the turn {content:?} failed: {:?}: {}",
                 event.code, event.message
