@@ -165,6 +165,7 @@ fn follow_hint(rec: &CommandRecord) -> Block {
 /// `timeout` when the wait ran out, else 1 (or the command's own status with `--exit-code`).
 fn exit_code(rec: &CommandRecord, passthrough: bool) -> u8 {
     match rec.status {
+        CommandStatus::Running if rec.mode == CommandMode::Background => exit::SUCCESS,
         CommandStatus::Running if rec.wait_timed_out => exit::for_error(ErrorCode::Timeout),
         CommandStatus::Running | CommandStatus::Completed => exit::SUCCESS,
         CommandStatus::Failed
