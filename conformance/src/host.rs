@@ -120,17 +120,27 @@ impl Host {
 
     async fn write(&mut self, bytes: &[u8], what: &str) -> Step<()> {
         self.track.command_written();
-        if self.process.write(bytes).await {
-            Ok(())
-        } else {
-            Err(Violation::new(
+        let timeout = self.config.operation_timeout;
+        match tokio::time::timeout(timeout, self.process.write(bytes)).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(Violation::new(
                 rule::PROVIDER_EXITED,
                 format!(
                     "could not write the {what} to the provider's stdin: it closed stdin or exited"
                 ),
                 "a provider that keeps reading stdin until EOF",
             )
-            .into())
+            .into()),
+            Err(_) => Err(Violation::new(
+                rule::STDIN_NOT_READ,
+                format!(
+                    "the provider did not read the {what} ({} bytes) from stdin within {} ms",
+                    bytes.len(),
+                    timeout.as_millis()
+                ),
+                "a provider that keeps reading stdin while it works",
+            )
+            .into()),
         }
     }
 
@@ -510,16 +520,20 @@ impl Host {
         }
     }
 
-    /// Closes stdin and requires the provider to exit within the exit deadline.
+    /// Closes stdin and requires the provider to exit within the exit deadline. Exit counts
+    /// even if a child process it left behind still holds stdout open.
     pub async fn expect_exit_on_eof(&mut self) -> Step<()> {
         self.process.close_stdin();
         let timeout = self.config.exit_timeout;
         let deadline = Instant::now() + timeout;
         loop {
-            match self.next(deadline).await? {
+            let slice = (Instant::now() + Duration::from_millis(100)).min(deadline);
+            match self.next(slice).await? {
                 Next::Event(_) => {}
                 Next::Eof => break,
-                Next::Timeout => return Err(no_exit(timeout).into()),
+                Next::Timeout if self.process.has_exited() => return Ok(()),
+                Next::Timeout if Instant::now() >= deadline => return Err(no_exit(timeout).into()),
+                Next::Timeout => {}
             }
         }
         let left = deadline.saturating_duration_since(Instant::now());

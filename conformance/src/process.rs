@@ -132,6 +132,11 @@ impl ProviderProcess {
         )
     }
 
+    /// Whether the process has exited (without waiting).
+    pub fn has_exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
     /// Kills the process (if still running) and reaps it.
     pub async fn kill(&mut self) {
         let _ = self.child.kill().await;

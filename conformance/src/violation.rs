@@ -20,6 +20,8 @@ pub mod rule {
     pub const PROVIDER_EXITED: &str = "provider_exited";
     /// The provider could not be started.
     pub const SPAWN_FAILED: &str = "spawn_failed";
+    /// The provider did not read a command from its stdin within the operation deadline.
+    pub const STDIN_NOT_READ: &str = "stdin_not_read";
     /// No reply within the handshake or operation deadline.
     pub const REPLY_TIMEOUT: &str = "reply_timeout";
     /// A turn did not end (final or failure) within the turn deadline.

@@ -58,6 +58,7 @@ async fn main() {
             eprintln!("reference-provider: stdin failed: {err}");
             break;
         }
+        let started = matches!(item, Ok(remote_runner_protocol::Command::Start(_)));
         for output in session.handle(item) {
             let Some(bytes) = output.bytes() else {
                 if matches!(output, Output::Exit) {
@@ -68,6 +69,9 @@ async fn main() {
             if stdout.write_all(&bytes).await.is_err() || stdout.flush().await.is_err() {
                 return;
             }
+        }
+        if started && mutant == Some(Mutant::StopReadingAfterStart) {
+            std::future::pending::<()>().await;
         }
     }
     if mutant == Some(Mutant::NoExitOnEof) {

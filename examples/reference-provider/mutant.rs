@@ -54,6 +54,8 @@ pub enum Mutant {
     MissingReattach,
     /// cancel answered with status detached.
     CancelAnsweredDetached,
+    /// Stops reading stdin after start (never answers again).
+    StopReadingAfterStart,
     /// Not a defect the host punishes: screens that repeat a sequence or belong to an older
     /// generation, which the host ignores (the harness reports warnings, not failures).
     IgnoredScreens,
@@ -61,7 +63,7 @@ pub enum Mutant {
 
 impl Mutant {
     /// Every mutant with its name.
-    pub const ALL: [(&'static str, Mutant); 26] = [
+    pub const ALL: [(&'static str, Mutant); 27] = [
         ("progress-before-ack", Mutant::ProgressBeforeAck),
         ("two-acks", Mutant::TwoAcks),
         (
@@ -96,6 +98,7 @@ impl Mutant {
         ("forget-thread-on-rebuild", Mutant::ForgetThreadOnRebuild),
         ("missing-reattach", Mutant::MissingReattach),
         ("cancel-answered-detached", Mutant::CancelAnsweredDetached),
+        ("stop-reading-after-start", Mutant::StopReadingAfterStart),
         ("ignored-screens", Mutant::IgnoredScreens),
     ];
 

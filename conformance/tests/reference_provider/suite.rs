@@ -291,3 +291,10 @@ mutant_test!(
     "cancel_idle",
     "unexpected_status_value"
 );
+mutant_test!(
+    mutant_stop_reading_after_start,
+    "stop-reading-after-start",
+    ["bad_input"],
+    "oversize_line",
+    "stdin_not_read"
+);
