@@ -420,13 +420,17 @@ impl Engine {
         let first = left(Instant::now())
             .unwrap_or(WAIT_SLICE)
             .min(Duration::from_secs(1));
-        let mut rec = self
+        let started_cmd = self
             .exec(
                 session_id,
                 &req.command,
                 ExecRequest::wait().with_timeout(first),
             )
-            .await?;
+            .await;
+        let mut rec = match started_cmd {
+            Ok(rec) => rec,
+            Err(e) => self.ended_with_shell(session_id, None, e)?,
+        };
         let end = loop {
             m.command_result = Some(rec.clone());
             if rec.status.is_final() {
@@ -438,7 +442,12 @@ impl Engine {
             }
             let slice = remaining.unwrap_or(WAIT_SLICE).min(WAIT_SLICE);
             tokio::select! {
-                r = self.command_wait(session_id, &rec.command_id, slice) => rec = r?,
+                r = self.command_wait(session_id, &rec.command_id, slice) => {
+                    rec = match r {
+                        Ok(rec) => rec,
+                        Err(e) => self.ended_with_shell(session_id, Some(&rec.command_id), e)?,
+                    };
+                }
                 _ = cancel.cancelled() => break CommandEnd::Cancelled,
             }
         };
@@ -452,6 +461,28 @@ impl Engine {
         m.exit_code = rec.exit_code;
         m.command_result = Some(rec);
         Ok(end)
+    }
+
+    /// A command that ended the session shell (`exit 3`) loses the session, but in a run the
+    /// session is disposable: its recorded exit code is the command's result. Other errors stay
+    /// errors.
+    fn ended_with_shell(
+        &self,
+        session_id: &str,
+        command_id: Option<&str>,
+        e: Error,
+    ) -> Result<CommandRecord> {
+        if e.code != ErrorCode::SessionLost {
+            return Err(e);
+        }
+        let rec = self
+            .command_list(session_id)?
+            .into_iter()
+            .rfind(|c| command_id.is_none_or(|id| c.command_id == id));
+        match rec {
+            Some(rec) if rec.status == CommandStatus::Lost && rec.exit_code.is_some() => Ok(rec),
+            _ => Err(e),
+        }
     }
 
     /// Destroy the run's session (or say it was kept); never fails the run.

@@ -365,21 +365,17 @@ pub async fn path_mappings(bed: Bed) {
     let sid = session.session_id.as_str();
     let src = bed.lp("m.txt");
     write(&src, b"mapped", 0o644);
-    let rec = bed
-        .engine
+    // Missing parent directories are created, through the mapping.
+    bed.engine
         .file_put(
             sid,
             &src,
-            "/virtual/proj/sub/m.txt",
+            "/virtual/proj/new/sub/m.txt",
             TransferOptions::default(),
         )
         .await
-        .unwrap_err();
-    // The parent directory must exist for a single file.
-    assert!(
-        matches!(rec.code, ErrorCode::RemoteNotFound | ErrorCode::RemoteError),
-        "{rec}"
-    );
+        .unwrap();
+    assert_eq!(std::fs::read(bed.rp("new/sub/m.txt")).unwrap(), b"mapped");
     let rec = bed
         .engine
         .file_put(sid, &src, "/virtual/proj/m.txt", TransferOptions::default())

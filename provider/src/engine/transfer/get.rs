@@ -75,6 +75,12 @@ pub async fn get(
         } else {
             local.to_path_buf()
         };
+        // Missing parent directories are created (like `mkdir -p`).
+        if let Some(parent) = dest.parent().filter(|p| !p.as_os_str().is_empty())
+            && !parent.exists()
+        {
+            std::fs::create_dir_all(parent).map_err(|e| local_io("create", parent, &e))?;
+        }
         job.set_totals(st.size, 1);
         let (bytes, sha) = get_file(job, src, &dest, st.mode, job.verify).await?;
         out.bytes = bytes;

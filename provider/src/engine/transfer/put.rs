@@ -60,6 +60,15 @@ pub async fn put(
         } else {
             dest
         };
+        // Missing parent directories are created (like `mkdir -p`).
+        if let Some((parent, _)) = dest.split()
+            && job.t.stat(&parent.file).await?.is_none()
+        {
+            job.t
+                .create_dir_all(&parent.file, 0o755)
+                .await
+                .map_err(|e| name_user_path(e, &parent.cmd, &parent.file))?;
+        }
         job.set_totals(meta.len(), 1);
         let (bytes, sha) =
             put_file(job, local, &dest, meta.permissions().mode(), job.verify).await?;
