@@ -6,6 +6,7 @@
 //! under `target/reliability/` into `docs/reliability.md`.
 
 pub mod bed;
+pub mod host;
 pub mod netns;
 pub mod probe;
 pub mod report;
