@@ -101,3 +101,62 @@ fn machine_examples_in_the_docs_work_as_written() {
         true
     );
 }
+
+/// The runnable (```sh) examples of the session, file and run sections: each section's blocks
+/// run as one script (`set -e`, so every line must succeed) in a scratch directory, on the
+/// `local` machine, with `remote-runner` on PATH. They pick ids out of the JSON with `jq`.
+#[test]
+fn session_file_and_run_examples_in_the_docs_work_as_written() {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/cli.md"))
+        .unwrap();
+    let jq = Command::new("jq").arg("--version").output();
+    assert!(
+        jq.is_ok_and(|o| o.status.success()),
+        "the docs' examples use jq: apt-get install jq"
+    );
+    let bin_dir = Path::new(common::BIN).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for (from, to, min) in [
+        ("## Session commands", "### `session create`", 10),
+        ("## File commands", "## Run commands", 6),
+        ("## Run commands", "## Completions and man", 6),
+    ] {
+        let examples = shell_examples(&doc, from, to);
+        assert!(examples.len() >= min, "{from}: {examples:#?}");
+        let sb = Sandbox::new();
+        let scratch = sb.path().join("scratch");
+        std::fs::create_dir_all(&scratch).unwrap();
+        let script = format!("set -e\n{}\n", examples.join("\n"));
+        let mut sh = Command::new("sh");
+        sh.arg("-c")
+            .arg(&script)
+            .current_dir(&scratch)
+            .env("PATH", &path)
+            .env("HOME", sb.home())
+            .env("REMOTE_RUNNER_STATE_DIR", sb.state_dir())
+            .env_remove("REMOTE_RUNNER_SSH_CONFIG")
+            .env_remove("NO_COLOR")
+            .stdin(Stdio::null());
+        let r = common::run_command(sh, None);
+        assert_eq!(r.code, 0, "{from} examples failed:\n{script}\n{r:?}");
+        match from {
+            "## Session commands" => {
+                assert!(r.stdout.contains("hello, world"), "{}", r.stdout);
+                assert!(r.stdout.contains("ls failed with 2"), "{}", r.stdout);
+                assert!(r.stdout.contains("typed by hand"), "{}", r.stdout);
+            }
+            "## File commands" => assert_eq!(
+                std::fs::read_to_string(scratch.join("downloaded.txt")).unwrap(),
+                "some input\n"
+            ),
+            _ => assert_eq!(
+                std::fs::read_to_string(scratch.join("out/output.txt")).unwrap(),
+                "HELLO RUN\n"
+            ),
+        }
+    }
+}
