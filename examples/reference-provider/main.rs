@@ -1,6 +1,13 @@
 //! `reference-provider`: an in-memory echo provider of the BotMux remote-runner protocol v1,
 //! built on `remote-runner-protocol`. It behaves like the host's reference runner and is the
-//! provider the conformance harness is proven against.
+//! provider the conformance harness is proven against. Where it deliberately differs:
+//! - no `terminal_screen` of a newly raised generation right after `ready` (the real host
+//!   kills a provider that sends one before its next command);
+//! - screen sequences come from the clock, so they keep increasing across restarts;
+//! - a second turn while one runs gets `turn_in_progress`; a result that matches no pending
+//!   operation is ignored (answering a result is a protocol error);
+//! - extra triggers `request-outbound-{duplicate,conflict,burst}` and the session-tool ones
+//!   (docs/conformance.md).
 //!
 //! `--mutant NAME` (or `REFERENCE_PROVIDER_MUTANT=NAME`) switches on one deliberate defect;
 //! `--list-mutants` prints their names.

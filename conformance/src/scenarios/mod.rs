@@ -162,20 +162,13 @@ pub async fn plain_turn(host: &mut Host, n: u32) -> Step<()> {
     expect_final(&end, &content)
 }
 
-/// Starts a turn and keeps it running: with outbound_message, by holding the operation
-/// result; otherwise with slow shell content. n/a when the turn cannot be kept open.
+/// Starts a turn and keeps it running: with outbound_message, by holding the result of the
+/// `request-outbound` trigger; otherwise (or if the trigger is not honoured) with slow shell
+/// content. n/a when no turn can be kept open.
 pub async fn hold_turn(host: &mut Host) -> Step<String> {
-    let content = if host.track.has_capability("outbound_message") {
+    if host.track.has_capability("outbound_message") {
         host.hold_results = true;
-        OUTBOUND_TRIGGER
-    } else {
-        SLOW_CONTENT
-    };
-    let (turn_id, submitted) = host.submit(content).await?;
-    if let Submitted::Refused(f) = submitted {
-        return Err(crate::host::refused("turn", &f));
-    }
-    if host.hold_results {
+        let turn_id = start_held(host, OUTBOUND_TRIGGER).await?;
         let deadline = tokio::time::Instant::now() + host.config().operation_timeout;
         while host
             .track
@@ -187,14 +180,35 @@ pub async fn hold_turn(host: &mut Host) -> Step<String> {
                 _ => break,
             }
         }
+        if !host.track.turn_ended(&turn_id) {
+            return Ok(turn_id);
+        }
+        host.release_results();
+    }
+    let turn_id = start_held(host, SLOW_CONTENT).await?;
+    let settle = host.config().settle;
+    let deadline = tokio::time::Instant::now() + settle.min(std::time::Duration::from_secs(1));
+    while !host.track.turn_ended(&turn_id) {
+        match host.next(deadline).await? {
+            crate::host::Next::Event(_) => {}
+            _ => break,
+        }
     }
     if host.track.turn_ended(&turn_id) {
         return Err(Stop::NotApplicable(format!(
-            "could not keep a turn open: {content:?} ended at once (advertise outbound_message \
-             and honour {OUTBOUND_TRIGGER:?}, or run shell content)"
+            "could not keep a turn open: {SLOW_CONTENT:?} ended at once (advertise \
+             outbound_message and honour {OUTBOUND_TRIGGER:?}, or run turn content in a shell)"
         )));
     }
     Ok(turn_id)
+}
+
+async fn start_held(host: &mut Host, content: &str) -> Step<String> {
+    let (turn_id, submitted) = host.submit(content).await?;
+    match submitted {
+        Submitted::Acked => Ok(turn_id),
+        Submitted::Refused(f) => Err(crate::host::refused("turn", &f)),
+    }
 }
 
 /// Boxes a scenario body.
