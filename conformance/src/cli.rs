@@ -21,7 +21,12 @@ pub const EXIT_USAGE: i32 = 2;
 /// only these arguments. Its arguments end at the next option of this tool (--env, --json,
 /// ...); after a `--` every remaining word goes to the provider.
 #[derive(Debug, Parser)]
-#[command(name = "remote-runner-conformance", version, after_help = PROVIDER_HELP)]
+#[command(
+    name = "remote-runner-conformance",
+    version,
+    override_usage = "remote-runner-conformance [OPTIONS] --provider <COMMAND> [ARGS...] [OPTIONS]",
+    after_help = PROVIDER_HELP
+)]
 pub struct Args {
     /// Print the scenarios (group, name, what each checks) and exit.
     #[arg(long)]
