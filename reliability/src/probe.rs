@@ -76,3 +76,34 @@ pub fn signal(pid: u32, signal: i32) -> bool {
         .status()
         .is_ok_and(|s| s.success())
 }
+
+/// Direct children of `parent`.
+pub fn children(parent: u32) -> Vec<u32> {
+    parents()
+        .into_iter()
+        .filter(|(_, p)| *p == parent)
+        .map(|(c, _)| c)
+        .collect()
+}
+
+/// Per connection of an sshd listener: the processes its session channels run (the
+/// grandchildren of each per-connection process, below the privilege-separated child). One
+/// `exec` channel is one such process; SFTP is served inside sshd (internal-sftp) and not counted.
+pub fn channel_processes(listener: u32) -> Vec<usize> {
+    let map = parents();
+    let kids = |p: u32| -> Vec<u32> {
+        map.iter()
+            .filter(|(_, pp)| **pp == p)
+            .map(|(c, _)| *c)
+            .collect()
+    };
+    kids(listener)
+        .into_iter()
+        .map(|conn| {
+            kids(conn)
+                .into_iter()
+                .map(|priv_child| kids(priv_child).len())
+                .sum()
+        })
+        .collect()
+}
