@@ -1,5 +1,5 @@
 //! The CLI's shape: help with examples everywhere, completions, man pages, exit codes, and
-//! honest `not_implemented` for commands whose engine is not built yet.
+//! not-found errors for unknown machines, sessions, commands and runs.
 
 mod common;
 
@@ -134,118 +134,163 @@ fn man_pages_are_generated_from_the_definitions() {
 }
 
 #[test]
-fn commands_without_an_engine_say_so_and_exit_11() {
+fn unknown_ids_are_not_found_errors_with_exit_3() {
     let sb = Sandbox::new();
-    let cases: Vec<Vec<&str>> = vec![
-        vec!["session", "create", "--machine", "local"],
-        vec!["session", "list"],
-        vec!["session", "show", "--session", "sess_x"],
-        vec![
-            "session",
-            "exec",
-            "--session",
-            "sess_x",
-            "--cmd",
-            "true",
-            "--exit-code",
-        ],
-        vec!["session", "command", "list", "--session", "sess_x"],
-        vec![
-            "session",
-            "command",
-            "result",
-            "--session",
-            "s",
-            "--command-id",
-            "c",
-        ],
-        vec![
-            "session",
-            "command",
-            "wait",
-            "--session",
-            "s",
-            "--command-id",
-            "c",
-        ],
-        vec![
-            "session",
-            "command",
-            "stop",
-            "--session",
-            "s",
-            "--command-id",
-            "c",
-        ],
-        vec!["session", "send", "--session", "s", "--input", "ls"],
-        vec!["session", "read", "--session", "s", "--since", "10"],
-        vec!["session", "logs", "--session", "s"],
-        vec!["session", "destroy", "--session", "s"],
-        vec!["session", "attach", "--session", "s"],
-        vec![
-            "file",
-            "put",
-            "--session",
-            "s",
-            "--local",
-            "a",
-            "--remote",
-            "/b",
-        ],
-        vec![
-            "file",
-            "get",
-            "--session",
-            "s",
-            "--remote",
-            "/b",
-            "--local",
-            "a",
-        ],
-        vec!["file", "list", "--session", "s", "--remote", "/b"],
-        vec!["file", "history"],
-        vec![
-            "run",
-            "once",
-            "--machine",
-            "local",
-            "--cmd",
-            "true",
-            "--input",
-            "a=/b",
-            "--artifact",
-            "/c=d",
-        ],
-        vec!["run", "list"],
-        vec!["run", "show", "run_x"],
+    let cases: Vec<(Vec<&str>, &[&str])> = vec![
+        (
+            vec!["session", "create", "--machine", "nope"],
+            &["unknown_machine"],
+        ),
+        (
+            vec!["session", "show", "--session", "sess_x"],
+            &["unknown_session"],
+        ),
+        (
+            vec![
+                "session",
+                "exec",
+                "--session",
+                "sess_x",
+                "--cmd",
+                "true",
+                "--exit-code",
+            ],
+            &["unknown_session"],
+        ),
+        (
+            vec!["session", "command", "list", "--session", "sess_x"],
+            &["unknown_session"],
+        ),
+        (
+            vec![
+                "session",
+                "command",
+                "result",
+                "--session",
+                "s",
+                "--command-id",
+                "c",
+            ],
+            &["unknown_session", "unknown_command"],
+        ),
+        (
+            vec![
+                "session",
+                "command",
+                "wait",
+                "--session",
+                "s",
+                "--command-id",
+                "c",
+            ],
+            &["unknown_session", "unknown_command"],
+        ),
+        (
+            vec![
+                "session",
+                "command",
+                "stop",
+                "--session",
+                "s",
+                "--command-id",
+                "c",
+            ],
+            &["unknown_session", "unknown_command"],
+        ),
+        (
+            vec!["session", "send", "--session", "s", "--input", "ls"],
+            &["unknown_session"],
+        ),
+        (
+            vec!["session", "read", "--session", "s", "--since", "10"],
+            &["unknown_session"],
+        ),
+        (
+            vec!["session", "logs", "--session", "s"],
+            &["unknown_session"],
+        ),
+        (
+            vec!["session", "destroy", "--session", "s"],
+            &["unknown_session"],
+        ),
+        (
+            vec![
+                "file",
+                "put",
+                "--session",
+                "s",
+                "--local",
+                "a",
+                "--remote",
+                "/b",
+            ],
+            &["unknown_session"],
+        ),
+        (
+            vec![
+                "file",
+                "get",
+                "--session",
+                "s",
+                "--remote",
+                "/b",
+                "--local",
+                "a",
+            ],
+            &["unknown_session"],
+        ),
+        (
+            vec!["file", "list", "--session", "s", "--remote", "/b"],
+            &["unknown_session"],
+        ),
+        (
+            vec!["file", "history", "--session", "s"],
+            &["unknown_session"],
+        ),
+        (
+            vec![
+                "run",
+                "once",
+                "--machine",
+                "nope",
+                "--cmd",
+                "true",
+                "--input",
+                "a=/b",
+            ],
+            &["unknown_machine"],
+        ),
+        (vec!["run", "show", "run_x"], &["unknown_run"]),
     ];
-    for mut args in cases {
+    for (mut args, codes) in cases {
         args.push("--json");
         let r = sb.run(&args);
-        assert_eq!(r.code, 11, "{args:?}: {r:?}");
+        assert_eq!(r.code, 3, "{args:?}: {r:?}");
         assert!(
             r.stdout.is_empty(),
             "{args:?} printed a result: {}",
             r.stdout
         );
         let err = r.error();
-        assert_eq!(err["code"], "not_implemented");
         assert!(
-            err["message"]
-                .as_str()
-                .unwrap()
-                .contains("is not built yet")
+            codes.contains(&err["code"].as_str().unwrap()),
+            "{args:?}: {err}"
         );
     }
+    // Empty state: the lists are empty, not errors.
+    for args in [
+        vec!["session", "list"],
+        vec!["file", "history"],
+        vec!["run", "list"],
+    ] {
+        let v = sb.ok_json(&args);
+        let summary = v["summary"].as_object().unwrap();
+        assert!(summary.values().all(|n| n == 0), "{args:?}: {v}");
+    }
     // Human mode says it in words on stderr.
-    let r = sb.run(&["run", "list"]);
-    assert_eq!(r.code, 11);
-    assert!(
-        r.stderr
-            .starts_with("error: `remote-runner run list` is not built yet"),
-        "{}",
-        r.stderr
-    );
+    let r = sb.run(&["run", "show", "run_x"]);
+    assert_eq!(r.code, 3);
+    assert!(r.stderr.starts_with("error: no run run_x"), "{}", r.stderr);
 }
 
 #[test]
