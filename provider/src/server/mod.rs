@@ -56,7 +56,7 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (out, writer_task) = writer::spawn(output);
+    let (out, writer) = writer::spawn(output);
     let provider = Provider::new(config, out.clone());
     let mut commands = CommandReader::new(input);
     tokio::pin!(stop);
@@ -84,7 +84,7 @@ where
     provider.shutdown().await;
     drop(provider);
     drop(out);
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), writer_task).await;
+    writer.finish(std::time::Duration::from_secs(5)).await;
     0
 }
 

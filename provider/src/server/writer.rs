@@ -8,6 +8,7 @@ use remote_runner_protocol::{Event, FailureStatus, LineWriter};
 use tokio::io::AsyncWrite;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 /// A cheap, cloneable handle for sending events.
 #[derive(Clone, Debug)]
@@ -22,16 +23,46 @@ impl Out {
     }
 }
 
-/// Start the writer task on `sink`. The task ends when every [`Out`] is dropped, after writing
-/// everything queued, or when the sink fails (the host closed our stdout).
-pub fn spawn<W>(sink: W) -> (Out, JoinHandle<()>)
+/// The running writer task.
+#[derive(Debug)]
+pub struct Writer {
+    task: JoinHandle<()>,
+    stop: CancellationToken,
+}
+
+impl Writer {
+    /// Write what is already queued, then stop, even while background tasks still hold an
+    /// [`Out`]. Bounded, so a host that stopped reading cannot keep the process alive.
+    pub async fn finish(self, bound: std::time::Duration) {
+        self.stop.cancel();
+        let _ = tokio::time::timeout(bound, self.task).await;
+    }
+}
+
+/// Start the writer task on `sink`. The task ends when every [`Out`] is dropped or
+/// [`Writer::finish`] is called, after writing everything queued, or when the sink fails (the
+/// host closed our stdout).
+pub fn spawn<W>(sink: W) -> (Out, Writer)
 where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
+    let stop = CancellationToken::new();
+    let stopping = stop.clone();
     let task = tokio::spawn(async move {
         let mut writer = LineWriter::new(sink);
-        while let Some(event) = rx.recv().await {
+        loop {
+            let event = tokio::select! {
+                biased;
+                event = rx.recv() => match event {
+                    Some(event) => event,
+                    None => break,
+                },
+                _ = stopping.cancelled() => match rx.try_recv() {
+                    Ok(event) => event,
+                    Err(_) => break,
+                },
+            };
             let event = match event.validate() {
                 Ok(()) => event,
                 Err(err) => {
@@ -49,7 +80,7 @@ where
             }
         }
     });
-    (Out { tx }, task)
+    (Out { tx }, Writer { task, stop })
 }
 
 /// A correlated internal failure to send instead of an event that failed validation, when the
