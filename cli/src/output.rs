@@ -75,6 +75,12 @@ impl Output {
         exit::for_error(err.code)
     }
 
+    /// A coloured status line on stderr (e.g. how a command ended, after its own output).
+    pub fn status(&self, cell: &Cell) {
+        let text = paint(&cell.text, cell.tone, self.stderr_color);
+        write_ignoring_broken_pipe(&mut std::io::stderr().lock(), &format!("{text}\n"));
+    }
+
     /// A warning or progress line on stderr (never on stdout, so `--json` stays one object).
     pub fn note(&self, message: &str) {
         let label = paint("note:", Tone::Warn, self.stderr_color);

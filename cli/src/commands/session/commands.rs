@@ -203,7 +203,7 @@ fn print_output(rec: &CommandRecord) {
         .and_then(|()| std::io::stderr().lock().flush());
 }
 
-/// `exit 0 · 120 ms · cmd_...` on stderr, only for a person at a terminal.
+/// `✓ completed · exit 0 · 120 ms · cmd_...` on stderr, only for a person at a terminal.
 fn status_line(ctx: &Context, rec: &CommandRecord) {
     if !std::io::stderr().is_terminal() {
         return;
@@ -212,18 +212,27 @@ fn status_line(ctx: &Context, rec: &CommandRecord) {
         .duration_ms
         .map(|ms| format!(" · {ms} ms"))
         .unwrap_or_default();
-    let text = match (rec.status, rec.exit_code) {
-        (CommandStatus::Running, _) => format!(
-            "still running after the --timeout wait ({}); the command goes on. Follow it with: \
-             remote-runner session command wait --session {} --command-id {}",
-            rec.command_id, rec.session_id, rec.command_id
+    let exit = rec
+        .exit_code
+        .map(|code| format!(" · exit {code}"))
+        .unwrap_or_default();
+    let cell = match rec.status {
+        CommandStatus::Running => Cell::new(
+            format!(
+                "… still running after the --timeout wait; the command goes on. Follow it with: \
+                 remote-runner session command wait --session {} --command-id {}",
+                rec.session_id, rec.command_id
+            ),
+            Tone::Warn,
         ),
-        (status, Some(code)) => format!(
-            "{} · exit {code}{took} · {}",
-            status.as_str(),
-            rec.command_id
+        CommandStatus::Completed => Cell::new(
+            format!("✓ completed{exit}{took} · {}", rec.command_id),
+            Tone::Good,
         ),
-        (status, None) => format!("{}{took} · {}", status.as_str(), rec.command_id),
+        status => Cell::new(
+            format!("✗ {}{exit}{took} · {}", status.as_str(), rec.command_id),
+            Tone::Bad,
+        ),
     };
-    ctx.out.note(&text);
+    ctx.out.status(&cell);
 }
