@@ -1,0 +1,186 @@
+//! `exec-cold-cli`: a fresh process per exec of `true` in an existing session (connect, auth,
+//! run, record, exit), beside a cold `ssh host '<tmux round trip>'` and a cold `ssh host true`.
+//!
+//! Ours is `remote-runner session exec --session S --cmd true` when that CLI command works; while
+//! it is not wired to the engine yet (it answers `not_implemented`), the same engine work is done
+//! by `remote-runner-bench-cold-exec`, a small binary of this crate, and the report says so.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use remote_runner_provider::connect::MachineConnector;
+use remote_runner_provider::engine::Engine;
+use remote_runner_provider::store::{self, Store};
+
+use crate::Ctx;
+use crate::bed::Bed;
+use crate::benches::exec_warm::{tmux_round_trip, tmux_setup, tmux_teardown};
+use crate::openssh::{self, OpenSsh};
+use crate::provider_host::sibling_binary;
+use crate::report::{BenchResult, Measurement, Ratio, Side, Target};
+
+/// Which process does our side's cold exec.
+enum ColdExec {
+    Cli(PathBuf),
+    EngineBin(PathBuf),
+}
+
+impl ColdExec {
+    fn command(&self, state_dir: &Path, session: &str) -> Command {
+        let mut cmd = match self {
+            ColdExec::Cli(bin) => {
+                let mut c = Command::new(bin);
+                c.arg("--state-dir").arg(state_dir).args([
+                    "session",
+                    "exec",
+                    "--session",
+                    session,
+                    "--cmd",
+                    "true",
+                    "--json",
+                ]);
+                c
+            }
+            ColdExec::EngineBin(bin) => {
+                let mut c = Command::new(bin);
+                c.arg(state_dir).arg(session).arg("true");
+                c
+            }
+        };
+        cmd.env_remove("SSH_AUTH_SOCK")
+            .env_remove("REMOTE_RUNNER_STATE_DIR");
+        cmd
+    }
+
+    fn describe(&self) -> &'static str {
+        match self {
+            ColdExec::Cli(_) => "`remote-runner session exec --cmd true` (fresh process)",
+            ColdExec::EngineBin(_) => {
+                "cold engine exec `true` (fresh process, remote-runner-bench-cold-exec)"
+            }
+        }
+    }
+}
+
+/// The CLI when its `session exec` works on this state dir, else the engine-level stand-in.
+fn pick_cold_exec(state_dir: &Path, session: &str) -> Result<(ColdExec, Option<String>)> {
+    if let Ok(cli) = sibling_binary("REMOTE_RUNNER_BENCH_CLI", "remote-runner") {
+        let probe = ColdExec::Cli(cli);
+        let out = probe.command(state_dir, session).output()?;
+        if out.status.success() {
+            return Ok((probe, None));
+        }
+        let why = format!(
+            "`remote-runner session exec` exited with {} ({}), so the cold exec is measured with \
+             remote-runner-bench-cold-exec, which makes the same engine calls the CLI will make",
+            out.status,
+            String::from_utf8_lossy(&out.stdout)
+                .trim()
+                .chars()
+                .take(160)
+                .collect::<String>()
+        );
+        let bin = sibling_binary(
+            "REMOTE_RUNNER_BENCH_COLD_EXEC",
+            "remote-runner-bench-cold-exec",
+        )?;
+        return Ok((ColdExec::EngineBin(bin), Some(why)));
+    }
+    let bin = sibling_binary(
+        "REMOTE_RUNNER_BENCH_COLD_EXEC",
+        "remote-runner-bench-cold-exec",
+    )?;
+    Ok((
+        ColdExec::EngineBin(bin),
+        Some("the remote-runner CLI binary was not built; measured with remote-runner-bench-cold-exec".into()),
+    ))
+}
+
+/// A state dir holding the bed's machine record and one session on it, created in-process.
+fn prepare_state(ctx: &Ctx, bed: &Bed, remote: &Path) -> Result<(PathBuf, String)> {
+    let state_dir = bed.local_dir("exec-cold-state")?;
+    let machine = bed.machine(remote);
+    let store = Store::open(&state_dir)?;
+    store::machines::insert(&store, &machine)?;
+    drop(store);
+    let connector = MachineConnector::new(state_dir.clone(), Bed::connect_options());
+    let engine = Engine::new(&state_dir, Arc::new(connector))?;
+    let session = ctx
+        .rt
+        .block_on(engine.create_session(&machine, None))
+        .context("create the session the cold execs run in")?;
+    Ok((state_dir, session.session_id))
+}
+
+pub fn run(ctx: &Ctx) -> Result<BenchResult> {
+    let runs = ctx.cfg.pick(20, 5);
+    let warmup = 2;
+    let bed = ctx.bed;
+    let remote = bed.remote_dir("exec-cold")?;
+    let (state_dir, session) = prepare_state(ctx, bed, &remote)?;
+    let (ours_cmd, fallback_note) = pick_cold_exec(&state_dir, &session)?;
+    let ssh = OpenSsh::new(bed);
+    openssh::run(&mut ssh.ssh(&tmux_setup()))?;
+    let round_trip = tmux_round_trip();
+
+    for _ in 0..warmup {
+        openssh::time_run(&mut ours_cmd.command(&state_dir, &session))?;
+        openssh::time_run(&mut ssh.ssh(&round_trip))?;
+        openssh::time_run(&mut ssh.ssh("true"))?;
+    }
+    let (mut ours, mut tmux, mut plain) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..runs {
+        ours.push(openssh::time_run(
+            &mut ours_cmd.command(&state_dir, &session),
+        )?);
+        tmux.push(openssh::time_run(&mut ssh.ssh(&round_trip))?);
+        plain.push(openssh::time_run(&mut ssh.ssh("true"))?);
+    }
+    let _ = openssh::run(&mut ssh.ssh(&tmux_teardown()));
+
+    let mut result = BenchResult::new(
+        "exec-cold-cli",
+        "a fresh process per exec of `true` in an existing session (connect, authenticate, run in \
+         the session shell, record, exit), beside a cold `ssh host '<tmux send-keys + wait-for>'` \
+         and a cold `ssh host true` (no ControlMaster)",
+    );
+    let ours = result
+        .push(Measurement::new(ours_cmd.describe(), Side::Ours, &ours))
+        .clone();
+    let tmux = result
+        .push(Measurement::new(
+            "cold `ssh host 'tmux send-keys ... \\; wait-for done'`",
+            Side::OpenSsh,
+            &tmux,
+        ))
+        .clone();
+    let plain = result
+        .push(Measurement::new(
+            "cold `ssh host true`",
+            Side::OpenSsh,
+            &plain,
+        ))
+        .clone();
+    result.ratios.push(Ratio::time(
+        "cold exec / cold ssh tmux round trip",
+        &ours,
+        &tmux,
+        Target::AtMost(1.0),
+    ));
+    result.ratios.push(Ratio::time(
+        "cold exec / cold `ssh host true`",
+        &ours,
+        &plain,
+        Target::AtMost(1.0),
+    ));
+    if let Some(note) = fallback_note {
+        result.notes.push(note);
+    }
+    result.notes.push(format!(
+        "{warmup} warm-up runs of each first; {runs} runs interleaved; every run is a new process \
+         and a new SSH connection (key exchange + ed25519 public key auth)"
+    ));
+    Ok(result)
+}

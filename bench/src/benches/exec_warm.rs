@@ -1,0 +1,131 @@
+//! `exec-warm`: one engine-level exec of `true` in a session on a warm connection, beside a tmux
+//! `send-keys` + `wait-for` round trip through an OpenSSH ControlMaster (the same shape of work:
+//! a command typed into a persistent shell, waiting for it to end) and a plain
+//! `ssh -S ctl host true` for scale. The three are interleaved run by run so drift hits all alike.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use remote_runner_provider::engine::{CommandStatus, Engine, ExecRequest, FixedConnector};
+
+use crate::Ctx;
+use crate::openssh::{self, OpenSsh};
+use crate::report::{BenchResult, Measurement, Ratio, Side, Target};
+
+/// tmux socket name the OpenSSH side uses on the machine (separate from the engine's).
+const TMUX_SOCKET: &str = "rrbench";
+
+/// The remote command line of one tmux round trip: type `true` into the shell, have the shell
+/// signal a channel when done, and wait on that channel in the same tmux client call.
+pub fn tmux_round_trip() -> String {
+    format!(
+        "tmux -L {TMUX_SOCKET} send-keys -t s 'true; tmux -L {TMUX_SOCKET} wait-for -S done' Enter \\; wait-for done"
+    )
+}
+
+/// Start (or restart) the OpenSSH side's tmux session on the machine.
+pub fn tmux_setup() -> String {
+    format!(
+        "tmux -L {TMUX_SOCKET} kill-server 2>/dev/null; tmux -L {TMUX_SOCKET} new-session -d -s s -x 120 -y 40"
+    )
+}
+
+pub fn tmux_teardown() -> String {
+    format!("tmux -L {TMUX_SOCKET} kill-server")
+}
+
+pub fn run(ctx: &Ctx) -> Result<BenchResult> {
+    let runs = ctx.cfg.pick(50, 10);
+    let warmup = 3;
+    let bed = ctx.bed;
+    let remote = bed.remote_dir("exec-warm")?;
+
+    // Our side: one connection, one session, then execs on it.
+    let transport = ctx.rt.block_on(bed.connect(&remote))?;
+    let engine = Engine::new(
+        &bed.local_dir("exec-warm-state")?,
+        Arc::new(FixedConnector(transport)),
+    )?;
+    let session = ctx
+        .rt
+        .block_on(engine.create_session(&bed.machine(&remote), None))?;
+    let exec_once = || -> Result<Duration> {
+        let start = Instant::now();
+        let rec = ctx
+            .rt
+            .block_on(engine.exec(&session.session_id, "true", ExecRequest::wait()))?;
+        let took = start.elapsed();
+        if rec.status != CommandStatus::Completed || rec.exit_code != Some(0) {
+            bail!(
+                "engine exec of `true` ended {:?} {:?}",
+                rec.status,
+                rec.exit_code
+            );
+        }
+        Ok(took)
+    };
+
+    // OpenSSH side: a ControlMaster and a tmux session behind it.
+    let master = OpenSsh::new(bed).control_master(&bed.local_dir("exec-warm-ssh")?)?;
+    openssh::run(&mut master.ssh(&tmux_setup()))?;
+    let round_trip = tmux_round_trip();
+
+    for _ in 0..warmup {
+        exec_once()?;
+        openssh::time_run(&mut master.ssh(&round_trip))?;
+        openssh::time_run(&mut master.ssh("true"))?;
+    }
+    let (mut ours, mut tmux, mut plain) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..runs {
+        ours.push(exec_once()?);
+        tmux.push(openssh::time_run(&mut master.ssh(&round_trip))?);
+        plain.push(openssh::time_run(&mut master.ssh("true"))?);
+    }
+    let _ = ctx.rt.block_on(engine.destroy(&session.session_id));
+    let _ = openssh::run(&mut master.ssh(&tmux_teardown()));
+
+    let mut result = BenchResult::new(
+        "exec-warm",
+        "one `engine.exec(session, \"true\", wait)` on a warm connection and an existing session, \
+         beside a tmux send-keys + wait-for round trip (`true` typed into a tmux shell) through an \
+         OpenSSH ControlMaster, and a plain `ssh -S ctl host true`",
+    );
+    let ours = result
+        .push(Measurement::new(
+            "engine exec `true` (warm session)",
+            Side::Ours,
+            &ours,
+        ))
+        .clone();
+    let tmux = result
+        .push(Measurement::new(
+            "ControlMaster: tmux send-keys + wait-for round trip",
+            Side::OpenSsh,
+            &tmux,
+        ))
+        .clone();
+    let plain = result
+        .push(Measurement::new(
+            "ControlMaster: `ssh host true`",
+            Side::OpenSsh,
+            &plain,
+        ))
+        .clone();
+    result.ratios.push(Ratio::time(
+        "engine exec / ControlMaster tmux round trip",
+        &ours,
+        &tmux,
+        Target::AtMost(1.0),
+    ));
+    result.ratios.push(Ratio::time(
+        "engine exec / ControlMaster `ssh host true`",
+        &ours,
+        &plain,
+        Target::None,
+    ));
+    result.notes.push(format!(
+        "{warmup} warm-up runs of each side first; then {runs} runs, interleaved (ours, tmux, plain)"
+    ));
+    Ok(result)
+}

@@ -1,0 +1,7 @@
+//! One module per benchmark (or pair of benchmarks sharing a setup).
+
+pub mod exec_cold;
+pub mod exec_warm;
+pub mod file;
+pub mod tree;
+pub mod turn;
