@@ -187,3 +187,78 @@ fn attach_refuses_without_a_terminal() {
         "{err}"
     );
 }
+
+#[test]
+fn exec_on_a_terminal_prints_the_output_then_a_status_line() {
+    let bed = Bed::local();
+    let s = bed.session();
+    let pane = Pane::start(
+        bed.sb.path(),
+        "exec",
+        &pane_line(
+            &bed,
+            &format!(
+                "session exec --session {s} --cmd 'echo visible-out; echo visible-err >&2; (exit 3)'"
+            ),
+        ),
+    );
+    let screen = pane.wait_for("cli-exit=");
+    assert!(screen.contains("cli-exit=1"), "{screen}");
+    let out = screen.find("visible-out").expect("stdout shown");
+    let err = screen.find("visible-err").expect("stderr shown");
+    let status = screen
+        .find("✗ failed · exit 3")
+        .unwrap_or_else(|| panic!("{screen}"));
+    assert!(out < status && err < status, "{screen}");
+}
+
+/// The progress bar is drawn on a terminal (bytes, rate, ETA) and cleared at the end; the
+/// pane's raw output, captured with `pipe-pane`, holds what was drawn.
+#[test]
+fn file_put_on_a_terminal_draws_a_progress_bar() {
+    let bed = Bed::local();
+    let s = bed.session();
+    let local = bed.sb.path().join("big.bin");
+    std::fs::write(&local, vec![7u8; 8 << 20]).unwrap();
+    let raw = bed.sb.path().join("pane.raw");
+    let line = pane_line(
+        &bed,
+        &format!(
+            "file put --session {s} --local {} --remote {}",
+            local.display(),
+            bed.at("big.bin")
+        ),
+    );
+    // Start the pane on a shell that waits, so pipe-pane is on before the CLI writes.
+    let gate = bed.sb.path().join("go");
+    let pane = Pane::start(
+        bed.sb.path(),
+        "bar",
+        &format!(
+            "while [ ! -e {} ]; do sleep 0.1; done; {line}",
+            gate.display()
+        ),
+    );
+    pane.tmux(&[
+        "pipe-pane",
+        "-t",
+        "t",
+        "-o",
+        &format!("cat >> {}", raw.display()),
+    ]);
+    std::fs::write(&gate, "").unwrap();
+    let screen = pane.wait_for("cli-exit=");
+    assert!(screen.contains("cli-exit=0"), "{screen}");
+    assert!(screen.contains("succeeded"), "{screen}");
+    assert!(
+        !screen.contains("ETA"),
+        "the bar is cleared at the end: {screen}"
+    );
+    let drawn = eventually("the pane's raw output", || {
+        let text = String::from_utf8_lossy(&std::fs::read(&raw).ok()?).into_owned();
+        text.contains("cli-exit=").then_some(text)
+    });
+    assert!(drawn.contains("8.0 MiB / 8.0 MiB"), "{drawn:?}");
+    assert!(drawn.contains("100%"), "{drawn:?}");
+    assert!(drawn.contains("/s"), "{drawn:?}");
+}
