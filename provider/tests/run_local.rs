@@ -19,4 +19,5 @@ local_tests!(
     run_times_out,
     run_cancelled,
     run_show_unknown,
+    run_cancelled_early,
 );

@@ -350,7 +350,6 @@ impl Engine {
         // Artifacts are fetched whatever the exit code: the ones that exist are kept.
         for (i, (remote, local)) in req.artifacts.iter().enumerate() {
             if cancel.is_cancelled() {
-                m.status = RunStatus::Cancelled;
                 break;
             }
             let res = self
@@ -367,6 +366,13 @@ impl Engine {
                 Ok((rec, err)) => m.artifacts[i].apply(&rec, err.as_ref()),
                 Err(e) => m.artifacts[i].fail(&e),
             }
+        }
+        if m.status == RunStatus::Running && cancel.is_cancelled() {
+            m.status = RunStatus::Cancelled;
+            m.error = Some(ErrorInfo::from(&Error::new(
+                ErrorCode::Cancelled,
+                "the run was cancelled while downloading artifacts",
+            )));
         }
         if m.status == RunStatus::Running {
             let exit_ok = m.exit_code == Some(0);

@@ -297,3 +297,18 @@ pub async fn run_show_unknown(bed: Bed) {
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::InvalidArgument);
 }
+
+/// Cancelled before anything ran: no session, no command, still a `cancelled` manifest.
+pub async fn run_cancelled_early(bed: Bed) {
+    let token = CancellationToken::new();
+    token.cancel();
+    let mut req = request(&bed, "touch ran.flag");
+    req.inputs = vec![(lps(&bed, "whatever"), "in.txt".into())];
+    let m = bed.engine.run_once(req, token).await.unwrap();
+    assert_eq!(m.status, RunStatus::Cancelled);
+    assert!(m.session_id.is_none() && m.command_result.is_none());
+    assert_eq!(m.inputs[0].status, "skipped");
+    assert_eq!(m.error.as_ref().unwrap().code, "cancelled");
+    assert!(!bed.rp("ran.flag").exists());
+    check_manifest(&bed, &m);
+}
