@@ -1,6 +1,7 @@
 //! One engine, two front doors: a session that the protocol provider (`botmux-remote-runner`,
 //! driven by a short scripted host on its stdin) created is listed, read, typed into and
-//! destroyed by the CLI sharing its state dir.
+//! destroyed by the CLI sharing its state dir; on `local` and on an SSH machine of the sshd
+//! test bed.
 
 mod common;
 mod session_bed;
@@ -42,12 +43,17 @@ struct Provider {
 
 impl Provider {
     fn spawn(bed: &Bed) -> Provider {
-        let mut child = Command::new(provider_bin())
+        let mut command = Command::new(provider_bin());
+        if let Some(sshd) = bed.sshd() {
+            command.env("REMOTE_RUNNER_SSH_CONFIG", &sshd.ssh_config);
+        }
+        let mut child = command
             .current_dir(&bed.work)
             .env("HOME", bed.sb.home())
             .env("REMOTE_RUNNER_STATE_DIR", bed.sb.state_dir())
             .env("REMOTE_RUNNER_TERMINAL", "off")
-            .env_remove("REMOTE_RUNNER_MACHINE")
+            .env("REMOTE_RUNNER_MACHINE", &bed.machine)
+            .env_remove("SSH_AUTH_SOCK")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -99,10 +105,8 @@ impl Drop for Provider {
     }
 }
 
-#[test]
-fn a_provider_session_is_listed_read_and_destroyed_by_the_cli() {
-    let bed = Bed::local();
-    let mut provider = Provider::spawn(&bed);
+fn a_provider_session_is_listed_read_and_destroyed_by_the_cli(bed: &Bed) {
+    let mut provider = Provider::spawn(bed);
     provider.send(
         "hello",
         json!({"requestId": "hello:1", "sessionId": "chat", "requiredCapabilities": ["start", "turn"]}),
@@ -124,7 +128,8 @@ fn a_provider_session_is_listed_read_and_destroyed_by_the_cli() {
     let list = bed.json(&["session", "list"]);
     let sessions = list["sessions"].as_array().unwrap();
     assert_eq!(sessions.len(), 1, "{list}");
-    assert_eq!(sessions[0]["machine_id"], "local");
+    assert_eq!(sessions[0]["machine_id"], bed.machine.as_str());
+    assert_eq!(sessions[0]["cwd"], bed.work_str().as_str());
     assert_eq!(sessions[0]["status"], "active");
     let s = sessions[0]["session_id"].as_str().unwrap().to_string();
 
@@ -157,3 +162,7 @@ fn a_provider_session_is_listed_read_and_destroyed_by_the_cli() {
         "destroyed"
     );
 }
+both_machines!(
+    provider_session,
+    a_provider_session_is_listed_read_and_destroyed_by_the_cli
+);
