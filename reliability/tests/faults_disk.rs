@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{anyhow, bail};
 use remote_runner_provider::ErrorCode;
 use remote_runner_provider::engine::{EngineOptions, ExecRequest};
 use remote_runner_provider::store::Store;

@@ -93,7 +93,8 @@ fn mutate(rng: &mut XorShift, bases: &[Value]) -> Vec<u8> {
         }
         1 | 2 => {
             let k = rng.pick(&keys).clone();
-            let bad: Value = serde_json::from_str(*rng.pick(WRONG)).unwrap_or(Value::Null);
+            let wrong = WRONG[rng.below(WRONG.len())];
+            let bad: Value = serde_json::from_str(wrong).unwrap_or(Value::Null);
             obj.insert(k, bad);
         }
         3 => {
