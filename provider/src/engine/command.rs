@@ -10,7 +10,7 @@ use super::{
 };
 use crate::error::{Error, ErrorCode, Result};
 use crate::store;
-use crate::tmux::{CommandState, LockOutcome, RunMode, TmuxDriver};
+use crate::tmux::{CommandState, RunMode, StartOutcome, TmuxDriver};
 use crate::util::{new_id, now_rfc3339};
 
 /// How to run a command.
@@ -76,6 +76,17 @@ pub struct LogEntry {
 /// How long a background launch may take to be accepted by the shell.
 const LAUNCH_WAIT: Duration = Duration::from_secs(30);
 
+/// Reconnect attempts after a dropped link before giving up (the command goes on regardless).
+const RECONNECT_ATTEMPTS: u32 = 5;
+
+/// A dropped or stalled link, after which reconnecting may help.
+fn is_link_error(e: &Error) -> bool {
+    matches!(
+        e.code,
+        ErrorCode::ConnectionLost | ErrorCode::ConnectionFailed | ErrorCode::Timeout
+    )
+}
+
 fn run_mode(rec: &CommandRecord) -> RunMode {
     match rec.mode {
         CommandMode::Wait => RunMode::Foreground,
@@ -122,47 +133,16 @@ impl Engine {
                 "cwd {cwd:?} must be an absolute path without newlines"
             )));
         }
-        let (session, driver) = self.active_driver(session_id).await?;
+        let (session, mut driver) = self.active_driver(session_id).await?;
         let command_id = new_id("cmd");
-        match driver.lock(&command_id).await? {
-            LockOutcome::Acquired => {}
-            LockOutcome::Busy(owner) => {
-                return Err(Error::new(
-                    ErrorCode::Busy,
-                    format!(
-                        "session {session_id} is running command {owner}; wait for it \
-                         (`remote-runner session command wait --session {session_id} --command-id \
-                         {owner}`) or stop it (`... command stop`), or use another session"
-                    ),
-                ));
-            }
-            LockOutcome::TerminalBusy(name) => {
-                return Err(Error::new(
-                    ErrorCode::Busy,
-                    format!(
-                        "session {session_id}'s terminal is running `{name}` (started with \
-                         `session send`); end it (e.g. `session send --input exit`, or send \
-                         Ctrl-C) before running commands"
-                    ),
-                ));
-            }
-            LockOutcome::Lost => {
-                let err = driver.lost_error();
-                self.mark_lost(session_id, "the tmux session is gone")?;
-                return Err(err);
-            }
-        }
-        let rec = self.new_record(&session, &command_id, command, &req);
         let dir = driver.paths().command_dir(&command_id);
-        if let Err(e) = driver
-            .transport()
+        let transport = driver.transport().clone();
+        transport.create_dir_all(&dir, 0o700).await?;
+        transport
             .write_file(&format!("{dir}/cmd.sh"), text.as_bytes(), 0o600)
-            .await
-        {
-            let _ = driver.unlock(&command_id).await;
-            return Err(e);
-        }
+            .await?;
         // Stored before anything runs, so a killed caller can find the command again.
+        let rec = self.new_record(&session, &command_id, command, &req);
         let mut rec = self.with_store(|s| store::commands::insert_next(s, &rec))?;
         let mode = run_mode(&rec);
         let background = req.mode == CommandMode::Background;
@@ -172,16 +152,33 @@ impl Engine {
             self.chunk(req.timeout)
         };
         let started = Instant::now();
-        let state = driver
+        let outcome = driver
             .start_command(&command_id, mode, req.cwd.as_deref(), first_wait)
             .await;
-        let state = match state {
-            Ok(st) if background => st,
-            Ok(st) => {
-                self.wait_more(&driver, &rec, st, req.timeout, started)
+        let state = match outcome {
+            Ok(StartOutcome::Started(st)) => st,
+            Ok(refused) => {
+                self.with_store(|s| store::commands::delete(s, &command_id))?;
+                return Err(self.refusal(session_id, &driver, refused)?);
+            }
+            Err(e) if is_link_error(&e) => {
+                // The link dropped while starting or waiting: the command may run. Reconnect
+                // and ask the machine; the exit file and the command directory are the truth.
+                driver = self.reconnect(&session, &e).await?;
+                driver
+                    .wait_command(&command_id, mode, Duration::ZERO)
                     .await?
             }
-            Err(e) => return Err(e),
+            Err(e) => {
+                self.with_store(|s| store::commands::delete(s, &command_id))?;
+                return Err(e);
+            }
+        };
+        let state = if background {
+            state
+        } else {
+            self.wait_more(&session, &mut driver, &rec, state, req.timeout, started)
+                .await?
         };
         self.apply_state(&session, &driver, &mut rec, &state)
             .await?;
@@ -189,11 +186,61 @@ impl Engine {
         Ok(rec)
     }
 
+    /// The error for a start the machine refused.
+    fn refusal(
+        &self,
+        session_id: &str,
+        driver: &TmuxDriver,
+        outcome: StartOutcome,
+    ) -> Result<Error> {
+        Ok(match outcome {
+            StartOutcome::Busy(owner) => Error::new(
+                ErrorCode::Busy,
+                format!(
+                    "session {session_id} is running command {owner}; wait for it \
+                     (`remote-runner session command wait --session {session_id} --command-id \
+                     {owner}`) or stop it (`... command stop`), or use another session"
+                ),
+            ),
+            StartOutcome::TerminalBusy(name) => Error::new(
+                ErrorCode::Busy,
+                format!(
+                    "session {session_id}'s terminal is running `{name}` (started with \
+                     `session send`); end it (e.g. `session send --input exit`, or send \
+                     Ctrl-C) before running commands"
+                ),
+            ),
+            StartOutcome::Lost | StartOutcome::Started(_) => {
+                self.mark_lost(session_id, "the tmux session is gone")?;
+                driver.lost_error()
+            }
+        })
+    }
+
+    /// A fresh driver after a dropped link (the connector reconnects), retried with backoff.
+    async fn reconnect(&self, session: &SessionRecord, cause: &Error) -> Result<TmuxDriver> {
+        let mut last = cause.clone();
+        for attempt in 1..=RECONNECT_ATTEMPTS {
+            tokio::time::sleep(Duration::from_millis(300 * u64::from(attempt))).await;
+            match self.driver(session).await {
+                Ok(d) => match d.is_alive().await {
+                    Ok(_) => return Ok(d),
+                    Err(e) if is_link_error(&e) => last = e,
+                    Err(e) => return Err(e),
+                },
+                Err(e) if is_link_error(&e) => last = e,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last)
+    }
+
     /// Keep waiting in bounded chunks until the command ends or `timeout` (from `started`)
     /// runs out.
     async fn wait_more(
         &self,
-        driver: &TmuxDriver,
+        session: &SessionRecord,
+        driver: &mut TmuxDriver,
         rec: &CommandRecord,
         mut state: CommandState,
         timeout: Option<Duration>,
@@ -213,7 +260,14 @@ impl Engine {
             };
             let round = Instant::now();
             let chunk = left.min(self.options.wait_chunk);
-            state = driver.wait_command(&rec.command_id, mode, chunk).await?;
+            state = match driver.wait_command(&rec.command_id, mode, chunk).await {
+                Ok(st) => st,
+                Err(e) if is_link_error(&e) => {
+                    *driver = self.reconnect(session, &e).await?;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             if state.exit.is_none() && round.elapsed() < Duration::from_millis(200) {
                 // The wake-up channel failed at once (e.g. the tmux server is gone and the
                 // command is a background one): do not spin.
@@ -483,15 +537,25 @@ impl Engine {
             return Ok(rec);
         }
         let session = self.load_session(session_id)?;
-        let driver = self.driver(&session).await?;
+        let mut driver = self.driver(&session).await?;
         let started = Instant::now();
         let mode = run_mode(&rec);
-        let mut state = driver
+        let mut state = match driver
             .wait_command(command_id, mode, wait.min(self.options.wait_chunk))
-            .await?;
+            .await
+        {
+            Ok(st) => st,
+            Err(e) if is_link_error(&e) => {
+                driver = self.reconnect(&session, &e).await?;
+                driver
+                    .wait_command(command_id, mode, Duration::ZERO)
+                    .await?
+            }
+            Err(e) => return Err(e),
+        };
         if !wait.is_zero() {
             state = self
-                .wait_more(&driver, &rec, state, Some(wait), started)
+                .wait_more(&session, &mut driver, &rec, state, Some(wait), started)
                 .await?;
         }
         self.apply_state(&session, &driver, &mut rec, &state)

@@ -90,3 +90,15 @@ pub fn count(store: &Store, session_id: &str) -> Result<u64> {
         .map_err(map)?;
     Ok(n as u64)
 }
+
+/// Remove a command that never started (its start was refused).
+pub fn delete(store: &Store, command_id: &str) -> Result<()> {
+    store
+        .conn()
+        .execute(
+            "DELETE FROM commands WHERE command_id = ?1",
+            params![command_id],
+        )
+        .map_err(map)?;
+    Ok(())
+}

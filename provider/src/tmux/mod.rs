@@ -93,10 +93,11 @@ pub enum RunMode {
     Background,
 }
 
-/// The result of trying to take the session's foreground lock.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LockOutcome {
-    Acquired,
+/// The result of [`TmuxDriver::start_command`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum StartOutcome {
+    /// Typed into the shell; the state after the first wait.
+    Started(CommandState),
     /// Another command holds the lock.
     Busy(String),
     /// Something started with `session send` runs in the terminal (its process name).
@@ -250,75 +251,20 @@ impl TmuxDriver {
         }
     }
 
-    /// Take the foreground lock for `command_id` (atomic `ln -s`; a stale lock whose command
-    /// has ended is reclaimed) and create the command directory. The terminal must be at the
-    /// shell: a program in its foreground (started with `session send`) makes it busy; a brief
-    /// grace (0.5 s) covers the wrapper's own last helper process finishing.
-    pub async fn lock(&self, command_id: &str) -> Result<LockOutcome> {
-        let body = format!(
-            "ID={id}; D=\"$CD/$ID\"\n\
-             \"$T\" -L \"$S\" has-session -t \"=$SID\" 2>/dev/null || {{ echo @lost; exit 0; }}\n\
-             if ! ln -s \"$ID\" \"$SD/busy\" 2>/dev/null; then\n\
-               o=$(readlink \"$SD/busy\" 2>/dev/null)\n\
-               if [ -n \"$o\" ] && [ -e \"$CD/$o/exit\" ]; then rm -f \"$SD/busy\"; fi\n\
-               ln -s \"$ID\" \"$SD/busy\" 2>/dev/null || {{ echo \"@busy $o\"; exit 0; }}\n\
-             fi\n\
-             if [ -r \"$SD/shell.pid\" ] && read -r p < \"$SD/shell.pid\" && [ -r /proc/$p/stat ]; then\n\
-               i=0\n\
-               while read -r st < /proc/$p/stat; st=${{st##*) }}; set -- $st; \
-                 [ \"$6\" != \"$p\" ] && [ \"$6\" -gt 0 ] 2>/dev/null; do\n\
-                 if [ $i -ge 25 ]; then\n\
-                   rm -f \"$SD/busy\"; read -r n < /proc/$6/comm; echo \"@term $n\"; exit 0\n\
-                 fi\n\
-                 i=$((i+1)); sleep 0.02\n\
-               done\n\
-             fi\n\
-             mkdir -m 700 -p \"$D\" && echo @ok\n",
-            id = shell_quote(command_id)
-        );
-        let out = self.script(&body, Duration::from_secs(30)).await?;
-        let text = out.stdout_lossy();
-        let line = text.lines().next().unwrap_or("").trim();
-        if line == "@ok" {
-            Ok(LockOutcome::Acquired)
-        } else if line == "@lost" {
-            Ok(LockOutcome::Lost)
-        } else if let Some(owner) = line.strip_prefix("@busy ") {
-            Ok(LockOutcome::Busy(owner.to_string()))
-        } else if let Some(name) = line.strip_prefix("@term ") {
-            Ok(LockOutcome::TerminalBusy(name.to_string()))
-        } else {
-            Err(Error::new(
-                ErrorCode::RemoteError,
-                format!(
-                    "could not prepare the command directory on {}: {}",
-                    self.transport.describe(),
-                    out.stderr_lossy().trim()
-                ),
-            ))
-        }
-    }
-
-    /// Release a lock taken by [`Self::lock`] when the command could not be started.
-    pub async fn unlock(&self, command_id: &str) -> Result<()> {
-        let body = format!(
-            "[ \"$(readlink \"$SD/busy\" 2>/dev/null)\" = {id} ] && rm -f \"$SD/busy\"; exit 0\n",
-            id = shell_quote(command_id)
-        );
-        self.script(&body, Duration::from_secs(30))
-            .await
-            .map(|_| ())
-    }
-
-    /// Type the one fixed line that sources the wrapper, then wait up to `wait` for the
-    /// command's end (foreground) or its launch (background), and report its state.
+    /// Start a command whose text the caller wrote to `<command dir>/cmd.sh`, in one round
+    /// trip: take the foreground lock (atomic `ln -s`; a lock whose command has ended is
+    /// reclaimed), check that the terminal is at the shell (a program started with `session
+    /// send` makes it busy; a 0.5 s grace covers the wrapper's own last helper finishing), type
+    /// the one fixed line that sources the wrapper, then wait up to `wait` for the command's end
+    /// (foreground) or its launch (background) and report. A refused start removes the command
+    /// directory.
     pub async fn start_command(
         &self,
         command_id: &str,
         mode: RunMode,
         cwd: Option<&str>,
         wait: Duration,
-    ) -> Result<CommandState> {
+    ) -> Result<StartOutcome> {
         let dir = self.paths.command_dir(command_id);
         let (verb, channel) = match mode {
             RunMode::Foreground => ("run", format!("rr-{command_id}")),
@@ -335,11 +281,30 @@ impl TmuxDriver {
         }
         let secs = wait_secs(wait);
         let body = format!(
-            "D={dir}\n\
-             \"$T\" -L \"$S\" send-keys -t {target} C-e C-u \\; send-keys -t {target} -l -- {line} \\; \
-             send-keys -t {target} Enter || echo @sendfail\n\
+            "ID={id}; D={dir}\n\
+             if ! ln -s \"$ID\" \"$SD/busy\" 2>/dev/null; then\n\
+               o=$(readlink \"$SD/busy\" 2>/dev/null)\n\
+               if [ -n \"$o\" ] && [ -e \"$CD/$o/exit\" ]; then rm -f \"$SD/busy\"; fi\n\
+               ln -s \"$ID\" \"$SD/busy\" 2>/dev/null || {{ rm -rf \"$D\"; echo \"@busy $o\"; exit 0; }}\n\
+             fi\n\
+             if [ -r \"$SD/shell.pid\" ] && read -r p < \"$SD/shell.pid\" && [ -r /proc/$p/stat ]; then\n\
+               i=0\n\
+               while read -r st < /proc/$p/stat; st=${{st##*) }}; set -- $st; \
+                 [ \"$6\" != \"$p\" ] && [ \"$6\" -gt 0 ] 2>/dev/null; do\n\
+                 if [ $i -ge 25 ]; then\n\
+                   rm -rf \"$SD/busy\" \"$D\"; read -r n < /proc/$6/comm; echo \"@term $n\"; exit 0\n\
+                 fi\n\
+                 i=$((i+1)); sleep 0.02\n\
+               done\n\
+             fi\n\
+             if ! \"$T\" -L \"$S\" send-keys -t {target} C-e C-u \\; send-keys -t {target} -l -- {line} \\; \
+             send-keys -t {target} Enter 2>/dev/null; then\n\
+               rm -rf \"$SD/busy\" \"$D\"; echo @lost; exit 0\n\
+             fi\n\
+             echo @started\n\
              timeout {secs} \"$T\" -L \"$S\" wait-for {channel} 2>/dev/null\n\
              {report}",
+            id = shell_quote(command_id),
             dir = shell_quote(&dir),
             target = shell_quote(&self.paths.target()),
             line = shell_quote(&line),
@@ -347,7 +312,28 @@ impl TmuxDriver {
             report = state::report_script(mode),
         );
         let out = self.script(&body, wait_limit(secs)).await?;
-        state::parse(&out)
+        let text = out.stdout_lossy();
+        let first = text.lines().next().unwrap_or("").trim();
+        if first == "@started" {
+            return state::parse(&out).map(StartOutcome::Started);
+        }
+        if first == "@lost" {
+            return Ok(StartOutcome::Lost);
+        }
+        if let Some(owner) = first.strip_prefix("@busy ") {
+            return Ok(StartOutcome::Busy(owner.to_string()));
+        }
+        if let Some(name) = first.strip_prefix("@term ") {
+            return Ok(StartOutcome::TerminalBusy(name.to_string()));
+        }
+        Err(Error::new(
+            ErrorCode::RemoteError,
+            format!(
+                "could not start the command on {} (cannot create {dir}?): {}",
+                self.transport.describe(),
+                out.stderr_lossy().trim()
+            ),
+        ))
     }
 
     /// Wait up to `wait` for a command's end, on a waiter channel of its own (so any number of

@@ -46,10 +46,9 @@ pub fn report_script(mode: RunMode) -> String {
         "echo @report\n\
          [ -d \"$D\" ] || echo missing=1\n\
          if [ ! -f \"$D/exit\" ]; then A=1; {alive}; echo alive=$A; fi\n\
-         [ -f \"$D/exit\" ] && cat \"$D/exit\"\n\
-         [ -f \"$D/started\" ] && cat \"$D/started\"\n\
+         for f in exit started; do [ -f \"$D/$f\" ] && while IFS= read -r l; do printf '%s\\n' \"$l\"; done < \"$D/$f\"; done\n\
          [ -f \"$D/pid\" ] && read -r p < \"$D/pid\" && echo \"pid=$p\"\n\
-         for f in stdout stderr; do [ -f \"$D/$f\" ] && echo \"${{f}}_size=$(wc -c < \"$D/$f\")\"; done\n\
+         echo @sizes; wc -c \"$D/stdout\" \"$D/stderr\" 2>/dev/null\n\
          exit 0\n"
     )
 }
@@ -71,6 +70,19 @@ pub fn parse(out: &ExecOutput) -> Result<CommandState> {
     let mut how = String::new();
     let mut state = String::new();
     let mut ended = None;
+    let (report, sizes) = report.split_once("@sizes\n").unwrap_or((report, ""));
+    for line in sizes.lines() {
+        // `wc -c` lines: "<size> <path>"; the total line ends in "total".
+        let Some((n, path)) = line.trim_start().split_once(' ') else {
+            continue;
+        };
+        let n = n.parse().unwrap_or(0);
+        if path.ends_with("/stdout") {
+            st.stdout_size = n;
+        } else if path.ends_with("/stderr") {
+            st.stderr_size = n;
+        }
+    }
     for line in report.lines() {
         let Some((k, v)) = line.split_once('=') else {
             continue;
@@ -86,8 +98,6 @@ pub fn parse(out: &ExecOutput) -> Result<CommandState> {
             "started" => st.started = v.parse::<f64>().ok(),
             "pwd" => st.pwd = Some(v.to_string()),
             "pid" => st.pid = v.parse::<i64>().ok(),
-            "stdout_size" => st.stdout_size = v.parse().unwrap_or(0),
-            "stderr_size" => st.stderr_size = v.parse().unwrap_or(0),
             _ => {}
         }
     }
@@ -121,14 +131,14 @@ mod tests {
     #[test]
     fn parses_a_finished_command() {
         let st = parse(&out(
-            "noise\n@report\ncode=7\nhow=shell_exit\nstate=done\nended=12.5\nstarted=10.25\nstdout_size=      3\n",
+            "noise\n@report\ncode=7\nhow=shell_exit\nstate=done\nended=12.5\nstarted=10.25\n@sizes\n  3 /x/stdout\n 10 /x/stderr\n 13 total\n",
         ))
         .unwrap();
         let exit = st.exit.unwrap();
         assert_eq!((exit.code, exit.how.as_str()), (7, "shell_exit"));
         assert_eq!(exit.ended, Some(12.5));
         assert_eq!(st.started, Some(10.25));
-        assert_eq!(st.stdout_size, 3);
+        assert_eq!((st.stdout_size, st.stderr_size), (3, 10));
         assert!(!st.alive);
     }
 
