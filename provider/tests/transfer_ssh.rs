@@ -16,6 +16,7 @@ macro_rules! ssh_tests {
 ssh_tests!(
     file_round_trip,
     tree_round_trip,
+    put_symlinks,
     read_only_dirs_and_modes,
     hostile_tree_download,
     list_entries,

@@ -199,7 +199,8 @@ impl Engine {
     /// Upload a local file or directory to `remote` on the session's machine. A relative remote
     /// path is taken from the session's cwd. A file goes inside `remote` when it is an existing
     /// directory or ends with `/`; a directory is copied *as* `remote` (merged into it when it
-    /// exists). Symlinks and special files inside a tree are skipped and listed in the record.
+    /// exists). Symlinks inside a tree are recreated when their target stays inside it;
+    /// other symlinks and special files are skipped and listed in the record's `skipped`.
     /// On failure the record is stored as `failed` and the error names the transfer id.
     pub async fn file_put(
         &self,

@@ -106,6 +106,8 @@ pub async fn tree_round_trip(bed: Bed) {
         );
     }
     std::fs::set_permissions(root.join("odd"), std::fs::Permissions::from_mode(0o750)).unwrap();
+    std::os::unix::fs::symlink("empty.txt", root.join("link to empty")).unwrap();
+    std::os::unix::fs::symlink("../odd/new\nline", root.join("ünïcødé ✓/up-link")).unwrap();
     let rec = bed
         .engine
         .file_put(bed.sid(), &root, "up", verify())
@@ -130,6 +132,30 @@ pub async fn tree_round_trip(bed: Bed) {
         (0..50).map(|i| i * 97).sum::<usize>() as u64 + 8 + 12 + 14 + 70_000
     );
     assert_eq!(snapshot(&back), snapshot(&root));
+}
+
+/// Upload: symlinks that stay inside the tree are recreated, others are reported, not sent.
+pub async fn put_symlinks(bed: Bed) {
+    let root = bed.lp("links");
+    write(&root.join("sub/target.txt"), b"t", 0o644);
+    std::os::unix::fs::symlink("sub/target.txt", root.join("inside")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", root.join("abs")).unwrap();
+    std::os::unix::fs::symlink("../../x", root.join("sub/up")).unwrap();
+    let rec = bed
+        .engine
+        .file_put(bed.sid(), &root, "links", TransferOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(rec.symlinks, 1);
+    let skipped: Vec<&str> = rec.skipped.iter().map(|s| s.path.as_str()).collect();
+    assert_eq!(skipped, ["abs", "sub/up"], "{:?}", rec.skipped);
+    assert_eq!(
+        std::fs::read_link(bed.rp("links/inside")).unwrap(),
+        Path::new("sub/target.txt")
+    );
+    assert!(std::fs::symlink_metadata(bed.rp("links/abs")).is_err());
+    assert!(std::fs::symlink_metadata(bed.rp("links/sub/up")).is_err());
+    assert!(temp_leftovers(&bed.rp("links")).is_empty());
 }
 
 /// A read-only directory is filled before its mode is applied; modes survive both ways.

@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 
 use futures::StreamExt;
 
-use super::paths::{RemotePath, join};
+use super::paths::{RemotePath, join, symlink_stays_inside};
 use super::stream::{self, PumpError};
 use super::verify;
 use super::{FILES_IN_FLIGHT, Job, Outcome, TransferKind};
 use crate::error::{Error, ErrorCode, Result};
-use crate::transport::FileKind;
+use crate::transport::{ExecOptions, FileKind, shell_quote};
 
 /// One entry of a local tree, relative to its root.
 #[derive(Debug)]
@@ -36,7 +36,7 @@ pub async fn put(
     if meta.is_dir() {
         out.kind = Some(TransferKind::Dir);
         let dest = match job.t.stat(&dest.file).await? {
-            Some(st) if st.kind != FileKind::Dir && st.kind != FileKind::Symlink => {
+            Some(st) if st.kind != FileKind::Dir && !remote_is_dir(job, &dest).await => {
                 return Err(Error::invalid(format!(
                     "remote {} exists and is not a directory; choose another destination for \
                      directory {}",
@@ -49,9 +49,7 @@ pub async fn put(
         put_tree(job, local, &dest, out).await
     } else if meta.is_file() {
         out.kind = Some(TransferKind::File);
-        let dest = if into_dir
-            || matches!(job.t.stat(&dest.file).await?, Some(st) if st.kind == FileKind::Dir)
-        {
+        let dest = if into_dir || remote_is_dir(job, &dest).await {
             let name = local
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -84,6 +82,16 @@ pub async fn put(
             "{} is neither a regular file nor a directory; only those can be uploaded",
             local.display()
         )))
+    }
+}
+
+/// Whether `path` is a directory on the machine, following a symlink (a link to a directory
+/// counts, as it would for `cp`).
+async fn remote_is_dir(job: &Job, path: &RemotePath) -> bool {
+    match job.t.stat(&path.file).await {
+        Ok(Some(st)) if st.kind == FileKind::Dir => true,
+        Ok(Some(st)) if st.kind == FileKind::Symlink => job.t.read_dir(&path.file).await.is_ok(),
+        _ => false,
     }
 }
 
@@ -261,6 +269,7 @@ async fn put_tree(job: &Job, local: &Path, dest: &RemotePath, out: &mut Outcome)
         .map_err(|e| name_user_path(e, &dest.cmd, &dest.file))?;
     out.dirs = 1;
     let mut dirs = vec![(dest.clone(), root_mode)];
+    let mut links = Vec::new();
     for e in &entries {
         match e.kind {
             FileKind::Dir => {
@@ -273,10 +282,21 @@ async fn put_tree(job: &Job, local: &Path, dest: &RemotePath, out: &mut Outcome)
                 dirs.push((d, e.mode));
             }
             FileKind::File => {}
-            FileKind::Symlink => out.skip(
-                &e.rel,
-                "symlinks are not uploaded; copy the file it points to instead",
-            ),
+            FileKind::Symlink => {
+                match std::fs::read_link(&e.path).map(|t| t.to_str().map(str::to_string)) {
+                    Ok(Some(target)) if symlink_stays_inside(&e.rel, &target) => {
+                        links.push((e.rel.clone(), target))
+                    }
+                    Ok(Some(target)) => out.skip(
+                        &e.rel,
+                        &format!("symlink to {target:?} points outside the tree (not uploaded)"),
+                    ),
+                    _ => out.skip(
+                        &e.rel,
+                        "symlink target is unreadable or not UTF-8 (not uploaded)",
+                    ),
+                }
+            }
             FileKind::Other => out.skip(
                 &e.rel,
                 "not a regular file or directory (device, socket or FIFO)",
@@ -299,6 +319,7 @@ async fn put_tree(job: &Job, local: &Path, dest: &RemotePath, out: &mut Outcome)
         written.push((d, sha, bytes));
     }
     drop(copies);
+    create_links(job, dest, &links, out).await;
     if job.verify {
         verify_written(job, &mut written).await?;
         out.verified = Some(true);
@@ -333,5 +354,55 @@ pub async fn verify_written(job: &Job, written: &mut [(RemotePath, String, u64)]
                 bad.iter().take(10).cloned().collect::<Vec<_>>().join(", ")
             ),
         ))
+    }
+}
+
+/// Recreate symlinks (targets already checked to stay inside the tree) on the machine: `ln -s`
+/// to a temporary name, then `mv -T` over the final name, in batches of one exec. Links the
+/// machine could not create are reported as skipped.
+async fn create_links(job: &Job, dest: &RemotePath, links: &[(String, String)], out: &mut Outcome) {
+    for batch in links.chunks(200) {
+        let mut script = String::new();
+        for (i, (rel, target)) in batch.iter().enumerate() {
+            let path = dest.join(rel);
+            let Some((dir, name)) = path.split() else {
+                continue;
+            };
+            let tmp = shell_quote(&dir.join(&stream::temp_name(&name)).cmd);
+            script.push_str(&format!(
+                "{{ ln -s -- {t} {tmp} && mv -f -T -- {tmp} {p}; }} 2>/dev/null || {{ rm -f -- {tmp}; echo {i}; }}\n",
+                t = shell_quote(target),
+                p = shell_quote(&path.cmd),
+            ));
+        }
+        let res = job
+            .t
+            .exec(
+                &script,
+                ExecOptions {
+                    max_output: 1 << 20,
+                    ..Default::default()
+                },
+            )
+            .await;
+        let failed: Vec<usize> = match &res {
+            Ok(o) => o
+                .stdout_lossy()
+                .lines()
+                .filter_map(|l| l.trim().parse().ok())
+                .collect(),
+            Err(_) => (0..batch.len()).collect(),
+        };
+        for (i, (rel, _)) in batch.iter().enumerate() {
+            if failed.contains(&i) {
+                let why = match &res {
+                    Err(e) => format!("symlink could not be created on the machine: {}", e.message),
+                    Ok(_) => "symlink could not be created on the machine".to_string(),
+                };
+                out.skip(rel, &why);
+            } else {
+                out.symlinks += 1;
+            }
+        }
     }
 }

@@ -91,7 +91,7 @@ pub struct TransferRecord {
     pub files: u64,
     /// Directories created or reused.
     pub dirs: u64,
-    /// Symlinks recreated (downloads only).
+    /// Symlinks recreated (only those whose target stays inside the tree).
     #[serde(default)]
     pub symlinks: u64,
     /// sha256 (hex) of a single-file transfer's content.
