@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 use remote_runner_provider::engine::{CommandStatus, Engine, ExecRequest, FixedConnector};
+use remote_runner_provider::transport::{ExecOptions, Transport};
 
 use crate::Ctx;
 use crate::openssh::{self, OpenSsh};
@@ -45,7 +46,7 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
     let transport = ctx.rt.block_on(bed.connect(&remote))?;
     let engine = Engine::new(
         &bed.local_dir("exec-warm-state")?,
-        Arc::new(FixedConnector(transport)),
+        Arc::new(FixedConnector(transport.clone())),
     )?;
     let session = ctx
         .rt
@@ -66,6 +67,26 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
         Ok(took)
     };
 
+    // Diagnostics: the transport primitives an engine exec is made of.
+    let channel_exec = || -> Result<Duration> {
+        let start = Instant::now();
+        let out = ctx
+            .rt
+            .block_on(transport.exec("true", ExecOptions::default()))?;
+        let took = start.elapsed();
+        if !out.status.success() {
+            bail!("transport exec of `true` ended {:?}", out.status);
+        }
+        Ok(took)
+    };
+    let small_file = remote.join("diagnostic.txt").to_string_lossy().into_owned();
+    let small_write = || -> Result<Duration> {
+        let start = Instant::now();
+        ctx.rt
+            .block_on(transport.write_file(&small_file, b"true\n", 0o600))?;
+        Ok(start.elapsed())
+    };
+
     // OpenSSH side: a ControlMaster and a tmux session behind it.
     let master = OpenSsh::new(bed).control_master(&bed.local_dir("exec-warm-ssh")?)?;
     openssh::run(&mut master.ssh(&tmux_setup()))?;
@@ -77,10 +98,13 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
         openssh::time_run(&mut master.ssh("true"))?;
     }
     let (mut ours, mut tmux, mut plain) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut channel, mut write) = (Vec::new(), Vec::new());
     for _ in 0..runs {
         ours.push(exec_once()?);
         tmux.push(openssh::time_run(&mut master.ssh(&round_trip))?);
         plain.push(openssh::time_run(&mut master.ssh("true"))?);
+        channel.push(channel_exec()?);
+        write.push(small_write()?);
     }
     let _ = ctx.rt.block_on(engine.destroy(&session.session_id));
     let _ = openssh::run(&mut master.ssh(&tmux_teardown()));
@@ -112,6 +136,16 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
             &plain,
         ))
         .clone();
+    result.push(Measurement::new(
+        "diagnostic: one Transport::exec `true` (one SSH channel)",
+        Side::Ours,
+        &channel,
+    ));
+    result.push(Measurement::new(
+        "diagnostic: one Transport::write_file of 5 bytes (SFTP, temp + rename)",
+        Side::Ours,
+        &write,
+    ));
     result.ratios.push(Ratio::time(
         "engine exec / ControlMaster tmux round trip",
         &ours,
@@ -125,7 +159,15 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
         Target::None,
     ));
     result.notes.push(format!(
-        "{warmup} warm-up runs of each side first; then {runs} runs, interleaved (ours, tmux, plain)"
+        "{warmup} warm-up runs of each side first; then {runs} runs, interleaved (ours, tmux, \
+         plain, diagnostics)"
     ));
+    result.notes.push(
+        "the diagnostic rows time the transport primitives a wait-mode exec is built from (in \
+         provider/src/engine/command.rs: the command script written over SFTP, a store insert, \
+         one exec that starts the command in tmux and waits for its exit file, then the \
+         record/output update), to show where an engine exec's time goes"
+            .to_string(),
+    );
     Ok(result)
 }
