@@ -1,0 +1,61 @@
+//! The engine behaviour suite over SSH: the real sshd test bed (login user rrtest), russh +
+//! SFTP transport, real tmux on the "remote" side.
+
+mod engine_suite;
+mod ssh_common;
+
+use std::sync::Arc;
+
+use remote_runner_provider::ssh;
+use remote_runner_provider::transport::Transport;
+
+macro_rules! ssh_tests {
+    ($($name:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            let sshd = ssh_common::start();
+            let remote = sshd.remote_dir(stringify!($name)).unwrap();
+            let machine = ssh_common::machine(&sshd, Some(&sshd.keys.ed25519));
+            let t: Arc<dyn Transport> = ssh::connect(&machine, ssh_common::opts()).await.unwrap();
+            engine_suite::$name(t, &remote.to_string_lossy()).await;
+            drop(sshd);
+        }
+    )*};
+}
+
+ssh_tests!(
+    exec_exact_exit_codes,
+    stdout_stderr_separated,
+    shell_state_persists,
+    heredocs,
+    unbalanced_quotes,
+    history_characters,
+    big_command,
+    binary_and_escape_output,
+    huge_output,
+    fake_end_markers,
+    set_e_ends_command_not_session,
+    exit_reports_session_lost,
+    dead_tmux_server_is_lost,
+    trailing_ampersand,
+    read_answered_by_send,
+    pager_does_not_hang,
+    stop_escalates_past_ignored_sigint,
+    stop_foreground_and_idempotent,
+    background_run_wait_stop,
+    crlf_command,
+    non_utf8_locale,
+    hostile_bashrc_ignored,
+    busy_on_concurrent_exec,
+    wait_timeout_then_result,
+    transcript_read_with_cursor,
+    logs_in_order_and_destroy_keeps_records,
+    recovery_after_killed_caller,
+    screen_and_resize,
+    shell_killed_is_lost,
+    terminal_busy_after_send,
+    partial_input_is_cleared,
+    parallel_waiters_all_woken,
+    streaming_output_by_offset,
+    destroy_stops_running_commands,
+);
