@@ -18,3 +18,7 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 echo "== cargo test" >&2
 cargo test --workspace --locked "$@"
+
+echo "== the README's first command (scripts/demo.sh) on the local machine" >&2
+bash scripts/demo.sh >/dev/null
+echo "demo: ok" >&2
