@@ -174,6 +174,23 @@ impl Bed {
     }
 }
 
+/// Tests leave sessions running; their tmux sessions would outlive the sandbox (on this host's
+/// shared tmux server, or the SSH login user's), so the bed destroys every active one.
+impl Drop for Bed {
+    fn drop(&mut self) {
+        let r = self.run(&["session", "list", "--json"]);
+        let Ok(list) = serde_json::from_str::<Value>(&r.stdout) else {
+            return;
+        };
+        let sessions = list["sessions"].as_array().cloned().unwrap_or_default();
+        for s in sessions.iter().filter(|s| s["status"] == "active") {
+            if let Some(id) = s["session_id"].as_str() {
+                let _ = self.run(&["session", "destroy", "--session", id, "--json"]);
+            }
+        }
+    }
+}
+
 /// Wait (bounded by [`DEADLINE`]) until `check` returns `Some`.
 pub fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
     let start = Instant::now();
