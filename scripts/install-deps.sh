@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the test suite and the demo need on a fresh Debian/Ubuntu machine:
-# OpenSSH server and client, tmux, iproute2 and nftables (fault-injection tests).
+# OpenSSH server and client, tmux, iproute2 and nftables (fault-injection tests), jq (the
+# examples in docs/cli.md, run as written by a test).
 # Safe to run again: installs only what is missing. Needs root (or sudo) for apt-get.
 set -euo pipefail
 
@@ -10,6 +11,7 @@ command -v ssh >/dev/null 2>&1 && command -v ssh-keygen >/dev/null 2>&1 || need+
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v nft >/dev/null 2>&1 || need+=(nftables)
+command -v jq >/dev/null 2>&1 || need+=(jq)   # docs/cli.md examples use it
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
