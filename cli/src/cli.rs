@@ -42,8 +42,9 @@ pub struct GlobalArgs {
     #[arg(long, global = true)]
     pub json: bool,
 
-    /// Bound the call in seconds (command timeout for `session exec`, wait limit for `wait`,
-    /// connect timeout for `machine doctor`)
+    /// Bound the call in seconds: how long `session exec` and `command wait` wait (the command
+    /// itself goes on: the result says `wait_timed_out`), the command limit of `run once`, the
+    /// connect timeout of `machine doctor`
     #[arg(long, global = true, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: Option<u64>,
 
