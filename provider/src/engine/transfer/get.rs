@@ -82,7 +82,7 @@ pub async fn get(
             std::fs::create_dir_all(parent).map_err(|e| local_io("create", parent, &e))?;
         }
         job.set_totals(st.size, 1);
-        let (bytes, sha) = get_file(job, src, &dest, st.mode, job.verify).await?;
+        let (bytes, sha) = get_file(job, src, &dest, st.size, st.mode, job.verify).await?;
         out.bytes = bytes;
         out.files = 1;
         out.sha256 = Some(sha);
@@ -103,6 +103,7 @@ async fn get_file(
     job: &Job,
     src: &RemotePath,
     dest: &Path,
+    size: u64,
     mode: u32,
     verify: bool,
 ) -> Result<(u64, String)> {
@@ -117,7 +118,7 @@ async fn get_file(
     let copied = stream::pump(
         reader,
         writer,
-        stream::CHUNK,
+        stream::chunk_for(size),
         &|n| job.add_bytes(n),
         &job.cancel,
     )
@@ -328,7 +329,7 @@ async fn get_tree(job: &Job, src: &RemotePath, local: &Path, out: &mut Outcome) 
     }
     let mut copies = futures::stream::iter(wanted_files.iter().map(|(e, path)| async move {
         let from = src.join(&e.rel);
-        get_file(job, &from, path, e.mode, false)
+        get_file(job, &from, path, e.size, e.mode, false)
             .await
             .map(|(bytes, sha)| (from, bytes, sha))
     }))

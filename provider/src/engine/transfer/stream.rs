@@ -10,10 +10,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-/// Largest chunk moved at once; with [`QUEUE`] chunks in flight this bounds the memory of one
-/// file copy to about 5 MiB whatever the file size.
+/// Largest chunk moved at once; with [`QUEUE`] chunks queued (plus one being read and one being
+/// written) this bounds the memory of one file copy to about 4 MiB whatever the file size.
 pub const CHUNK: usize = 1 << 20;
-const QUEUE: usize = 4;
+const QUEUE: usize = 2;
 
 /// What a copy moved.
 #[derive(Debug, Clone)]
