@@ -211,6 +211,13 @@ impl Engine {
                 ));
             }
         }
+        if let Some(cwd) = &req.cwd
+            && !cwd.starts_with('/')
+        {
+            return Err(Error::invalid(format!(
+                "--cwd {cwd:?} must be an absolute path on the machine"
+            )));
+        }
         let run_id = new_id("run");
         let run_dir = self.state_dir.join("runs").join(&run_id);
         ensure_private_dir(&run_dir)?;
@@ -328,7 +335,7 @@ impl Engine {
         match end {
             CommandEnd::Cancelled => {
                 m.status = RunStatus::Cancelled;
-                m.error = Some(ErrorInfo::from(&Error::new(
+                m.error.get_or_insert(ErrorInfo::from(&Error::new(
                     ErrorCode::Cancelled,
                     "the run was cancelled; the command was stopped",
                 )));
@@ -336,7 +343,7 @@ impl Engine {
             }
             CommandEnd::TimedOut => {
                 m.status = RunStatus::TimedOut;
-                m.error = Some(ErrorInfo::from(&Error::new(
+                m.error.get_or_insert(ErrorInfo::from(&Error::new(
                     ErrorCode::Timeout,
                     format!(
                         "the command ran longer than the run's time limit ({} s) and was stopped",
@@ -458,7 +465,22 @@ impl Engine {
             }
         };
         if !matches!(end, CommandEnd::Finished) {
-            rec = self.command_stop(session_id, &rec.command_id).await?;
+            match self.command_stop(session_id, &rec.command_id).await {
+                Ok(stopped) => rec = stopped,
+                // The outcome stays what it is (cancelled / timed out); the error says the
+                // command may still run.
+                Err(e) => {
+                    m.error = Some(ErrorInfo::from(&step_error(
+                        e,
+                        &format!(
+                            "command {} could not be stopped and may still run; stop it with \
+                             `remote-runner session command stop --session {session_id} \
+                             --command-id {}`",
+                            rec.command_id, rec.command_id
+                        ),
+                    )));
+                }
+            }
             if matches!(end, CommandEnd::TimedOut) && rec.status == CommandStatus::Stopped {
                 rec.status = CommandStatus::TimedOut;
                 self.save_command(&rec)?;

@@ -296,6 +296,15 @@ pub async fn run_show_unknown(bed: Bed) {
         .await
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::InvalidArgument);
+    let mut relative = request(&bed, "true");
+    relative.cwd = Some("relative/dir".into());
+    let err = bed
+        .engine
+        .run_once(relative, CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidArgument);
+    assert!(bed.engine.run_list().unwrap().is_empty());
 }
 
 /// Cancelled before anything ran: no session, no command, still a `cancelled` manifest.
