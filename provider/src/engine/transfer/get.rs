@@ -97,6 +97,10 @@ fn local_io(what: &str, path: &Path, e: &std::io::Error) -> Error {
     Error::io(format!("cannot {what} {}", path.display()), e)
 }
 
+/// Files up to this size are read whole and written locally in one blocking step (trees of
+/// small files are bound by per-file overhead, not bytes).
+const SMALL_FILE: u64 = 64 * 1024;
+
 /// Download one file to `dest` through a temporary name; returns (bytes, sha256 of the bytes
 /// received). With `verify` the remote file is hashed on the machine before the rename.
 async fn get_file(
@@ -107,6 +111,13 @@ async fn get_file(
     mode: u32,
     verify: bool,
 ) -> Result<(u64, String)> {
+    if !verify
+        && size <= SMALL_FILE
+        && let Some(done) = get_small_file(job, src, dest, mode).await?
+    {
+        job.file_done();
+        return Ok(done);
+    }
     let reader = job
         .t
         .open_read(&src.file)
@@ -157,6 +168,69 @@ async fn get_file(
             Err(e)
         }
     }
+}
+
+/// The small-file path of [`get_file`]: `None` when the file turned out bigger than expected
+/// (it grew), so the caller streams it instead.
+async fn get_small_file(
+    job: &Job,
+    src: &RemotePath,
+    dest: &Path,
+    mode: u32,
+) -> Result<Option<(u64, String)>> {
+    use sha2::{Digest, Sha256};
+    use tokio::io::AsyncReadExt;
+    let reader = job
+        .t
+        .open_read(&src.file)
+        .await
+        .map_err(|e| name_user_path(e, &src.cmd, &src.file))?;
+    let mut data = Vec::new();
+    let mut limited = reader.take(SMALL_FILE + 1);
+    let read = limited.read_to_end(&mut data);
+    tokio::select! {
+        r = read => { r.map_err(|e| job.link_error(&e, "read", &src.cmd))?; }
+        _ = job.cancel.cancelled() => {
+            return Err(Error::new(ErrorCode::Cancelled, format!("the transfer of {} was cancelled", src.cmd)));
+        }
+    }
+    if data.len() as u64 > SMALL_FILE {
+        return Ok(None);
+    }
+    let sha = hex::encode(Sha256::digest(&data));
+    let len = data.len() as u64;
+    let dest = dest.to_path_buf();
+    tokio::task::spawn_blocking(move || write_small(&dest, &data, mode))
+        .await
+        .map_err(|e| Error::internal(format!("file task failed: {e}")))??;
+    job.add_bytes(len);
+    Ok(Some((len, sha)))
+}
+
+/// Write `data` to a new temporary file next to `dest`, apply `mode`, rename over `dest`.
+fn write_small(dest: &Path, data: &[u8], mode: u32) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dest.with_file_name(stream::temp_name(&name));
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(data)?;
+        f.set_permissions(std::fs::Permissions::from_mode(mode & 0o777))?;
+        drop(f);
+        std::fs::rename(&tmp, dest)
+    })();
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        local_io("write", dest, &e)
+    })
 }
 
 /// List a remote tree (entries not followed), parents before children. Unsafe names are
