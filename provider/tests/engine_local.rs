@@ -65,4 +65,5 @@ local_tests!(
     parallel_waiters_all_woken,
     streaming_output_by_offset,
     destroy_stops_running_commands,
+    session_shell_is_isolated,
 );

@@ -58,6 +58,7 @@ ssh_tests!(
     parallel_waiters_all_woken,
     streaming_output_by_offset,
     destroy_stops_running_commands,
+    session_shell_is_isolated,
 );
 
 /// Kill the per-connection sshd while a command runs and a waiter waits: the command finishes

@@ -248,7 +248,7 @@ impl Engine {
     ) -> Result<CommandState> {
         let mode = run_mode(rec);
         loop {
-            if state.exit.is_some() || !state.alive || state.missing {
+            if state.exit.is_some() || !state.alive || state.missing || state.never_started {
                 return Ok(state);
             }
             let left = match timeout {
@@ -391,6 +391,13 @@ impl Engine {
             } else {
                 CommandStatus::Failed
             };
+        } else if state.never_started {
+            rec.status = CommandStatus::Lost;
+            rec.error = Some(
+                "the command was never started (its caller stopped before typing it); nothing \
+                 ran; run it again"
+                    .to_string(),
+            );
         } else if state.missing {
             rec.status = CommandStatus::Lost;
             rec.error = Some(format!(

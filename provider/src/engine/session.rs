@@ -73,6 +73,14 @@ impl Engine {
         machine: &Machine,
         cwd: Option<&str>,
     ) -> Result<SessionRecord> {
+        if !machine.startup_commands.is_empty() {
+            return Err(Error::invalid(format!(
+                "machine {} has startup commands, which the tmux session backend does not run; \
+                 clear them (`remote-runner machine configure-startup {} --clear-startup-commands`) or put them \
+                 in the commands you run",
+                machine.machine_id, machine.machine_id
+            )));
+        }
         let cwd = cwd.unwrap_or(&machine.default_cwd).trim_end_matches('/');
         let cwd = if cwd.is_empty() { "/" } else { cwd };
         validate_dir(cwd)?;

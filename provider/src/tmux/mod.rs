@@ -257,7 +257,8 @@ impl TmuxDriver {
     /// send` makes it busy; a 0.5 s grace covers the wrapper's own last helper finishing), type
     /// the one fixed line that sources the wrapper, then wait up to `wait` for the command's end
     /// (foreground) or its launch (background) and report. A refused start removes the command
-    /// directory.
+    /// directory. The lock-and-type part runs in a subshell that ignores hang-ups and broken
+    /// pipes, so a caller killed mid-call cannot leave the lock taken with nothing typed.
     pub async fn start_command(
         &self,
         command_id: &str,
@@ -282,26 +283,27 @@ impl TmuxDriver {
         let secs = wait_secs(wait);
         let body = format!(
             "ID={id}; D={dir}\n\
+             ( trap '' HUP PIPE INT TERM\n\
              if ! ln -s \"$ID\" \"$SD/busy\" 2>/dev/null; then\n\
                o=$(readlink \"$SD/busy\" 2>/dev/null)\n\
                if [ -n \"$o\" ] && [ -e \"$CD/$o/exit\" ]; then rm -f \"$SD/busy\"; fi\n\
-               ln -s \"$ID\" \"$SD/busy\" 2>/dev/null || {{ rm -rf \"$D\"; echo \"@busy $o\"; exit 0; }}\n\
+               ln -s \"$ID\" \"$SD/busy\" 2>/dev/null || {{ rm -rf \"$D\"; echo \"@busy $o\"; exit 3; }}\n\
              fi\n\
              if [ -r \"$SD/shell.pid\" ] && read -r p < \"$SD/shell.pid\" && [ -r /proc/$p/stat ]; then\n\
                i=0\n\
                while read -r st < /proc/$p/stat; st=${{st##*) }}; set -- $st; \
                  [ \"$6\" != \"$p\" ] && [ \"$6\" -gt 0 ] 2>/dev/null; do\n\
                  if [ $i -ge 25 ]; then\n\
-                   rm -rf \"$SD/busy\" \"$D\"; read -r n < /proc/$6/comm; echo \"@term $n\"; exit 0\n\
+                   rm -rf \"$SD/busy\" \"$D\"; read -r n < /proc/$6/comm; echo \"@term $n\"; exit 3\n\
                  fi\n\
                  i=$((i+1)); sleep 0.02\n\
                done\n\
              fi\n\
              if ! \"$T\" -L \"$S\" send-keys -t {target} C-e C-u \\; send-keys -t {target} -l -- {line} \\; \
              send-keys -t {target} Enter 2>/dev/null; then\n\
-               rm -rf \"$SD/busy\" \"$D\"; echo @lost; exit 0\n\
+               rm -rf \"$SD/busy\" \"$D\"; echo @lost; exit 3\n\
              fi\n\
-             echo @started\n\
+             echo @started ) || exit 0\n\
              timeout {secs} \"$T\" -L \"$S\" wait-for {channel} 2>/dev/null\n\
              {report}",
             id = shell_quote(command_id),

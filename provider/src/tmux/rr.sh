@@ -116,7 +116,8 @@ pane)
 '')
   set +H
   bind 'set bell-style none' 2>/dev/null
-  unset HISTFILE PROMPT_COMMAND
+  # Commands that run `tmux` reach the user's own server, not the session's private one.
+  unset HISTFILE PROMPT_COMMAND TMUX TMUX_PANE
   HISTCONTROL=ignorespace
   PS1='$ '
   PS2='> '

@@ -32,6 +32,9 @@ pub struct CommandState {
     pub stderr_size: u64,
     /// The command directory does not exist (never started on this machine, or removed).
     pub missing: bool,
+    /// The command was written but never typed (its caller died before starting it) and nothing
+    /// holds it any more: it will never run.
+    pub never_started: bool,
 }
 
 /// Shell lines that print the state of the command in `$D` as `key=value` lines.
@@ -45,7 +48,10 @@ pub fn report_script(mode: RunMode) -> String {
     format!(
         "echo @report\n\
          [ -d \"$D\" ] || echo missing=1\n\
-         if [ ! -f \"$D/exit\" ]; then A=1; {alive}; echo alive=$A; fi\n\
+         if [ ! -f \"$D/exit\" ]; then A=1; {alive}; echo alive=$A\n\
+           if [ ! -f \"$D/started\" ] && [ \"$(readlink \"$SD/busy\" 2>/dev/null)\" != \"${{D##*/}}\" ] \\\n\
+              && [ -n \"$(find \"$D/cmd.sh\" -mmin +1 2>/dev/null)\" ]; then echo never=1; fi\n\
+         fi\n\
          for f in exit started; do [ -f \"$D/$f\" ] && while IFS= read -r l; do printf '%s\\n' \"$l\"; done < \"$D/$f\"; done\n\
          [ -f \"$D/pid\" ] && read -r p < \"$D/pid\" && echo \"pid=$p\"\n\
          echo @sizes; wc -c \"$D/stdout\" \"$D/stderr\" 2>/dev/null\n\
@@ -90,6 +96,7 @@ pub fn parse(out: &ExecOutput) -> Result<CommandState> {
         let v = v.trim();
         match k {
             "missing" => st.missing = true,
+            "never" => st.never_started = true,
             "alive" => st.alive = v == "1",
             "code" => code = v.parse::<i32>().ok(),
             "how" => how = v.to_string(),

@@ -644,20 +644,20 @@ pub async fn wait_timeout_then_result(t: Arc<dyn Transport>, dir: &str) {
 pub async fn transcript_read_with_cursor(t: Arc<dyn Transport>, dir: &str) {
     let b = bed(t, dir).await;
     b.engine
-        .send(b.sid(), "echo first-mark", true)
+        .send(b.sid(), "echo $((6*7))-mark", true)
         .await
         .unwrap();
-    let chunk = read_until(&b, 0, "first-mark\r\n").await;
+    let chunk = read_until(&b, 0, "42-mark\r\n").await;
     let cursor = chunk.cursor;
     b.engine
-        .send(b.sid(), "echo second-mark", true)
+        .send(b.sid(), "echo $((6*8))-mark", true)
         .await
         .unwrap();
-    let next = read_until(&b, cursor, "second-mark\r\n").await;
+    let next = read_until(&b, cursor, "48-mark\r\n").await;
     assert_eq!(next.since, cursor);
-    assert!(!next.text.contains("first-mark"), "{}", next.text);
+    assert!(!next.text.contains("42-mark"), "{}", next.text);
     let local = std::fs::read(&b.session.transcript_file_local).unwrap();
-    assert!(String::from_utf8_lossy(&local).contains("second-mark"));
+    assert!(String::from_utf8_lossy(&local).contains("48-mark"));
     b.finish().await;
 }
 
@@ -756,9 +756,21 @@ pub async fn recovery_after_killed_caller(t: Arc<dyn Transport>, dir: &str) {
 pub async fn screen_and_resize(t: Arc<dyn Transport>, dir: &str) {
     let b = bed(t, dir).await;
     b.engine.resize(b.sid(), 100, 30).await.unwrap();
-    let screen = b.engine.capture_screen(b.sid()).await.unwrap();
+    // The prompt is drawn just after the shell reports ready: wait for it (bounded).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let screen = loop {
+        let screen = b.engine.capture_screen(b.sid()).await.unwrap();
+        if screen.text.starts_with('$') {
+            break screen;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no prompt on screen: {:?}",
+            screen.text
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     assert_eq!((screen.cols, screen.rows), (100, 30));
-    assert!(screen.text.starts_with('$'), "{}", screen.text);
     b.engine
         .send_raw(b.sid(), b"echo raw-bytes\r")
         .await
@@ -954,5 +966,26 @@ pub async fn destroy_stops_running_commands(t: Arc<dyn Transport>, dir: &str) {
     assert_eq!(rec.status, CommandStatus::Stopped);
     let again = b.engine.destroy(b.sid()).await.unwrap();
     assert_eq!(again.status, SessionStatus::Destroyed);
+    b.finish().await;
+}
+
+pub async fn session_shell_is_isolated(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    let rec = b
+        .run("echo ${TMUX:-no-tmux} $PAGER $GIT_EDITOR $DEBIAN_FRONTEND; case $- in *H*) echo 1;; *) echo 0;; esac")
+        .await;
+    assert_eq!(rec.stdout, "no-tmux cat true noninteractive\n0\n");
+    let mut machine = Machine::local();
+    machine.default_cwd = dir.to_string();
+    machine.startup_commands = vec!["wsl".into()];
+    let err = b.engine.create_session(&machine, None).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidArgument);
+    machine.startup_commands.clear();
+    let err = b
+        .engine
+        .create_session(&machine, Some(&format!("{dir}/does-not-exist")))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::RemoteNotFound, "{err}");
     b.finish().await;
 }
