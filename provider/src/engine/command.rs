@@ -1,4 +1,15 @@
 //! Commands: exec (wait or background), show, wait, stop, list, logs, output by offset.
+//!
+//! Semantics worth knowing:
+//! - A wait-mode command is sourced by the session shell: `cd`, `export`, aliases, functions
+//!   and `set` options persist (`set -e` is reset after each command, and a failure under it
+//!   ends the command, not the shell). `exit` ends the shell: the command is recorded with its
+//!   exit code, status `lost`, and the session is lost.
+//! - stdin is the session terminal (so `session send` can answer a prompt); stdout and stderr go
+//!   only to the command's files, not to the terminal or the transcript.
+//! - CRLF line endings in the command text become LF; a NUL byte is refused.
+//! - Background commands run in a new process group (`setsid`) from the session shell: they
+//!   inherit its exported environment and directory, not its functions or aliases.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -170,6 +170,19 @@ pub async fn shell_state_persists(t: Arc<dyn Transport>, dir: &str) {
     assert_eq!(rec.stdout, format!("{dir}\n"));
     let rec = b.run("pwd").await;
     assert_eq!(rec.stdout, format!("{dir}\n"), "cwd override persists");
+    let rec = b
+        .engine
+        .exec(
+            b.sid(),
+            "echo ran",
+            ExecRequest::wait().with_cwd("/nonexistent-rr"),
+        )
+        .await
+        .unwrap();
+    assert_eq!((rec.exit_code, rec.stdout.as_str()), (Some(1), ""));
+    assert!(rec.stderr.contains("/nonexistent-rr"), "{}", rec.stderr);
+    assert_eq!(rec.end_reason.as_deref(), Some("cd_failed"));
+    assert_eq!(b.run("pwd").await.stdout, format!("{dir}\n"));
     b.finish().await;
 }
 
