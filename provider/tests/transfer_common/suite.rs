@@ -77,6 +77,15 @@ pub async fn file_round_trip(bed: Bed) {
         .await
         .unwrap();
     assert_eq!(std::fs::read(into.join("data.bin")).unwrap(), data2);
+    // A named symlink is followed: the file's bytes and mode, not the link's.
+    std::os::unix::fs::symlink("data.bin", bed.rp("link.bin")).unwrap();
+    let via = bed.lp("via-link.bin");
+    bed.engine
+        .file_get(bed.sid(), "link.bin", &via, TransferOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read(&via).unwrap(), data2);
+    assert_eq!(mode_of(&via), 0o600);
     assert!(temp_leftovers(bed.local.path()).is_empty());
 }
 

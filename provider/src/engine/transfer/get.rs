@@ -10,6 +10,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use futures::StreamExt;
+use tokio::io::AsyncReadExt;
 
 use super::paths::{RemotePath, join, safe_name, symlink_stays_inside};
 use super::put::{check_hash, name_user_path, verify_written};
@@ -81,8 +82,14 @@ pub async fn get(
         {
             std::fs::create_dir_all(parent).map_err(|e| local_io("create", parent, &e))?;
         }
-        job.set_totals(st.size, 1);
-        let (bytes, sha) = get_file(job, src, &dest, st.size, st.mode, job.verify).await?;
+        // A named symlink is followed: its own size and mode say nothing about the file.
+        let (size, mode) = if st.kind == FileKind::Symlink {
+            (0, followed_mode(job, src).await.unwrap_or(0o644))
+        } else {
+            (st.size, st.mode)
+        };
+        job.set_totals(size, 1);
+        let (bytes, sha) = get_file(job, src, &dest, size, mode, job.verify).await?;
         out.bytes = bytes;
         out.files = 1;
         out.sha256 = Some(sha);
@@ -93,8 +100,33 @@ pub async fn get(
     }
 }
 
+/// The mode of what a remote symlink points to (`stat -L` on the machine; the file channel
+/// only offers `lstat`).
+async fn followed_mode(job: &Job, path: &RemotePath) -> Option<u32> {
+    let out = job
+        .t
+        .exec(
+            &format!("stat -L -c %a -- {}", shell_quote(&path.cmd)),
+            ExecOptions::default(),
+        )
+        .await
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    u32::from_str_radix(out.stdout_lossy().trim(), 8).ok()
+}
+
 fn local_io(what: &str, path: &Path, e: &std::io::Error) -> Error {
     Error::io(format!("cannot {what} {}", path.display()), e)
+}
+
+/// How many bytes to read from a remote file listed with `size`: exactly that many (the size at
+/// listing time, as scp does). Reading on to find the end would make russh-sftp, whose read-ahead
+/// adopts the first (short) reply as its chunk size, queue dozens of reads past the end of every
+/// small file. A listed size of 0 (empty, or a /proc-like file) reads to the end instead.
+fn read_limit(size: u64, otherwise: u64) -> u64 {
+    if size > 0 { size } else { otherwise }
 }
 
 /// Files up to this size are read whole and written locally in one blocking step (trees of
@@ -113,7 +145,7 @@ async fn get_file(
 ) -> Result<(u64, String)> {
     if !verify
         && size <= SMALL_FILE
-        && let Some(done) = get_small_file(job, src, dest, mode).await?
+        && let Some(done) = get_small_file(job, src, dest, size, mode).await?
     {
         job.file_done();
         return Ok(done);
@@ -123,6 +155,7 @@ async fn get_file(
         .open_read(&src.file)
         .await
         .map_err(|e| name_user_path(e, &src.cmd, &src.file))?;
+    let reader = reader.take(read_limit(size, u64::MAX));
     let (writer, tmp) = stream::create_local_temp(dest)
         .await
         .map_err(|e| local_io("create a file next to", dest, &e))?;
@@ -176,17 +209,17 @@ async fn get_small_file(
     job: &Job,
     src: &RemotePath,
     dest: &Path,
+    size: u64,
     mode: u32,
 ) -> Result<Option<(u64, String)>> {
     use sha2::{Digest, Sha256};
-    use tokio::io::AsyncReadExt;
     let reader = job
         .t
         .open_read(&src.file)
         .await
         .map_err(|e| name_user_path(e, &src.cmd, &src.file))?;
     let mut data = Vec::new();
-    let mut limited = reader.take(SMALL_FILE + 1);
+    let mut limited = reader.take(read_limit(size, SMALL_FILE + 1));
     let read = limited.read_to_end(&mut data);
     tokio::select! {
         r = read => { r.map_err(|e| job.link_error(&e, "read", &src.cmd))?; }
@@ -357,14 +390,10 @@ async fn get_tree(job: &Job, src: &RemotePath, local: &Path, out: &mut Outcome) 
         Ok(_) => {}
         Err(_) => std::fs::create_dir_all(local).map_err(|e| local_io("create", local, &e))?,
     }
-    let root_mode = job
-        .t
-        .stat(&src.file)
-        .await
-        .ok()
-        .flatten()
-        .map(|s| s.mode)
-        .unwrap_or(0o755);
+    let root_mode = match job.t.stat(&src.file).await {
+        Ok(Some(st)) if st.kind == FileKind::Dir => st.mode,
+        _ => followed_mode(job, src).await.unwrap_or(0o755),
+    };
     let entries = walk(job, src, out).await?;
     let files: Vec<&RemoteEntry> = entries
         .iter()
