@@ -12,6 +12,8 @@ pub struct MachineInfo {
     pub openssh: String,
     pub tmux: String,
     pub rsync: String,
+    /// 1/5/15-minute load averages when the run started (other work on the machine skews times).
+    pub load: String,
 }
 
 pub fn collect() -> MachineInfo {
@@ -27,6 +29,9 @@ pub fn collect() -> MachineInfo {
         openssh: first_line("ssh", &["-V"]),
         tmux: first_line("tmux", &["-V"]),
         rsync: first_line("rsync", &["--version"]),
+        load: std::fs::read_to_string("/proc/loadavg")
+            .map(|t| t.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+            .unwrap_or_else(|_| "unknown".to_string()),
     }
 }
 

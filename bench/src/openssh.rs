@@ -91,6 +91,28 @@ impl OpenSsh {
         cmd
     }
 
+    /// The key exchange and cipher OpenSSH negotiates with the bed (from `ssh -v`), for notes.
+    pub fn negotiated(&self) -> String {
+        let mut cmd = self.tool("ssh");
+        cmd.arg("-v").arg(&self.destination).arg("true");
+        let Ok(out) = cmd.output() else {
+            return "unknown".to_string();
+        };
+        let log = String::from_utf8_lossy(&out.stderr);
+        let find = |key: &str| {
+            log.lines()
+                .find_map(|l| l.split_once(key))
+                .and_then(|(_, v)| v.split_whitespace().next())
+                .map(str::to_string)
+                .unwrap_or_else(|| "unknown".to_string())
+        };
+        format!(
+            "kex {}, cipher {}",
+            find("kex: algorithm:"),
+            find("kex: server->client cipher:")
+        )
+    }
+
     /// `host:path` for scp and rsync.
     pub fn remote_path(&self, path: &Path) -> String {
         format!("{}:{}", self.destination, path.display())

@@ -272,7 +272,7 @@ pub fn document(
         "## This run\n\n\
          - date: {}\n\
          - command: `{command}`{}\n\
-         - machine: {} cores, {} ({}), {} RAM\n\
+         - machine: {} cores, {} ({}), {} RAM; load average at start {}\n\
          - tools: {}; {}; {}\n\
          - statistics: median and p90 (nearest rank) over the runs shown; throughput = bytes / median time,\n  \
          MB = 10^6 bytes\n",
@@ -282,6 +282,7 @@ pub fn document(
         info.cpu,
         info.kernel,
         info.memory,
+        info.load,
         info.openssh,
         info.tmux,
         info.rsync,

@@ -125,8 +125,22 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
     openssh::run(&mut ssh.ssh(&tmux_setup()))?;
     let round_trip = tmux_round_trip();
 
+    // When the CLI is measured, the engine stand-in runs too, as a diagnostic: the difference is
+    // what the CLI adds around the engine call.
+    let stand_in = match ours_cmd {
+        ColdExec::Cli(_) => Some(ColdExec::EngineBin(sibling_binary(
+            "REMOTE_RUNNER_BENCH_COLD_EXEC",
+            "remote-runner-bench-cold-exec",
+        )?)),
+        ColdExec::EngineBin(_) => None,
+    };
+    let mut stand_in_runs = Vec::new();
+
     for _ in 0..warmup {
         openssh::time_run(&mut ours_cmd.command(&state_dir, &session))?;
+        if let Some(s) = &stand_in {
+            openssh::time_run(&mut s.command(&state_dir, &session))?;
+        }
         openssh::time_run(&mut ssh.ssh(&round_trip))?;
         openssh::time_run(&mut ssh.ssh("true"))?;
     }
@@ -137,6 +151,9 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
         )?);
         tmux.push(openssh::time_run(&mut ssh.ssh(&round_trip))?);
         plain.push(openssh::time_run(&mut ssh.ssh("true"))?);
+        if let Some(s) = &stand_in {
+            stand_in_runs.push(openssh::time_run(&mut s.command(&state_dir, &session))?);
+        }
     }
     let _ = openssh::run(&mut ssh.ssh(&tmux_teardown()));
 
@@ -163,6 +180,13 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
             &plain,
         ))
         .clone();
+    if let Some(s) = &stand_in {
+        result.push(Measurement::new(
+            &format!("diagnostic: {}", s.describe()),
+            Side::Ours,
+            &stand_in_runs,
+        ));
+    }
     result.ratios.push(Ratio::time(
         "cold exec / cold ssh tmux round trip",
         &ours,
@@ -178,6 +202,10 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
     if let Some(note) = fallback_note {
         result.notes.push(note);
     }
+    result.notes.push(format!(
+        "OpenSSH negotiates {} with this sshd (OpenSSH's default preference)",
+        ssh.negotiated()
+    ));
     result.notes.push(format!(
         "{warmup} warm-up runs of each first; {runs} runs interleaved; every run is a new process \
          and a new SSH connection (key exchange + ed25519 public key auth)"
