@@ -90,6 +90,15 @@ const LAUNCH_WAIT: Duration = Duration::from_secs(30);
 /// Reconnect attempts after a dropped link before giving up (the command goes on regardless).
 const RECONNECT_ATTEMPTS: u32 = 5;
 
+/// Whether the record is younger than a start can take; its remote directory may not exist yet.
+fn recently_created(rec: &CommandRecord) -> bool {
+    use time::format_description::well_known::Rfc3339;
+    match time::OffsetDateTime::parse(&rec.created_at, &Rfc3339) {
+        Ok(t) => time::OffsetDateTime::now_utc() - t < time::Duration::seconds(60),
+        Err(_) => false,
+    }
+}
+
 /// A dropped or stalled link, after which reconnecting may help.
 fn is_link_error(e: &Error) -> bool {
     matches!(
@@ -259,7 +268,8 @@ impl Engine {
     ) -> Result<CommandState> {
         let mode = run_mode(rec);
         loop {
-            if state.exit.is_some() || !state.alive || state.missing || state.never_started {
+            let gone = state.missing && !recently_created(rec);
+            if state.exit.is_some() || !state.alive || gone || state.never_started {
                 return Ok(state);
             }
             let left = match timeout {
@@ -409,13 +419,16 @@ impl Engine {
                  ran; run it again"
                     .to_string(),
             );
-        } else if state.missing {
+        } else if state.missing && !recently_created(rec) {
             rec.status = CommandStatus::Lost;
             rec.error = Some(format!(
                 "the command directory {} is gone on the machine; the command's state cannot be \
                  recovered",
                 rec.remote_state_dir
             ));
+        } else if state.missing {
+            // Its start is still in flight (the record is written before the directory).
+            rec.status = CommandStatus::Running;
         } else if !state.alive {
             rec.status = CommandStatus::Lost;
             let why = match rec.mode {

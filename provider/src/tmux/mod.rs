@@ -314,8 +314,8 @@ impl TmuxDriver {
             report = state::report_script(mode),
         );
         let out = self.script(&body, wait_limit(secs)).await?;
-        let text = out.stdout_lossy();
-        let first = text.lines().next().unwrap_or("").trim();
+        let stdout = out.stdout_lossy();
+        let first = stdout.lines().next().unwrap_or("").trim();
         if first == "@started" {
             return state::parse(&out).map(StartOutcome::Started);
         }
@@ -331,7 +331,7 @@ impl TmuxDriver {
         Err(Error::new(
             ErrorCode::RemoteError,
             format!(
-                "could not start the command on {} (cannot create {dir}?): {}",
+                "could not start the command in {dir} on {}: {}",
                 self.transport.describe(),
                 out.stderr_lossy().trim()
             ),
@@ -359,8 +359,8 @@ impl TmuxDriver {
             };
             format!(
                 "D={dir}; CH=rr-{id}-w$$\n\
-                 mkdir -p \"$D/waiters\" && : > \"$D/waiters/$CH\"\n\
-                 if [ ! -f \"$D/exit\" ] && {alive}; then\n\
+                 [ -d \"$D\" ] && mkdir -p \"$D/waiters\" && : > \"$D/waiters/$CH\"\n\
+                 if [ -d \"$D\" ] && [ ! -f \"$D/exit\" ] && {alive}; then\n\
                    timeout {secs} \"$T\" -L \"$S\" wait-for \"$CH\" 2>/dev/null; w=$?\n\
                    if [ $w -ne 0 ] && [ $w -ne 124 ] && [ ! -f \"$D/exit\" ] && [ -f \"$D/pid\" ]; then\n\
                      read -r p < \"$D/pid\"\n\

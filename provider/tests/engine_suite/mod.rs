@@ -739,11 +739,15 @@ pub async fn recovery_after_killed_caller(t: Arc<dyn Transport>, dir: &str) {
             .await
     });
     let deadline = Instant::now() + Duration::from_secs(30);
+    // Kill the caller once the command runs on the machine (its record says it started).
     let command_id = loop {
         if let Some(c) = b.engine.command_list(b.sid()).unwrap().first() {
-            break c.command_id.clone();
+            let now = b.engine.command_show(b.sid(), &c.command_id).await.unwrap();
+            if now.started_at.is_some() {
+                break c.command_id.clone();
+            }
         }
-        assert!(Instant::now() < deadline, "command never recorded");
+        assert!(Instant::now() < deadline, "command never started");
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     task.abort();
