@@ -24,6 +24,14 @@ pub(crate) struct PooledConn {
     pub conn: Connection,
     slots: Arc<Semaphore>,
     capacity: AtomicUsize,
+    /// Channels open now on this connection (leases alive).
+    open: Arc<AtomicUsize>,
+    /// Most channels the server ever had open at once for us: it allows at least that many, so
+    /// the budget never shrinks below it. A refusal at or under it is the server not having
+    /// finished closing a channel we released, which passes.
+    proven: AtomicUsize,
+    /// Refusals in a row with nothing else open on this connection.
+    lone_refusals: AtomicUsize,
 }
 
 impl PooledConn {
@@ -32,9 +40,17 @@ impl PooledConn {
             conn,
             slots: Arc::new(Semaphore::new(capacity)),
             capacity: AtomicUsize::new(capacity),
+            open: Arc::new(AtomicUsize::new(0)),
+            proven: AtomicUsize::new(0),
+            lone_refusals: AtomicUsize::new(0),
         }
     }
 }
+
+/// Refusals in a row, with no other channel open on the connection, before it counts as a
+/// server that opens no channel at all (about 2 s with the retry pause).
+const MAX_LONE_REFUSALS: usize = 40;
+const REFUSAL_PAUSE: Duration = Duration::from_millis(50);
 
 /// A channel and its slot in a connection's budget. The slot is released on drop.
 pub(crate) struct ChannelLease {
@@ -55,6 +71,7 @@ impl Drop for ChannelLease {
     fn drop(&mut self) {
         self.channel.take();
         self.permit.take();
+        self.conn.open.fetch_sub(1, Ordering::SeqCst);
         self.released.notify_waiters();
     }
 }
@@ -121,6 +138,9 @@ impl Pool {
                 };
                 match c.conn.open_session(self.open_bound()).await {
                     Ok(channel) => {
+                        let now_open = c.open.fetch_add(1, Ordering::SeqCst) + 1;
+                        c.proven.fetch_max(now_open, Ordering::SeqCst);
+                        c.lone_refusals.store(0, Ordering::SeqCst);
                         return Ok(ChannelLease {
                             channel: Some(channel),
                             permit: Some(permit),
@@ -129,20 +149,32 @@ impl Pool {
                         });
                     }
                     Err(None) => {
-                        // The server refused: its MaxSessions is lower than our budget.
+                        // The server refused: either its MaxSessions is lower than our budget
+                        // (learn it), or it has not yet finished closing a channel we released.
                         let cap = c.capacity.load(Ordering::SeqCst);
-                        if cap > 1 {
+                        let proven = c.proven.load(Ordering::SeqCst).max(1);
+                        if cap > proven {
                             c.capacity.store(cap - 1, Ordering::SeqCst);
                             permit.forget();
                             tracing::debug!(conn = %c.conn.label, capacity = cap - 1, "server refused a channel; lowering the per-connection budget");
                         } else {
-                            return Err(Error::new(
-                                ErrorCode::RemoteError,
-                                format!(
-                                    "the server at {} refuses to open any session channel; check its MaxSessions and sshd logs",
-                                    c.conn.label
-                                ),
-                            ));
+                            drop(permit);
+                            let lone = c.open.load(Ordering::SeqCst) == 0;
+                            let refusals = if lone {
+                                c.lone_refusals.fetch_add(1, Ordering::SeqCst) + 1
+                            } else {
+                                0
+                            };
+                            if refusals >= MAX_LONE_REFUSALS {
+                                return Err(Error::new(
+                                    ErrorCode::RemoteError,
+                                    format!(
+                                        "the server at {} refuses to open any session channel; check its MaxSessions and sshd logs",
+                                        c.conn.label
+                                    ),
+                                ));
+                            }
+                            tokio::time::sleep(REFUSAL_PAUSE).await;
                         }
                     }
                     Err(Some(e)) if e.code == ErrorCode::ConnectionLost => {
