@@ -58,6 +58,21 @@ __rr_arm() {
   trap '__rr_s=$?; if [[ $- == *e* && -n ${__rr_cur:-} ]]; then set +e; return $__rr_s 2>/dev/null; fi' ERR
 }
 
+# bash 5.2 can corrupt its own heap when a sourced file ends inside an unterminated command
+# or process substitution, and abort at the next prompt, taking the session with it. Text that
+# has one is first checked by a separate `bash -n` with the session's shopt settings; a syntax
+# error then ends the command with status 2 and bash's message on stderr, as sourcing it would,
+# without the session shell ever parsing it.
+__rr_parses() {
+  local f=$1/cmd.sh o
+  local -a opts=()
+  case $(<"$f") in *'$('* | *'`'* | *'<('* | *'>('*) ;; *) return 0 ;; esac
+  while read -r o _; do
+    if [ "$o" != login_shell ]; then opts+=(-O "$o"); fi
+  done < <(shopt -s)
+  "$BASH" --noprofile --norc "${opts[@]}" -n -- "$f" 2>"$1/stderr"
+}
+
 __rr_started() {
   __rr_now
   printf 'started=%s\npwd=%s\n' "$__rr_t" "$PWD" >"$1/started"
@@ -78,8 +93,13 @@ run)
     __rr_fin 1 cd_failed
   else
     __rr_started "$__rr_cur"
-    . "$__rr_cur/cmd.sh" >"$__rr_cur/stdout" 2>"$__rr_cur/stderr"
-    __rr_fin $? normal
+    if __rr_parses "$__rr_cur"; then
+      . "$__rr_cur/cmd.sh" >"$__rr_cur/stdout" 2>"$__rr_cur/stderr"
+      __rr_fin $? normal
+    else
+      : >"$__rr_cur/stdout"
+      __rr_fin 2 syntax_error
+    fi
   fi
   ;;
 bg)
