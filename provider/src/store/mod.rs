@@ -221,9 +221,6 @@ pub fn set_private_mode(path: &Path) -> Result<()> {
         .map_err(|e| Error::io(format!("cannot set mode 0600 on {}", path.display()), &e))
 }
 
-/// Always `params![]`-compatible empty parameter list, for readability at call sites.
-pub const NO_PARAMS: [&dyn rusqlite::ToSql; 0] = [];
-
 #[cfg(test)]
 mod tests {
     use super::*;
