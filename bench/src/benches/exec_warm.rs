@@ -136,22 +136,40 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
             &plain,
         ))
         .clone();
-    result.push(Measurement::new(
-        "diagnostic: one Transport::exec `true` (one SSH channel)",
-        Side::Ours,
-        &channel,
-    ));
-    result.push(Measurement::new(
-        "diagnostic: one Transport::write_file of 5 bytes (SFTP, temp + rename)",
-        Side::Ours,
-        &write,
-    ));
-    result.ratios.push(Ratio::time(
+    let channel_row = result
+        .push(Measurement::new(
+            "diagnostic: one Transport::exec `true` (one SSH channel)",
+            Side::Ours,
+            &channel,
+        ))
+        .clone();
+    let write_row = result
+        .push(Measurement::new(
+            "diagnostic: one Transport::write_file of 5 bytes (SFTP, temp + rename)",
+            Side::Ours,
+            &write,
+        ))
+        .clone();
+    let vs_tmux = Ratio::time(
         "engine exec / ControlMaster tmux round trip",
         &ours,
         &tmux,
         Target::AtMost(1.0),
-    ));
+    );
+    if vs_tmux.met() == Some(false) {
+        let primitives = channel_row.summary.median + write_row.summary.median;
+        result.notes.push(format!(
+            "target missed: one channel exec plus one small SFTP write take {} of the engine \
+             exec's {}; the rest is the engine around them (store writes, the start script's \
+             lock and terminal check and tmux send-keys, the shell sourcing the wrapper, the \
+             exit report and record update), i.e. provider/src/engine/command.rs and \
+             provider/src/tmux; fewer round trips per exec (e.g. writing the script inside the \
+             start exec instead of a separate SFTP write) is where to look",
+            crate::stats::ms(primitives),
+            crate::stats::ms(ours.summary.median)
+        ));
+    }
+    result.ratios.push(vs_tmux);
     result.ratios.push(Ratio::time(
         "engine exec / ControlMaster `ssh host true`",
         &ours,
