@@ -26,24 +26,8 @@ fn main() -> ExitCode {
         };
         return ExitCode::from(code);
     }
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_ansi(false)
-        .init();
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("botmux-remote-runner: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    let code = runtime.block_on(remote_runner_provider::server::run_stdio());
-    // Do not wait for the blocking stdin reader thread: exit now that output is flushed.
-    std::process::exit(code);
+    // Do not wait for the blocking stdin reader thread: exit once output is flushed.
+    std::process::exit(remote_runner_provider::server::main_entry());
 }
 
 const HELP: &str = "\

@@ -21,6 +21,27 @@ use tokio::io::{AsyncRead, AsyncWrite};
 pub use config::ProviderConfig;
 pub use provider::Provider;
 
+/// The whole provider process: logs to stderr (`RUST_LOG`, default `warn`), a runtime, and
+/// [`run_stdio`]. Returns the exit code; the caller exits without waiting for the blocking
+/// stdin reader thread.
+pub fn main_entry() -> i32 {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_ansi(false)
+        .init();
+    match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime.block_on(run_stdio()),
+        Err(e) => {
+            eprintln!("botmux-remote-runner: cannot start the async runtime: {e}");
+            1
+        }
+    }
+}
+
 /// Run the provider on the process's stdin/stdout until stdin closes or SIGTERM arrives.
 /// Returns the process exit code.
 pub async fn run_stdio() -> i32 {

@@ -530,14 +530,17 @@ async fn cancel(shared: &Shared, c: RequestCommand) {
         tracing::warn!(session = %session.session_id, "destroying the session failed: {e}");
     }
     shared.screen.stop();
-    let state = {
-        let mut inner = shared.lock();
-        inner.status = SessionStatus::Closed;
-        inner.state.clone()
-    };
+    let state = set_status(shared, SessionStatus::Closed);
     shared
         .out
         .send(Event::status(c.request_id, SessionStatus::Closed, state));
+}
+
+/// Move to `status` and return the state to report with it.
+fn set_status(shared: &Shared, status: SessionStatus) -> Option<State> {
+    let mut inner = shared.lock();
+    inner.status = status;
+    inner.state.clone()
 }
 
 async fn detach(shared: &Shared, c: RequestCommand) {
@@ -546,11 +549,7 @@ async fn detach(shared: &Shared, c: RequestCommand) {
         // Let the current turn settle; the remote session stays.
         let _ = done.wait_for(|d| *d).await;
     }
-    let state = {
-        let mut inner = shared.lock();
-        inner.status = SessionStatus::Detached;
-        inner.state.clone()
-    };
+    let state = set_status(shared, SessionStatus::Detached);
     shared
         .out
         .send(Event::status(c.request_id, SessionStatus::Detached, state));
@@ -572,11 +571,7 @@ async fn reattach(shared: &Shared, c: &RequestCommand) -> Result<Event> {
     {
         shared.lock().session_lost = true;
     }
-    let state = {
-        let mut inner = shared.lock();
-        inner.status = SessionStatus::Ready;
-        inner.state.clone()
-    };
+    let state = set_status(shared, SessionStatus::Ready);
     shared.screen.kick();
     Ok(Event::status(
         c.request_id.clone(),
