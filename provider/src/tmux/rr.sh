@@ -84,6 +84,10 @@ run)
   __rr_arm
   trap - INT
   set +e
+  # A job started with `&` by an earlier command and ended since is reported ("[1]+  Done ...")
+  # by bash at its next chance, which would be inside this command's redirected stderr: report
+  # it now, to nowhere (the job table stays, so `wait`, `%1` and `jobs` still work).
+  jobs -n >/dev/null 2>&1
   __rr_cur=$2
   __rr_cd=${3-}
   set --

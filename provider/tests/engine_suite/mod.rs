@@ -372,6 +372,16 @@ pub async fn trailing_ampersand(t: Arc<dyn Transport>, dir: &str) {
     assert_eq!((rec.exit_code, rec.stdout.as_str()), (Some(0), "started\n"));
     assert_eq!(b.run("echo next").await.stdout, "next\n");
     b.run("kill %1 2>/dev/null; true").await;
+    // bash's "[1]+  Done ..." notice of a job that ended between commands is shell chatter:
+    // it never lands in the next command's output.
+    b.run("sleep 0.1 &").await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let next = b.run("(echo next)").await;
+    assert_eq!(
+        (next.stdout.as_str(), next.stderr.as_str()),
+        ("next\n", ""),
+        "a job notice leaked into a later command"
+    );
     b.finish().await;
 }
 
