@@ -27,11 +27,34 @@ async fn check(env: Vec<(String, String)>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provider_conforms_on_the_local_machine() {
     let state = tempfile::tempdir().unwrap();
-    check(vec![(
-        "REMOTE_RUNNER_STATE_DIR".into(),
-        state.path().display().to_string(),
-    )])
+    // The scenarios leave their sessions running, as a host's would: a tmux server of this
+    // test's own (its socket under TMUX_TMPDIR), stopped at the end, keeps them off the
+    // machine's shared one.
+    let tmux_dir = tempfile::tempdir().unwrap();
+    let tmux_tmpdir = tmux_dir.path().display().to_string();
+    let stop_tmux = StopTmux(tmux_tmpdir.clone());
+    check(vec![
+        (
+            "REMOTE_RUNNER_STATE_DIR".into(),
+            state.path().display().to_string(),
+        ),
+        ("TMUX_TMPDIR".into(), tmux_tmpdir),
+    ])
     .await;
+    drop(stop_tmux);
+}
+
+/// Stops the tmux server under a TMUX_TMPDIR when dropped (also when the test fails).
+struct StopTmux(String);
+
+impl Drop for StopTmux {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("tmux")
+            .args(["-L", "remote-runner", "kill-server"])
+            .env("TMUX_TMPDIR", &self.0)
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -159,7 +159,7 @@ impl Engine {
         let transport = driver.transport().clone();
         transport.create_dir_all(&dir, 0o700).await?;
         transport
-            .write_file(&format!("{dir}/cmd.sh"), text.as_bytes(), 0o600)
+            .write_new_file(&format!("{dir}/cmd.sh"), text.as_bytes(), 0o600)
             .await?;
         // Stored before anything runs, so a killed caller can find the command again.
         let rec = self.new_record(&session, &command_id, command, &req);

@@ -141,6 +141,53 @@ fn mode_attrs(mode: u32) -> FileAttributes {
     }
 }
 
+/// `mkdir` of `path` with `mode` in one round trip (the parent must exist). The server's umask
+/// may clear group/other bits, so a mode with any of them is set again explicitly.
+pub(crate) async fn mkdir(raw: &RawChannel, path: &str, mode: u32) -> Result<()> {
+    raw.session
+        .mkdir(path, mode_attrs(mode))
+        .await
+        .map_err(|e| map_err(e, "mkdir", path, &raw.conn))?;
+    if mode & 0o7077 != 0 {
+        raw.session
+            .setstat(path, mode_attrs(mode))
+            .await
+            .map_err(|e| map_err(e, "chmod", path, &raw.conn))?;
+    }
+    Ok(())
+}
+
+/// Largest file [`write_new`] sends as one write request.
+pub(crate) const WRITE_NEW_MAX: usize = 32 * 1024;
+
+/// Create `path`, which must not exist, holding `data` (at most [`WRITE_NEW_MAX`] bytes): the
+/// open, then the write and the close sent back to back, so two round trips in all.
+pub(crate) async fn write_new(raw: &RawChannel, path: &str, data: &[u8], mode: u32) -> Result<()> {
+    debug_assert!(data.len() <= WRITE_NEW_MAX);
+    let handle = raw
+        .session
+        .open(
+            path,
+            OpenFlags::CREATE | OpenFlags::WRITE | OpenFlags::EXCLUDE,
+            mode_attrs(mode),
+        )
+        .await
+        .map_err(|e| map_err(e, "create", path, &raw.conn))?
+        .handle;
+    // A request goes out on its future's first poll: poll the write once so it is on the wire
+    // before the close; the server answers them in order.
+    let mut write = std::pin::pin!(raw.session.write(handle.as_str(), 0, data.to_vec()));
+    let early = std::future::poll_fn(|cx| std::task::Poll::Ready(write.as_mut().poll(cx))).await;
+    let close = raw.session.close(handle.as_str());
+    let (written, closed) = match early {
+        std::task::Poll::Ready(written) => (written, close.await),
+        std::task::Poll::Pending => tokio::join!(write, close),
+    };
+    written.map_err(|e| map_err(e, "write", path, &raw.conn))?;
+    closed.map_err(|e| map_err(e, "close", path, &raw.conn))?;
+    Ok(())
+}
+
 /// `posix-rename@openssh.com`: rename replacing the target atomically.
 pub(crate) async fn posix_rename(raw: &RawChannel, from: &str, to: &str) -> Result<()> {
     let mut data = Vec::with_capacity(8 + from.len() + to.len());

@@ -125,8 +125,23 @@ impl Transport for SshTransport {
     }
 
     async fn create_dir_all(&self, path: &str, mode: u32) -> Result<()> {
+        // The common case (the parent exists, the directory does not) in one round trip; the
+        // walk from the root handles the rest (existing, symlinked or missing components).
+        if let Ok(raw) = self.raw().await
+            && sftp::mkdir(&raw, path, mode).await.is_ok()
+        {
+            return Ok(());
+        }
         self.with_sftp(|s| async move { sftp::create_dir_all(&s, path, mode).await })
             .await
+    }
+
+    async fn write_new_file(&self, path: &str, data: &[u8], mode: u32) -> Result<()> {
+        if data.len() > sftp::WRITE_NEW_MAX {
+            return self.write_file(path, data, mode).await;
+        }
+        let raw = self.raw().await?;
+        sftp::write_new(&raw, path, data, mode).await
     }
 
     async fn read_dir(&self, path: &str) -> Result<Vec<DirEntry>> {

@@ -81,14 +81,44 @@ impl Store {
     pub fn open(state_dir: &Path) -> Result<Store> {
         ensure_private_dir(state_dir)?;
         let path = state_dir.join("state.sqlite3");
-        let conn = Connection::open(&path).map_err(|e| store_err(&path, e))?;
-        conn.busy_timeout(Duration::from_secs(30))
-            .map_err(|e| store_err(&path, e))?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(|e| store_err(&path, e))?;
+        // Switching a new database to WAL (and its first recovery) can report "database is
+        // locked" at once, without waiting on the busy timeout, while other processes open the
+        // same store: retry the whole opening for a bounded time.
+        let mut attempt = 0;
+        loop {
+            match Store::open_once(state_dir, &path) {
+                Err(OpenError::Busy(e)) if attempt < OPEN_RETRIES => {
+                    tracing::debug!("store busy while opening ({e}); retrying");
+                    attempt += 1;
+                    std::thread::sleep(Duration::from_millis(20 + 10 * attempt.min(10)));
+                }
+                Err(OpenError::Busy(e)) => return Err(store_err(&path, e)),
+                Err(OpenError::Other(e)) => return Err(e),
+                Ok(store) => return Ok(store),
+            }
+        }
+    }
+
+    fn open_once(state_dir: &Path, path: &Path) -> std::result::Result<Store, OpenError> {
+        let sql = |e: rusqlite::Error| {
+            if is_busy(&e) {
+                OpenError::Busy(e)
+            } else {
+                OpenError::Other(store_err(path, e))
+            }
+        };
+        let conn = Connection::open(path).map_err(sql)?;
+        conn.busy_timeout(Duration::from_secs(30)).map_err(sql)?;
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .map_err(sql)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            conn.pragma_update(None, "journal_mode", "WAL")
+                .map_err(sql)?;
+        }
         conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(|e| store_err(&path, e))?;
-        set_private_mode(&path)?;
+            .map_err(sql)?;
+        set_private_mode(path).map_err(OpenError::Other)?;
         let mut store = Store {
             conn,
             state_dir: state_dir.to_path_buf(),
@@ -106,18 +136,25 @@ impl Store {
         &self.conn
     }
 
-    fn migrate(&mut self) -> Result<()> {
+    fn migrate(&mut self) -> std::result::Result<(), OpenError> {
         let path = self.state_dir.join("state.sqlite3");
+        let sql = |e: rusqlite::Error| {
+            if is_busy(&e) {
+                OpenError::Busy(e)
+            } else {
+                OpenError::Other(store_err(&path, e))
+            }
+        };
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(|e| store_err(&path, e))?;
+            .map_err(sql)?;
         let current: i64 = tx
             .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(|e| store_err(&path, e))?;
+            .map_err(sql)?;
         let current = usize::try_from(current).unwrap_or(0);
         if current > MIGRATIONS.len() {
-            return Err(Error::new(
+            return Err(OpenError::Other(Error::new(
                 ErrorCode::Store,
                 format!(
                     "the state in {} was written by a newer remote-runner (schema {current}, this \
@@ -125,15 +162,32 @@ impl Store {
                     self.state_dir.display(),
                     MIGRATIONS.len()
                 ),
-            ));
+            )));
         }
-        for (i, sql) in MIGRATIONS.iter().enumerate().skip(current) {
-            tx.execute_batch(sql).map_err(|e| store_err(&path, e))?;
+        for (i, migration) in MIGRATIONS.iter().enumerate().skip(current) {
+            tx.execute_batch(migration).map_err(sql)?;
             tx.pragma_update(None, "user_version", (i + 1) as i64)
-                .map_err(|e| store_err(&path, e))?;
+                .map_err(sql)?;
         }
-        tx.commit().map_err(|e| store_err(&path, e))
+        tx.commit().map_err(sql)
     }
+}
+
+/// How many times opening the store is retried while the database is busy (about 5 s).
+const OPEN_RETRIES: u64 = 40;
+
+/// Why one attempt to open the store failed: busy (worth a retry) or anything else.
+enum OpenError {
+    Busy(rusqlite::Error),
+    Other(Error),
+}
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e,
+        rusqlite::Error::SqliteFailure(f, _)
+            if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
 }
 
 /// Serialize a record for a `data` column.

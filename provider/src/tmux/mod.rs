@@ -252,13 +252,13 @@ impl TmuxDriver {
     }
 
     /// Start a command whose text the caller wrote to `<command dir>/cmd.sh`, in one round
-    /// trip: take the foreground lock (atomic `ln -s`; a lock whose command has ended is
-    /// reclaimed), check that the terminal is at the shell (a program started with `session
-    /// send` makes it busy; a 0.5 s grace covers the wrapper's own last helper finishing), type
-    /// the one fixed line that sources the wrapper, then wait up to `wait` for the command's end
-    /// (foreground) or its launch (background) and report. A refused start removes the command
-    /// directory. The lock-and-type part runs in a subshell that ignores hang-ups and broken
-    /// pipes, so a caller killed mid-call cannot leave the lock taken with nothing typed.
+    /// trip: take the foreground lock ([`state::TAKE_LOCK`]), check that the terminal is at the shell (a program started with `session
+    /// send` makes it busy; a 0.5 s grace covers the wrapper's own last helper finishing), then
+    /// one tmux client types the one fixed line that sources the wrapper and waits up to `wait`
+    /// for the command's end (foreground) or its launch (background); then report. A refused
+    /// start removes the command directory. The script ignores hang-ups and broken pipes, so a
+    /// caller killed mid-call cannot leave the lock taken with nothing typed. Every step but
+    /// the one tmux client is a shell builtin: this is the hot path of every exec.
     pub async fn start_command(
         &self,
         command_id: &str,
@@ -271,49 +271,44 @@ impl TmuxDriver {
             RunMode::Foreground => ("run", format!("rr-{command_id}")),
             RunMode::Background => ("bg", format!("rr-{command_id}-go")),
         };
-        let mut line = format!(
-            " . {} {verb} {}",
-            shell_quote(&self.paths.script_path()),
-            shell_quote(&dir)
-        );
+        // Short: readline echoes every character of it (and the transcript pipe carries them).
+        let mut line = format!(" . \"$__rr_sdir/rr.sh\" {verb} {}", shell_quote(command_id));
         if let Some(cwd) = cwd {
             line.push(' ');
             line.push_str(&shell_quote(cwd));
         }
-        let secs = wait_secs(wait);
         let body = format!(
             "ID={id}; D={dir}\n\
-             ( trap '' HUP PIPE INT TERM\n\
-             if ! ln -s \"$ID\" \"$SD/busy\" 2>/dev/null; then\n\
-               o=$(readlink \"$SD/busy\" 2>/dev/null)\n\
-               if [ -n \"$o\" ] && [ -e \"$CD/$o/exit\" ]; then rm -f \"$SD/busy\"; fi\n\
-               ln -s \"$ID\" \"$SD/busy\" 2>/dev/null || {{ rm -rf \"$D\"; echo \"@busy $o\"; exit 3; }}\n\
-             fi\n\
+             trap '' HUP PIPE INT TERM\n\
+             {take_lock}\
              if [ -r \"$SD/shell.pid\" ] && read -r p < \"$SD/shell.pid\" && [ -r /proc/$p/stat ]; then\n\
                i=0\n\
                while read -r st < /proc/$p/stat; st=${{st##*) }}; set -- $st; \
                  [ \"$6\" != \"$p\" ] && [ \"$6\" -gt 0 ] 2>/dev/null; do\n\
                  if [ $i -ge 25 ]; then\n\
-                   rm -rf \"$SD/busy\" \"$D\"; read -r n < /proc/$6/comm; echo \"@term $n\"; exit 3\n\
+                   rm -rf \"$SD/busy\" \"$D\"; read -r n < /proc/$6/comm; echo \"@term $n\"; exit 0\n\
                  fi\n\
                  i=$((i+1)); sleep 0.02\n\
                done\n\
              fi\n\
-             if ! \"$T\" -L \"$S\" send-keys -t {target} C-e C-u \\; send-keys -t {target} -l -- {line} \\; \
-             send-keys -t {target} Enter 2>/dev/null; then\n\
-               rm -rf \"$SD/busy\" \"$D\"; echo @lost; exit 3\n\
+             \"$T\" -L \"$S\" send-keys -t {target} C-e C-u \\; \
+             send-keys -t {target} -l -- {line} \\; send-keys -t {target} Enter \\; \
+             wait-for {channel} 2>/dev/null\n\
+             if [ $? -ne 0 ] && [ ! -e \"$D/started\" ] \
+               && ! \"$T\" -L \"$S\" has-session -t \"=$SID\" 2>/dev/null; then\n\
+               rm -rf \"$SD/busy\" \"$D\"; echo @lost; exit 0\n\
              fi\n\
-             echo @started ) || exit 0\n\
-             timeout {secs} \"$T\" -L \"$S\" wait-for {channel} 2>/dev/null\n\
+             echo @started\n\
              {report}",
             id = shell_quote(command_id),
             dir = shell_quote(&dir),
             target = shell_quote(&self.paths.target()),
             line = shell_quote(&line),
             channel = shell_quote(&channel),
+            take_lock = state::TAKE_LOCK,
             report = state::report_script(mode),
         );
-        let out = self.script(&body, wait_limit(secs)).await?;
+        let out = self.wait_bounded(&body, &channel, wait).await?;
         let stdout = out.stdout_lossy();
         let first = stdout.lines().next().unwrap_or("").trim();
         if first == "@started" {
@@ -338,6 +333,27 @@ impl TmuxDriver {
         ))
     }
 
+    /// Run a script whose tmux client waits on `channel`, for at most `wait`: past it, signal
+    /// the channel from a second call so the client returns and the script reports. The bound
+    /// lives here rather than in a remote `timeout` process: no extra process on every exec's
+    /// hot path. (A caller that dies mid-wait leaves the client waiting until the command
+    /// signals the channel as it ends, or the session is destroyed.)
+    async fn wait_bounded(&self, body: &str, channel: &str, wait: Duration) -> Result<ExecOutput> {
+        let call = self.script(body, wait_limit(wait_secs(wait)));
+        tokio::pin!(call);
+        tokio::select! {
+            out = &mut call => return out,
+            _ = tokio::time::sleep(wait) => {}
+        }
+        let release = format!(
+            "\"$T\" -L \"$S\" wait-for -S {} 2>/dev/null; exit 0\n",
+            shell_quote(channel)
+        );
+        // A failed release (e.g. the link dropped) shows as the call's own error or limit.
+        let _ = self.script(&release, Duration::from_secs(30)).await;
+        call.await
+    }
+
     /// Wait up to `wait` for a command's end, on a waiter channel of its own (so any number of
     /// waiters in any processes are all woken), and report its state. `wait` zero: report only.
     pub async fn wait_command(
@@ -360,11 +376,11 @@ impl TmuxDriver {
             format!(
                 "D={dir}; CH=rr-{id}-w$$\n\
                  [ -d \"$D\" ] && mkdir -p \"$D/waiters\" && : > \"$D/waiters/$CH\"\n\
-                 if [ -d \"$D\" ] && [ ! -f \"$D/exit\" ] && {alive}; then\n\
+                 if [ -d \"$D\" ] && [ ! -s \"$D/exit\" ] && {alive}; then\n\
                    timeout {secs} \"$T\" -L \"$S\" wait-for \"$CH\" 2>/dev/null; w=$?\n\
-                   if [ $w -ne 0 ] && [ $w -ne 124 ] && [ ! -f \"$D/exit\" ] && [ -f \"$D/pid\" ]; then\n\
+                   if [ $w -ne 0 ] && [ $w -ne 124 ] && [ ! -s \"$D/exit\" ] && [ -f \"$D/pid\" ]; then\n\
                      read -r p < \"$D/pid\"\n\
-                     timeout {secs} sh -c 'while [ ! -f \"$1/exit\" ] && kill -0 \"$2\" 2>/dev/null; do sleep 0.2; done' _ \"$D\" \"$p\"\n\
+                     timeout {secs} sh -c 'while [ ! -s \"$1/exit\" ] && kill -0 \"$2\" 2>/dev/null; do sleep 0.2; done' _ \"$D\" \"$p\"\n\
                    fi\n\
                  fi\n\
                  rm -f \"$D/waiters/$CH\"\n\
@@ -386,8 +402,8 @@ impl TmuxDriver {
         let g = STOP_GRACE_SECS;
         // Wait for the exit file on our own channel; poll only if the channel itself failed.
         let wait = format!(
-            "{{ [ -f \"$D/exit\" ] || {{ timeout {g} \"$T\" -L \"$S\" wait-for \"$CH\" 2>/dev/null; w=$?; \
-             if [ $w -ne 0 ] && [ $w -ne 124 ]; then i=0; while [ ! -f \"$D/exit\" ] && [ $i -lt {polls} ]; \
+            "{{ [ -s \"$D/exit\" ] || {{ timeout {g} \"$T\" -L \"$S\" wait-for \"$CH\" 2>/dev/null; w=$?; \
+             if [ $w -ne 0 ] && [ $w -ne 124 ]; then i=0; while [ ! -s \"$D/exit\" ] && [ $i -lt {polls} ]; \
              do sleep 0.1; i=$((i+1)); done; fi; }}; }}",
             polls = g * 10
         );
@@ -395,24 +411,24 @@ impl TmuxDriver {
             RunMode::Foreground => format!(
                 "\"$T\" -L \"$S\" send-keys -t {target} C-c 2>/dev/null\n\
                  {wait}\n\
-                 if [ ! -f \"$D/exit\" ] && read -r p < \"$SD/shell.pid\" && [ -r /proc/$p/stat ]; then\n\
+                 if [ ! -s \"$D/exit\" ] && read -r p < \"$SD/shell.pid\" && [ -r /proc/$p/stat ]; then\n\
                    read -r st < /proc/$p/stat; st=${{st##*) }}; set -- $st; fg=$6\n\
                    if [ \"$fg\" != \"$p\" ] && [ \"$fg\" -gt 0 ] 2>/dev/null; then\n\
                      kill -TERM \"-$fg\" 2>/dev/null; {wait}\n\
-                     [ -f \"$D/exit\" ] || {{ kill -KILL \"-$fg\" 2>/dev/null; {wait}; }}\n\
+                     [ -s \"$D/exit\" ] || {{ kill -KILL \"-$fg\" 2>/dev/null; {wait}; }}\n\
                    fi\n\
-                   [ -f \"$D/exit\" ] || {{ kill -KILL \"$p\" 2>/dev/null; {wait}; }}\n\
+                   [ -s \"$D/exit\" ] || {{ kill -KILL \"$p\" 2>/dev/null; {wait}; }}\n\
                  fi\n",
                 target = shell_quote(&self.paths.target()),
             ),
             RunMode::Background => format!(
-                "i=0; while [ ! -f \"$D/pid\" ] && [ ! -f \"$D/exit\" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done\n\
-                 if [ ! -f \"$D/exit\" ] && read -r p < \"$D/pid\"; then\n\
+                "i=0; while [ ! -f \"$D/pid\" ] && [ ! -s \"$D/exit\" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done\n\
+                 if [ ! -s \"$D/exit\" ] && read -r p < \"$D/pid\"; then\n\
                    kill -TERM \"-$p\" 2>/dev/null; {wait}\n\
-                   if [ ! -f \"$D/exit\" ]; then\n\
+                   if [ ! -s \"$D/exit\" ]; then\n\
                      kill -KILL \"-$p\" 2>/dev/null; sleep 0.1\n\
-                     if [ ! -f \"$D/exit\" ]; then\n\
-                       printf 'code=137\\nhow=killed\\nstate=stopped\\nended=%s\\n' \"$(date +%s.%N)\" > \"$D/exit.tmp\" && mv -f \"$D/exit.tmp\" \"$D/exit\"\n\
+                     if [ ! -s \"$D/exit\" ]; then\n\
+                       printf 'code=137 how=killed state=stopped ended=%s\\n' \"$(date +%s.%N)\" > \"$D/exit.tmp\" && mv -f \"$D/exit.tmp\" \"$D/exit\"\n\
                      fi\n\
                    fi\n\
                    i=0; while kill -0 \"-$p\" 2>/dev/null && [ $i -lt {polls} ]; do sleep 0.1; i=$((i+1)); done\n\
@@ -423,7 +439,7 @@ impl TmuxDriver {
         };
         let body = format!(
             "D={dir}; CH=rr-{id}-s$$\n\
-             if [ ! -f \"$D/exit\" ] && [ -d \"$D\" ]; then\n\
+             if [ ! -s \"$D/exit\" ] && [ -d \"$D\" ]; then\n\
                : > \"$D/stop_requested\"; mkdir -p \"$D/waiters\" && : > \"$D/waiters/$CH\"\n\
                {steps}\
                rm -f \"$D/waiters/$CH\"\n\

@@ -1,11 +1,12 @@
 # remote-runner session script. Written by remote-runner for one session; do not edit.
 # Modes:
 #   (no arguments)    the rc file of the session shell (bash --rcfile): defaults, traps, ready
-#   run DIR [CWD]     sourced by the session shell: run DIR/cmd.sh in this shell (state persists)
-#   bg DIR [CWD]      sourced by the session shell: start DIR/cmd.sh detached (setsid)
+#   run ID [CWD]      sourced by the session shell: run <commands dir>/ID/cmd.sh in this shell
+#                     (state persists); the typed line is kept short: every character is echoed
+#   bg ID [CWD]       sourced by the session shell: start <commands dir>/ID/cmd.sh detached
 #   bgrun DIR [CWD]   executed (new process group): the detached side of `bg`
 #   pane              executed by tmux as the pane process: the session shell, then `dead`
-# Every command DIR gets: started, stdout, stderr, then exit (written atomically, last).
+# Every command DIR gets: started, stdout, stderr, then exit (one write, last; non-empty = there).
 __rr_tmux=@TMUX@
 __rr_sock=@SOCK@
 __rr_sid=@SID@
@@ -27,7 +28,12 @@ __rr_wake() {
   "$__rr_tmux" -L "$__rr_sock" "${a[@]}" >/dev/null 2>&1
 }
 
-# Record the end of the current command: exit file (temp + rename), release the lock, wake.
+# Record the end of the current command: release the lock, write the exit file, wake the
+# waiters. The lock goes first: a lock whose owner has an exit file may be reclaimed by a new
+# start, so the owner must never remove it after its exit file exists (it would remove the new
+# owner's). The exit file is one line written by one printf (bash flushes per line: one small
+# write), so readers treat it as there once it is non-empty (`-s`), and no rename process is
+# needed on the hot path.
 __rr_fin() {
   local c=$1 how=$2 d=${__rr_cur:-} st=done
   set +e
@@ -35,9 +41,8 @@ __rr_fin() {
   if [ -z "$d" ]; then return 0; fi
   __rr_now
   if [ -e "$d/stop_requested" ]; then st=stopped; fi
-  printf 'code=%s\nhow=%s\nstate=%s\nended=%s\n' "$c" "$how" "$st" "$__rr_t" >"$d/exit.tmp"
-  \command -p mv -f -- "$d/exit.tmp" "$d/exit"
   if [ -n "${__rr_lock:-}" ]; then \command -p rm -f -- "$__rr_sdir/busy"; fi
+  printf 'code=%s how=%s state=%s ended=%s\n' "$c" "$how" "$st" "$__rr_t" >"$d/exit"
   __rr_wake "$d"
 }
 
@@ -88,7 +93,7 @@ run)
   # by bash at its next chance, which would be inside this command's redirected stderr: report
   # it now, to nowhere (the job table stays, so `wait`, `%1` and `jobs` still work).
   jobs -n >/dev/null 2>&1
-  __rr_cur=$2
+  __rr_cur=$__rr_cdir/$2
   __rr_cd=${3-}
   set --
   if [ -n "$__rr_cd" ] && ! cd -- "$__rr_cd" 2>"$__rr_cur/stderr"; then
@@ -108,7 +113,7 @@ run)
   ;;
 bg)
   __rr_arm
-  \command -p setsid -f "$BASH" --noprofile --norc "$__rr_sdir/rr.sh" bgrun "$2" "${3-}" \
+  \command -p setsid -f "$BASH" --noprofile --norc "$__rr_sdir/rr.sh" bgrun "$__rr_cdir/$2" "${3-}" \
     </dev/null >/dev/null 2>&1
   \command -p rm -f -- "$__rr_sdir/busy"
   "$__rr_tmux" -L "$__rr_sock" wait-for -S "rr-${2##*/}-go" >/dev/null 2>&1
@@ -130,8 +135,9 @@ bgrun)
 pane)
   "$BASH" --noprofile --rcfile "$__rr_sdir/rr.sh" -i
   __rr_s=$?
-  __rr_o=$(\command -p readlink -- "$__rr_sdir/busy" 2>/dev/null)
-  if [ -n "$__rr_o" ] && [ ! -e "$__rr_cdir/$__rr_o/exit" ]; then
+  __rr_o=
+  read -r __rr_o 2>/dev/null <"$__rr_sdir/busy"
+  if [ -n "$__rr_o" ] && [ ! -s "$__rr_cdir/$__rr_o/exit" ]; then
     __rr_cur=$__rr_cdir/$__rr_o
     __rr_lock=1
     __rr_fin "$__rr_s" shell_killed

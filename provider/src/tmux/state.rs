@@ -37,6 +37,26 @@ pub struct CommandState {
     pub never_started: bool,
 }
 
+/// Shell lines that take the session's foreground lock for command `$ID` (dir `$D`), or print
+/// `@busy <owner>`, remove `$D` and exit. The lock is `$SD/busy`, a file holding the owner's
+/// command id, created with noclobber (`O_EXCL`: atomic, and a builtin, so no process is
+/// spawned); a lock whose owner has an exit file is stale and reclaimed. (Sessions started by
+/// an older version hold it as a symlink to the id; that is read too.)
+pub const TAKE_LOCK: &str = "set -C\n\
+     if ! { printf '%s\\n' \"$ID\" > \"$SD/busy\"; } 2>/dev/null; then\n\
+       o=; read -r o 2>/dev/null < \"$SD/busy\"\n\
+       [ -n \"$o\" ] || [ ! -L \"$SD/busy\" ] || o=$(readlink \"$SD/busy\" 2>/dev/null)\n\
+       if [ -n \"$o\" ] && [ -s \"$CD/$o/exit\" ]; then rm -f \"$SD/busy\"; fi\n\
+       if ! { printf '%s\\n' \"$ID\" > \"$SD/busy\"; } 2>/dev/null; then\n\
+         rm -rf \"$D\"; echo \"@busy $o\"; exit 0\n\
+       fi\n\
+     fi\n\
+     set +C\n";
+
+/// The owner of the foreground lock into `$o` (empty when free).
+const READ_LOCK: &str = "o=; read -r o 2>/dev/null < \"$SD/busy\"; \
+     [ -n \"$o\" ] || [ ! -L \"$SD/busy\" ] || o=$(readlink \"$SD/busy\" 2>/dev/null)";
+
 /// Shell lines that print the state of the command in `$D` as `key=value` lines.
 pub fn report_script(mode: RunMode) -> String {
     let alive = match mode {
@@ -48,13 +68,14 @@ pub fn report_script(mode: RunMode) -> String {
     format!(
         "echo @report\n\
          [ -d \"$D\" ] || echo missing=1\n\
-         if [ ! -f \"$D/exit\" ]; then A=1; {alive}; echo alive=$A\n\
-           if [ ! -f \"$D/started\" ] && [ \"$(readlink \"$SD/busy\" 2>/dev/null)\" != \"${{D##*/}}\" ] \\\n\
-              && [ -n \"$(find \"$D/cmd.sh\" -mmin +1 2>/dev/null)\" ]; then echo never=1; fi\n\
+         if [ ! -s \"$D/exit\" ]; then A=1; {alive}; echo alive=$A\n\
+           if [ ! -f \"$D/started\" ]; then {READ_LOCK}\n\
+             if [ \"$o\" != \"${{D##*/}}\" ] && [ -n \"$(find \"$D/cmd.sh\" -mmin +1 2>/dev/null)\" ]; then echo never=1; fi\n\
+           fi\n\
          fi\n\
          for f in exit started; do [ -f \"$D/$f\" ] && while IFS= read -r l; do printf '%s\\n' \"$l\"; done < \"$D/$f\"; done\n\
          [ -f \"$D/pid\" ] && read -r p < \"$D/pid\" && echo \"pid=$p\"\n\
-         echo @sizes; wc -c \"$D/stdout\" \"$D/stderr\" 2>/dev/null\n\
+         if [ -s \"$D/stdout\" ] || [ -s \"$D/stderr\" ]; then echo @sizes; wc -c \"$D/stdout\" \"$D/stderr\" 2>/dev/null; fi\n\
          exit 0\n"
     )
 }
@@ -89,8 +110,17 @@ pub fn parse(out: &ExecOutput) -> Result<CommandState> {
             st.stderr_size = n;
         }
     }
-    for line in report.lines() {
-        let Some((k, v)) = line.split_once('=') else {
+    // The exit file is one line of space-separated `key=value`s (written in one go by the
+    // session shell); the stop script's fallback and the other lines are one `key=value` each.
+    let pairs = report.lines().flat_map(|line| -> Vec<&str> {
+        if line.starts_with("code=") {
+            line.split_whitespace().collect()
+        } else {
+            vec![line]
+        }
+    });
+    for pair in pairs {
+        let Some((k, v)) = pair.split_once('=') else {
             continue;
         };
         let v = v.trim();
@@ -147,6 +177,22 @@ mod tests {
         assert_eq!(st.started, Some(10.25));
         assert_eq!((st.stdout_size, st.stderr_size), (3, 10));
         assert!(!st.alive);
+    }
+
+    #[test]
+    fn parses_the_one_line_exit_file() {
+        let st = parse(&out(
+            "@report\ncode=0 how=normal state=stopped ended=12.5\nstarted=10.25\npwd=/a b=c\n",
+        ))
+        .unwrap();
+        let exit = st.exit.unwrap();
+        assert_eq!(
+            (exit.code, exit.how.as_str(), exit.state.as_str()),
+            (0, "normal", "stopped")
+        );
+        assert_eq!(exit.ended, Some(12.5));
+        assert_eq!(st.pwd.as_deref(), Some("/a b=c"));
+        assert_eq!((st.stdout_size, st.stderr_size), (0, 0));
     }
 
     #[test]

@@ -121,6 +121,13 @@ pub trait Transport: Send + Sync + 'static {
     /// over the target. Parent directories must exist. `mode` is applied to the new file.
     async fn write_file(&self, path: &str, data: &[u8], mode: u32) -> Result<()>;
 
+    /// Create `path`, which must not exist yet, holding `data`. Unlike [`Transport::write_file`]
+    /// it is not atomic for concurrent readers: it is for files nobody reads before the call
+    /// returns (a new command's script), where it saves round trips.
+    async fn write_new_file(&self, path: &str, data: &[u8], mode: u32) -> Result<()> {
+        self.write_file(path, data, mode).await
+    }
+
     /// Read at most `max` bytes starting at byte `offset`. Empty at or past the end of the file.
     async fn read_file_range(&self, path: &str, offset: u64, max: usize) -> Result<Vec<u8>>;
 
