@@ -97,12 +97,10 @@ fn corpus() -> Vec<Case> {
             // bash warns on stderr, which turns stream as progress too.
             false,
         ),
-        case(
-            "trailing_ampersand",
-            "sleep 0.1 &".into(),
-            exact(0, ""),
-            true,
-        ),
+        // The job ends at once: one still running when a later case forks would have bash
+        // print its "[1]+  Done" notice into that case's stderr (documented in docs/cli.md;
+        // a job that ends between commands is covered by the engine suite).
+        case("trailing_ampersand", "true &".into(), exact(0, ""), true),
         case(
             "trailing_backslash",
             "echo a \\".into(),
