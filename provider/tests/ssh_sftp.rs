@@ -101,6 +101,54 @@ async fn file_round_trips() {
 }
 
 #[tokio::test]
+async fn pipelined_writes_are_exact_and_new_files_are_never_replaced() {
+    let sshd = start();
+    let t = ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), opts())
+        .await
+        .unwrap();
+    let root = sshd.remote_dir("pipelined").unwrap();
+    let root = root.to_str().unwrap();
+    // Sizes around the request size and the pipelined limit (1 MiB): one request, several,
+    // exactly the limit, and past it (streamed).
+    for size in [
+        0usize,
+        1,
+        32 * 1024,
+        32 * 1024 + 1,
+        200_000,
+        1 << 20,
+        (1 << 20) + 1,
+    ] {
+        let data: Vec<u8> = (0..size).map(|i| (i * 7 % 251) as u8).collect();
+        let path = format!("{root}/f{size}");
+        t.write_file(&path, &data, 0o640).await.unwrap();
+        assert_eq!(t.read_file_range(&path, 0, 2 << 20).await.unwrap(), data);
+        assert_eq!(t.stat(&path).await.unwrap().unwrap().mode, 0o640);
+        let new = format!("{root}/n{size}");
+        t.write_new_file(&new, &data, 0o600).await.unwrap();
+        assert_eq!(t.read_file_range(&new, 0, 2 << 20).await.unwrap(), data);
+        let err = t.write_new_file(&new, b"again", 0o600).await.unwrap_err();
+        assert_eq!(err.code, ErrorCode::RemoteError, "{err}");
+        assert_eq!(t.read_file_range(&new, 0, 2 << 20).await.unwrap(), data);
+    }
+    // A failed atomic write (missing directory) leaves nothing behind.
+    let err = t
+        .write_file(&format!("{root}/missing/f"), b"x", 0o600)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::RemoteNotFound, "{err}");
+    let leftovers: Vec<String> = t
+        .read_dir(root)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .filter(|n| n.contains("rr-tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[tokio::test]
 async fn streaming_read_and_write_of_a_large_file() {
     let sshd = start();
     let t = ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), opts())

@@ -17,6 +17,7 @@ fn sftp_config(pool: &Pool) -> SftpConfig {
     SftpConfig {
         max_concurrent_reads: 64,
         max_concurrent_writes: 64,
+        max_write_packet_len: 256 * 1024,
         request_timeout_secs: pool.opts.sftp_request_timeout.as_secs().max(1),
         ..SftpConfig::default()
     }
@@ -157,35 +158,131 @@ pub(crate) async fn mkdir(raw: &RawChannel, path: &str, mode: u32) -> Result<()>
     Ok(())
 }
 
-/// Largest file [`write_new`] sends as one write request.
-pub(crate) const WRITE_NEW_MAX: usize = 32 * 1024;
+/// Largest file written by pipelined requests ([`write_new`], [`write_atomic`]); bigger ones
+/// stream through a `File`.
+pub(crate) const PIPELINED_MAX: usize = 1024 * 1024;
 
-/// Create `path`, which must not exist, holding `data` (at most [`WRITE_NEW_MAX`] bytes): the
-/// open, then the write and the close sent back to back, so two round trips in all.
-pub(crate) async fn write_new(raw: &RawChannel, path: &str, data: &[u8], mode: u32) -> Result<()> {
-    debug_assert!(data.len() <= WRITE_NEW_MAX);
-    let handle = raw
+/// Size of each write request of a pipelined write (every SFTP server accepts 32 KiB).
+const PIPELINED_WRITE: usize = 32 * 1024;
+
+/// One request of a pipelined batch.
+type Step<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Send + 'a>>;
+
+/// Put every request of `steps` on the wire now, in order (a request goes out on its future's
+/// first poll), then wait for all the replies: one round trip for the batch. The server answers
+/// in order and carries on after a failed request, so a batch must never hold a step that is
+/// only right if an earlier one succeeded. Returns the first error, in step order.
+async fn pipelined(steps: Vec<Step<'_>>) -> Result<()> {
+    let mut sent = Vec::with_capacity(steps.len());
+    for mut step in steps {
+        let early = std::future::poll_fn(|cx| std::task::Poll::Ready(step.as_mut().poll(cx))).await;
+        sent.push(match early {
+            std::task::Poll::Ready(result) => Box::pin(std::future::ready(result)) as Step<'_>,
+            std::task::Poll::Pending => step,
+        });
+    }
+    futures::future::join_all(sent)
+        .await
+        .into_iter()
+        .collect::<Result<Vec<()>>>()
+        .map(|_| ())
+}
+
+/// Open `path` for writing with `flags` and `mode` (one round trip); returns the handle.
+async fn open_for_write(
+    raw: &RawChannel,
+    path: &str,
+    flags: OpenFlags,
+    mode: u32,
+) -> Result<String> {
+    Ok(raw
         .session
-        .open(
-            path,
-            OpenFlags::CREATE | OpenFlags::WRITE | OpenFlags::EXCLUDE,
-            mode_attrs(mode),
-        )
+        .open(path, flags | OpenFlags::WRITE, mode_attrs(mode))
         .await
         .map_err(|e| map_err(e, "create", path, &raw.conn))?
-        .handle;
-    // A request goes out on its future's first poll: poll the write once so it is on the wire
-    // before the close; the server answers them in order.
-    let mut write = std::pin::pin!(raw.session.write(handle.as_str(), 0, data.to_vec()));
-    let early = std::future::poll_fn(|cx| std::task::Poll::Ready(write.as_mut().poll(cx))).await;
-    let close = raw.session.close(handle.as_str());
-    let (written, closed) = match early {
-        std::task::Poll::Ready(written) => (written, close.await),
-        std::task::Poll::Pending => tokio::join!(write, close),
+        .handle)
+}
+
+/// The write requests for `data`, then the close of `handle`.
+fn write_and_close<'a>(
+    raw: &'a RawChannel,
+    handle: &'a str,
+    path: &'a str,
+    data: &'a [u8],
+) -> Vec<Step<'a>> {
+    let mut steps: Vec<Step<'a>> = data
+        .chunks(PIPELINED_WRITE)
+        .enumerate()
+        .map(|(i, chunk)| {
+            Box::pin(async move {
+                raw.session
+                    .write(handle, (i * PIPELINED_WRITE) as u64, chunk.to_vec())
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| map_err(e, "write", path, &raw.conn))
+            }) as Step<'a>
+        })
+        .collect();
+    steps.push(Box::pin(async move {
+        raw.session
+            .close(handle)
+            .await
+            .map(|_| ())
+            .map_err(|e| map_err(e, "close", path, &raw.conn))
+    }));
+    steps
+}
+
+/// Create `path`, which must not exist, holding `data` (at most [`PIPELINED_MAX`] bytes): the
+/// open, then the writes and the close sent back to back, so two round trips in all.
+pub(crate) async fn write_new(raw: &RawChannel, path: &str, data: &[u8], mode: u32) -> Result<()> {
+    debug_assert!(data.len() <= PIPELINED_MAX);
+    let flags = OpenFlags::CREATE | OpenFlags::EXCLUDE;
+    let handle = open_for_write(raw, path, flags, mode).await?;
+    pipelined(write_and_close(raw, &handle, path, data)).await
+}
+
+/// Replace `path` atomically with `data` (at most [`PIPELINED_MAX`] bytes) in three round trips:
+/// open a temporary name next to it; its writes, close and mode sent back to back; then, only
+/// if all of those succeeded, `posix-rename` over `path`. The temporary file is removed on
+/// failure (best effort).
+pub(crate) async fn write_atomic(
+    raw: &RawChannel,
+    path: &str,
+    data: &[u8],
+    mode: u32,
+) -> Result<()> {
+    debug_assert!(data.len() <= PIPELINED_MAX);
+    let tmp = temp_path(path);
+    let flags = OpenFlags::CREATE | OpenFlags::TRUNCATE | OpenFlags::EXCLUDE;
+    let handle = open_for_write(raw, &tmp, flags, mode).await?;
+    let mut steps = write_and_close(raw, &handle, &tmp, data);
+    // The server applies its umask on create; set the requested mode explicitly.
+    let tmp_ref = tmp.as_str();
+    steps.push(Box::pin(async move {
+        raw.session
+            .setstat(tmp_ref, mode_attrs(mode))
+            .await
+            .map(|_| ())
+            .map_err(|e| map_err(e, "chmod", tmp_ref, &raw.conn))
+    }));
+    let result = match pipelined(steps).await {
+        Ok(()) => posix_rename(raw, &tmp, path).await,
+        Err(e) => Err(e),
     };
-    written.map_err(|e| map_err(e, "write", path, &raw.conn))?;
-    closed.map_err(|e| map_err(e, "close", path, &raw.conn))?;
-    Ok(())
+    if result.is_err() {
+        let _ = raw.session.remove(tmp.as_str()).await;
+    }
+    result
+}
+
+/// A unique temporary name next to `path`.
+fn temp_path(path: &str) -> String {
+    let (dir, name) = match path.rsplit_once('/') {
+        Some((d, n)) => (d, n),
+        None => (".", path),
+    };
+    format!("{dir}/.{name}.rr-tmp-{}", crate::util::new_id("t"))
 }
 
 /// `posix-rename@openssh.com`: rename replacing the target atomically.
@@ -227,11 +324,7 @@ pub(crate) async fn write_temp(
     data: &[u8],
     mode: u32,
 ) -> Result<String> {
-    let (dir, name) = match path.rsplit_once('/') {
-        Some((d, n)) => (d, n),
-        None => (".", path),
-    };
-    let tmp = format!("{dir}/.{name}.rr-tmp-{}", crate::util::new_id("t"));
+    let tmp = temp_path(path);
     let mut f = s
         .session
         .open_with_flags_and_attributes(

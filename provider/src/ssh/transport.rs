@@ -102,6 +102,10 @@ impl Transport for SshTransport {
     }
 
     async fn write_file(&self, path: &str, data: &[u8], mode: u32) -> Result<()> {
+        if data.len() <= sftp::PIPELINED_MAX {
+            let raw = self.raw().await?;
+            return sftp::write_atomic(&raw, path, data, mode).await;
+        }
         let s = self.sftp().await?;
         let tmp = sftp::write_temp(&s, path, data, mode).await?;
         let renamed = match self.raw().await {
@@ -137,7 +141,7 @@ impl Transport for SshTransport {
     }
 
     async fn write_new_file(&self, path: &str, data: &[u8], mode: u32) -> Result<()> {
-        if data.len() > sftp::WRITE_NEW_MAX {
+        if data.len() > sftp::PIPELINED_MAX {
             return self.write_file(path, data, mode).await;
         }
         let raw = self.raw().await?;

@@ -108,6 +108,11 @@ fn local_err(what: &str, path: &Path, e: &std::io::Error) -> Error {
     }
 }
 
+/// Files up to this size are read whole and sent with [`crate::transport::Transport::write_file`]
+/// (temporary name, pipelined writes, rename: three round trips over SSH), which is what bounds
+/// trees of small files.
+const SMALL_FILE: u64 = 256 * 1024;
+
 /// Upload one file to `dest` through a temporary name; returns (bytes, sha256). With `verify`
 /// the remote temporary file is hashed before the rename, so a mismatch never reaches `dest`.
 async fn put_file(
@@ -117,6 +122,10 @@ async fn put_file(
     mode: u32,
     verify: bool,
 ) -> Result<(u64, String)> {
+    if !verify && let Some(done) = put_small_file(job, local, dest, mode).await? {
+        job.file_done();
+        return Ok(done);
+    }
     let (dir, name) = dest
         .split()
         .ok_or_else(|| Error::invalid(format!("{} is not a file path", dest.cmd)))?;
@@ -162,6 +171,39 @@ async fn put_file(
             Err(e)
         }
     }
+}
+
+/// The small-file path of [`put_file`]: `None` when the file is bigger than [`SMALL_FILE`].
+async fn put_small_file(
+    job: &Job,
+    local: &Path,
+    dest: &RemotePath,
+    mode: u32,
+) -> Result<Option<(u64, String)>> {
+    use sha2::{Digest, Sha256};
+    let size = tokio::fs::metadata(local)
+        .await
+        .map_err(|e| local_err("read", local, &e))?
+        .len();
+    if size > SMALL_FILE {
+        return Ok(None);
+    }
+    let data = tokio::fs::read(local)
+        .await
+        .map_err(|e| local_err("read", local, &e))?;
+    if data.len() as u64 > SMALL_FILE {
+        return Ok(None); // it grew: stream it
+    }
+    job.check_cancel()?;
+    job.t
+        .write_file(&dest.file, &data, mode & 0o777)
+        .await
+        .map_err(|e| name_user_path(e, &dest.cmd, &dest.file))?;
+    job.add_bytes(data.len() as u64);
+    Ok(Some((
+        data.len() as u64,
+        hex::encode(Sha256::digest(&data)),
+    )))
 }
 
 /// A transport error about an SFTP path also names the user's path when a mapping changed it.
