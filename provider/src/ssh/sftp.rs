@@ -7,7 +7,7 @@ use std::sync::Arc;
 use russh_sftp::client::error::Error as SftpError;
 use russh_sftp::client::{Config as SftpConfig, RawSftpSession, SftpSession};
 use russh_sftp::protocol::{FileAttributes, OpenFlags, Packet, StatusCode};
-use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 use crate::error::{Error, ErrorCode, Result};
 use crate::ssh::pool::{ChannelLease, Pool, PooledConn};
@@ -166,26 +166,27 @@ pub(crate) const PIPELINED_MAX: usize = 1024 * 1024;
 const PIPELINED_WRITE: usize = 32 * 1024;
 
 /// One request of a pipelined batch.
-type Step<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Send + 'a>>;
+type Step<'a, T = ()> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<T>> + Send + 'a>>;
 
 /// Put every request of `steps` on the wire now, in order (a request goes out on its future's
 /// first poll), then wait for all the replies: one round trip for the batch. The server answers
 /// in order and carries on after a failed request, so a batch must never hold a step that is
-/// only right if an earlier one succeeded. Returns the first error, in step order.
-async fn pipelined(steps: Vec<Step<'_>>) -> Result<()> {
+/// only right if an earlier one succeeded. Returns every step's result, in step order.
+async fn pipelined<T: Send>(steps: Vec<Step<'_, T>>) -> Vec<Result<T>> {
     let mut sent = Vec::with_capacity(steps.len());
     for mut step in steps {
         let early = std::future::poll_fn(|cx| std::task::Poll::Ready(step.as_mut().poll(cx))).await;
         sent.push(match early {
-            std::task::Poll::Ready(result) => Box::pin(std::future::ready(result)) as Step<'_>,
+            std::task::Poll::Ready(result) => Box::pin(std::future::ready(result)) as Step<'_, T>,
             std::task::Poll::Pending => step,
         });
     }
-    futures::future::join_all(sent)
-        .await
-        .into_iter()
-        .collect::<Result<Vec<()>>>()
-        .map(|_| ())
+    futures::future::join_all(sent).await
+}
+
+/// [`pipelined`] for steps without a value: the first error, in step order.
+async fn pipelined_all(steps: Vec<Step<'_>>) -> Result<()> {
+    pipelined(steps).await.into_iter().collect()
 }
 
 /// Open `path` for writing with `flags` and `mode` (one round trip); returns the handle.
@@ -239,7 +240,7 @@ pub(crate) async fn write_new(raw: &RawChannel, path: &str, data: &[u8], mode: u
     debug_assert!(data.len() <= PIPELINED_MAX);
     let flags = OpenFlags::CREATE | OpenFlags::EXCLUDE;
     let handle = open_for_write(raw, path, flags, mode).await?;
-    pipelined(write_and_close(raw, &handle, path, data)).await
+    pipelined_all(write_and_close(raw, &handle, path, data)).await
 }
 
 /// Replace `path` atomically with `data` (at most [`PIPELINED_MAX`] bytes) in three round trips:
@@ -266,7 +267,7 @@ pub(crate) async fn write_atomic(
             .map(|_| ())
             .map_err(|e| map_err(e, "chmod", tmp_ref, &raw.conn))
     }));
-    let result = match pipelined(steps).await {
+    let result = match pipelined_all(steps).await {
         Ok(()) => posix_rename(raw, &tmp, path).await,
         Err(e) => Err(e),
     };
@@ -364,29 +365,77 @@ fn io_err(e: std::io::Error, op: &str, path: &str, conn: &PooledConn) -> Error {
     Error::new(code, format!("{op} {path}: {e}"))
 }
 
+/// Size of each read request of [`read_range`] (every SFTP server serves 32 KiB).
+const RANGE_READ: usize = 32 * 1024;
+/// Most read requests [`read_range`] has in flight.
+const RANGE_BATCH: usize = 64;
+
+/// At most `max` bytes of `path` from `offset`: the open, then exactly the reads the range
+/// needs, sent back to back (a `File`'s read-ahead would fetch far past a small range), then the
+/// close. Empty at or past the end.
 pub(crate) async fn read_range(
-    s: &SftpChannel,
+    raw: &RawChannel,
     path: &str,
     offset: u64,
     max: usize,
 ) -> Result<Vec<u8>> {
-    let mut f = s
+    let handle = raw
         .session
-        .open(path)
+        .open(path, OpenFlags::READ, FileAttributes::empty())
         .await
-        .map_err(|e| map_err(e, "open", path, &s.conn))?;
-    if offset > 0 {
-        f.seek(std::io::SeekFrom::Start(offset))
-            .await
-            .map_err(|e| io_err(e, "seek", path, &s.conn))?;
-    }
+        .map_err(|e| map_err(e, "open", path, &raw.conn))?
+        .handle;
+    let read = read_span(raw, &handle, path, offset, max).await;
+    let _ = raw.session.close(handle.as_str()).await;
+    read
+}
+
+async fn read_span(
+    raw: &RawChannel,
+    handle: &str,
+    path: &str,
+    offset: u64,
+    max: usize,
+) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(max.min(1 << 20));
-    let mut limited = (&mut f).take(max as u64);
-    limited
-        .read_to_end(&mut out)
-        .await
-        .map_err(|e| io_err(e, "read", path, &s.conn))?;
-    let _ = f.shutdown().await;
+    let mut chunk = RANGE_READ;
+    while out.len() < max {
+        let at = offset + out.len() as u64;
+        let want = max - out.len();
+        let lens: Vec<usize> = (0..want.div_ceil(chunk).min(RANGE_BATCH))
+            .map(|i| chunk.min(want - i * chunk))
+            .collect();
+        let mut pos = at;
+        let steps: Vec<Step<'_, Option<Vec<u8>>>> = lens
+            .iter()
+            .map(|&len| {
+                let this = pos;
+                pos += len as u64;
+                Box::pin(async move {
+                    match raw.session.read(handle, this, len as u32).await {
+                        Ok(data) => Ok(Some(data.data)),
+                        Err(SftpError::Status(st)) if st.status_code == StatusCode::Eof => Ok(None),
+                        Err(e) => Err(map_err(e, "read", path, &raw.conn)),
+                    }
+                }) as Step<'_, Option<Vec<u8>>>
+            })
+            .collect();
+        for (reply, len) in pipelined(steps).await.into_iter().zip(lens) {
+            match reply? {
+                Some(data) if !data.is_empty() => {
+                    let short = data.len() < len;
+                    out.extend_from_slice(&data);
+                    if short {
+                        // The end of the file, or a server that serves less per read: go on
+                        // from here with its size (the next batch finds the end if that was it).
+                        chunk = data.len();
+                        break;
+                    }
+                }
+                _ => return Ok(out),
+            }
+        }
+    }
     Ok(out)
 }
 

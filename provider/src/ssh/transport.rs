@@ -119,8 +119,8 @@ impl Transport for SshTransport {
     }
 
     async fn read_file_range(&self, path: &str, offset: u64, max: usize) -> Result<Vec<u8>> {
-        self.with_sftp(|s| async move { sftp::read_range(&s, path, offset, max).await })
-            .await
+        let raw = self.raw().await?;
+        sftp::read_range(&raw, path, offset, max).await
     }
 
     async fn stat(&self, path: &str) -> Result<Option<FileStat>> {

@@ -252,7 +252,7 @@ impl TmuxDriver {
     }
 
     /// Start a command whose text the caller wrote to `<command dir>/cmd.sh`, in one round
-    /// trip: take the foreground lock ([`state::TAKE_LOCK`]), check that the terminal is at the shell (a program started with `session
+    /// trip: take the foreground lock ([`state::take_lock`]), check that the terminal is at the shell (a program started with `session
     /// send` makes it busy; a 0.5 s grace covers the wrapper's own last helper finishing), then
     /// one tmux client types the one fixed line that sources the wrapper and waits up to `wait`
     /// for the command's end (foreground) or its launch (background); then report. A refused
@@ -305,7 +305,7 @@ impl TmuxDriver {
             target = shell_quote(&self.paths.target()),
             line = shell_quote(&line),
             channel = shell_quote(&channel),
-            take_lock = state::TAKE_LOCK,
+            take_lock = state::take_lock(),
             report = state::report_script(mode),
         );
         let out = self.wait_bounded(&body, &channel, wait).await?;

@@ -28,12 +28,10 @@ __rr_wake() {
   "$__rr_tmux" -L "$__rr_sock" "${a[@]}" >/dev/null 2>&1
 }
 
-# Record the end of the current command: release the lock, write the exit file, wake the
-# waiters. The lock goes first: a lock whose owner has an exit file may be reclaimed by a new
-# start, so the owner must never remove it after its exit file exists (it would remove the new
-# owner's). The exit file is one line written by one printf (bash flushes per line: one small
-# write), so readers treat it as there once it is non-empty (`-s`), and no rename process is
-# needed on the hot path.
+# Record the end of the current command: exit file, wake the waiters, then release the lock
+# (off the hot path: a start that finds the lock of an ended owner waits for this). The exit
+# file is one line written by one printf (bash flushes per line: one small write), so readers
+# treat it as there once it is non-empty (`-s`), and no rename process is needed.
 __rr_fin() {
   local c=$1 how=$2 d=${__rr_cur:-} st=done
   set +e
@@ -41,9 +39,9 @@ __rr_fin() {
   if [ -z "$d" ]; then return 0; fi
   __rr_now
   if [ -e "$d/stop_requested" ]; then st=stopped; fi
-  if [ -n "${__rr_lock:-}" ]; then \command -p rm -f -- "$__rr_sdir/busy"; fi
   printf 'code=%s how=%s state=%s ended=%s\n' "$c" "$how" "$st" "$__rr_t" >"$d/exit"
   __rr_wake "$d"
+  if [ -n "${__rr_lock:-}" ]; then \command -p rm -f -- "$__rr_sdir/busy"; fi
 }
 
 __rr_prompt() {

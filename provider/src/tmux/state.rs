@@ -40,18 +40,25 @@ pub struct CommandState {
 /// Shell lines that take the session's foreground lock for command `$ID` (dir `$D`), or print
 /// `@busy <owner>`, remove `$D` and exit. The lock is `$SD/busy`, a file holding the owner's
 /// command id, created with noclobber (`O_EXCL`: atomic, and a builtin, so no process is
-/// spawned); a lock whose owner has an exit file is stale and reclaimed. (Sessions started by
-/// an older version hold it as a symlink to the id; that is read too.)
-pub const TAKE_LOCK: &str = "set -C\n\
-     if ! { printf '%s\\n' \"$ID\" > \"$SD/busy\"; } 2>/dev/null; then\n\
-       o=; read -r o 2>/dev/null < \"$SD/busy\"\n\
-       [ -n \"$o\" ] || [ ! -L \"$SD/busy\" ] || o=$(readlink \"$SD/busy\" 2>/dev/null)\n\
-       if [ -n \"$o\" ] && [ -s \"$CD/$o/exit\" ]; then rm -f \"$SD/busy\"; fi\n\
-       if ! { printf '%s\\n' \"$ID\" > \"$SD/busy\"; } 2>/dev/null; then\n\
-         rm -rf \"$D\"; echo \"@busy $o\"; exit 0\n\
-       fi\n\
-     fi\n\
-     set +C\n";
+/// spawned). An owner removes its lock just after its exit file and wake-up (off the hot path),
+/// so a lock whose owner has an exit file is about to go: wait for that (5 ms steps); one still
+/// there after half a second is stale (its shell died in between) and is reclaimed. Only the
+/// owner or that reclaim ever remove a lock, so a new owner's lock is never removed by the old
+/// one. (Sessions started by an older version hold it as a symlink to the id; that is read too.)
+pub fn take_lock() -> String {
+    format!(
+        "set -C\n\
+     i=0\n\
+     until {{ printf '%s\\n' \"$ID\" > \"$SD/busy\"; }} 2>/dev/null; do\n\
+       {READ_LOCK}\n\
+       if [ -z \"$o\" ] && [ ! -e \"$SD/busy\" ] && [ ! -L \"$SD/busy\" ]; then continue; fi\n\
+       if [ -z \"$o\" ] || [ ! -s \"$CD/$o/exit\" ]; then rm -rf \"$D\"; echo \"@busy $o\"; exit 0; fi\n\
+       if [ $i -ge 100 ]; then rm -f \"$SD/busy\"; else sleep 0.005; fi\n\
+       i=$((i+1))\n\
+     done\n\
+     set +C\n"
+    )
+}
 
 /// The owner of the foreground lock into `$o` (empty when free).
 const READ_LOCK: &str = "o=; read -r o 2>/dev/null < \"$SD/busy\"; \

@@ -159,9 +159,9 @@ async fn get_file(
     let (writer, tmp) = stream::create_local_temp(dest)
         .await
         .map_err(|e| local_io("create a file next to", dest, &e))?;
-    let copied = stream::pump(
+    let copied = stream::pump_to_file(
         reader,
-        writer,
+        writer.into_std().await,
         stream::chunk_for(size),
         &|n| job.add_bytes(n),
         &job.cancel,
