@@ -121,8 +121,15 @@ impl OpenSsh {
     /// Open a ControlMaster connection with its socket under `dir`; later
     /// [`ControlMaster::ssh`] calls (and every tool of [`ControlMaster::client`]) reuse it.
     pub fn control_master(&self, dir: &Path) -> Result<ControlMaster> {
+        self.control_master_with(dir, &[])
+    }
+
+    /// [`OpenSsh::control_master`] with extra `ssh` options for the master connection (e.g.
+    /// `-c CIPHER`: the tools that go through it use what the master negotiated).
+    pub fn control_master_with(&self, dir: &Path, options: &[&str]) -> Result<ControlMaster> {
         let socket = dir.join("ctl.sock");
         let mut cmd = self.bare_tool("ssh");
+        cmd.args(options);
         // The master forks into the background once authenticated; its stderr goes to a file
         // so no pipe stays open behind it.
         let log_path = dir.join("ctl.log");

@@ -19,7 +19,7 @@ use tokio::io::{AsyncWriteExt, BufReader};
 
 use crate::Ctx;
 use crate::bed::Bed;
-use crate::openssh::{self, OpenSsh};
+use crate::openssh::{self, ControlMaster, OpenSsh};
 use crate::report::{BenchResult, Measurement, Ratio, Side, Target};
 
 const GIB: u64 = 1 << 30;
@@ -226,13 +226,18 @@ pub fn run_put(ctx: &Ctx) -> Result<BenchResult> {
     let master =
         OpenSsh::new(bed).control_master(&bed.local_dir(&format!("{}-ssh", tb_name(&tb)))?)?;
     let ssh = master.client();
+    let gcm_master = same_cipher_master(bed, &tb)?;
 
-    let (mut ours, mut theirs, mut raw) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut ours, mut theirs, mut raw, mut gcm) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
         remove(&ours_dest)?;
         ours.push(tb.put(ctx, &source, &ours_dest)?);
         remove(&theirs_dest)?;
         theirs.push(openssh::time_run(&mut ssh.sftp_batch(&batch))?);
+        remove(&theirs_dest)?;
+        gcm.push(openssh::time_run(
+            &mut gcm_master.client().sftp_batch(&batch),
+        )?);
         remove(&ours_dest)?;
         raw.push(tb.raw_write(ctx, &source, &ours_dest)?);
     }
@@ -257,6 +262,7 @@ pub fn run_put(ctx: &Ctx) -> Result<BenchResult> {
     )
     .with_bytes(size);
     finish(&mut result, &label, "put", size, runs, &ours, &theirs, raw);
+    same_cipher_rows(&mut result, &label, "put", size, &gcm);
     Ok(result)
 }
 
@@ -277,13 +283,18 @@ pub fn run_get(ctx: &Ctx) -> Result<BenchResult> {
     let master =
         OpenSsh::new(bed).control_master(&bed.local_dir(&format!("{}-ssh", tb_name(&tb)))?)?;
     let ssh = master.client();
+    let gcm_master = same_cipher_master(bed, &tb)?;
 
-    let (mut ours, mut theirs, mut raw) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut ours, mut theirs, mut raw, mut gcm) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
         remove(&ours_dest)?;
         ours.push(tb.get(ctx, &source, &ours_dest)?);
         remove(&theirs_dest)?;
         theirs.push(openssh::time_run(&mut ssh.sftp_batch(&batch))?);
+        remove(&theirs_dest)?;
+        gcm.push(openssh::time_run(
+            &mut gcm_master.client().sftp_batch(&batch),
+        )?);
         let (took, n) = tb.raw_read(ctx, &source)?;
         if n != size {
             bail!("the bare SFTP read stream returned {n} bytes, expected {size}");
@@ -311,7 +322,56 @@ pub fn run_get(ctx: &Ctx) -> Result<BenchResult> {
     )
     .with_bytes(size);
     finish(&mut result, &label, "get", size, runs, &ours, &theirs, raw);
+    same_cipher_rows(&mut result, &label, "get", size, &gcm);
     Ok(result)
+}
+
+/// The cipher remote-runner picks on this kind of CPU (AES-GCM with AES instructions).
+const SAME_CIPHER: &str = "aes256-gcm@openssh.com";
+
+/// A second ControlMaster that uses [`SAME_CIPHER`], for a like-for-like row: the target is
+/// against OpenSSH as users run it (its default cipher), this row shows the cipher's share.
+fn same_cipher_master(bed: &Bed, tb: &TransferBed) -> Result<ControlMaster> {
+    OpenSsh::new(bed).control_master_with(
+        &bed.local_dir(&format!("{}-ssh-gcm", tb_name(tb)))?,
+        &["-c", SAME_CIPHER],
+    )
+}
+
+/// The same-cipher `sftp` row and its ratio (no target: the target is against the default).
+fn same_cipher_rows(
+    result: &mut BenchResult,
+    label: &str,
+    verb: &str,
+    size: u64,
+    gcm: &[Duration],
+) {
+    let ours = result
+        .measurements
+        .iter()
+        .find(|m| m.side == Side::Ours)
+        .cloned();
+    let gcm = result
+        .push(
+            Measurement::new(
+                &format!("`sftp -b` {verb} {label}, master with `-c {SAME_CIPHER}`"),
+                Side::OpenSsh,
+                gcm,
+            )
+            .with_bytes(size),
+        )
+        .clone();
+    if let Some(ours) = ours {
+        result.ratios.push(Ratio::speed(
+            &format!("file_{verb} / sftp {verb} with {SAME_CIPHER}"),
+            &ours,
+            &gcm,
+            Target::None,
+        ));
+    }
+    result.notes.push(format!(
+        "our side negotiates {SAME_CIPHER} on this CPU (AES instructions; see docs/security.md),          OpenSSH its default (chacha20-poly1305@openssh.com); the row with `-c {SAME_CIPHER}`          runs OpenSSH with the same cipher, interleaved with the others"
+    ));
 }
 
 /// The remote dir's last component (unique per benchmark), for local scratch names.

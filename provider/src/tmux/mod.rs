@@ -272,7 +272,11 @@ impl TmuxDriver {
             RunMode::Background => ("bg", format!("rr-{command_id}-go")),
         };
         // Short: readline echoes every character of it (and the transcript pipe carries them).
-        let mut line = format!(" . \"$__rr_sdir/rr.sh\" {verb} {}", shell_quote(command_id));
+        // The session shell expands the directory (a session script of any version takes it).
+        let mut line = format!(
+            " . \"$__rr_sdir/rr.sh\" {verb} \"$__rr_cdir/\"{}",
+            shell_quote(command_id)
+        );
         if let Some(cwd) = cwd {
             line.push(' ');
             line.push_str(&shell_quote(cwd));

@@ -1,9 +1,9 @@
 # remote-runner session script. Written by remote-runner for one session; do not edit.
 # Modes:
 #   (no arguments)    the rc file of the session shell (bash --rcfile): defaults, traps, ready
-#   run ID [CWD]      sourced by the session shell: run <commands dir>/ID/cmd.sh in this shell
-#                     (state persists); the typed line is kept short: every character is echoed
-#   bg ID [CWD]       sourced by the session shell: start <commands dir>/ID/cmd.sh detached
+#   run DIR [CWD]     sourced by the session shell: run DIR/cmd.sh in this shell (state persists);
+#                     typed as "$__rr_cdir/<id>" (short: readline echoes every character)
+#   bg DIR [CWD]      sourced by the session shell: start DIR/cmd.sh detached (setsid)
 #   bgrun DIR [CWD]   executed (new process group): the detached side of `bg`
 #   pane              executed by tmux as the pane process: the session shell, then `dead`
 # Every command DIR gets: started, stdout, stderr, then exit (one write, last; non-empty = there).
@@ -91,7 +91,7 @@ run)
   # by bash at its next chance, which would be inside this command's redirected stderr: report
   # it now, to nowhere (the job table stays, so `wait`, `%1` and `jobs` still work).
   jobs -n >/dev/null 2>&1
-  __rr_cur=$__rr_cdir/$2
+  case $2 in /*) __rr_cur=$2 ;; *) __rr_cur=$__rr_cdir/$2 ;; esac
   __rr_cd=${3-}
   set --
   if [ -n "$__rr_cd" ] && ! cd -- "$__rr_cd" 2>"$__rr_cur/stderr"; then
@@ -111,7 +111,7 @@ run)
   ;;
 bg)
   __rr_arm
-  \command -p setsid -f "$BASH" --noprofile --norc "$__rr_sdir/rr.sh" bgrun "$__rr_cdir/$2" "${3-}" \
+  \command -p setsid -f "$BASH" --noprofile --norc "$__rr_sdir/rr.sh" bgrun "$2" "${3-}" \
     </dev/null >/dev/null 2>&1
   \command -p rm -f -- "$__rr_sdir/busy"
   "$__rr_tmux" -L "$__rr_sock" wait-for -S "rr-${2##*/}-go" >/dev/null 2>&1
