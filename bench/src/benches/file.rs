@@ -370,7 +370,9 @@ fn same_cipher_rows(
         ));
     }
     result.notes.push(format!(
-        "our side negotiates {SAME_CIPHER} on this CPU (AES instructions; see docs/security.md),          OpenSSH its default (chacha20-poly1305@openssh.com); the row with `-c {SAME_CIPHER}`          runs OpenSSH with the same cipher, interleaved with the others"
+        "our side negotiates {SAME_CIPHER} on this CPU (AES instructions; see docs/security.md), \
+         OpenSSH its default (chacha20-poly1305@openssh.com); the row with `-c {SAME_CIPHER}` \
+         runs OpenSSH with the same cipher, interleaved with the others"
     ));
 }
 
