@@ -117,7 +117,12 @@ pub fn run_command(mut cmd: Command, stdin: Option<&str>) -> Run {
     let mut child = cmd.spawn().expect("spawn remote-runner");
     if let Some(input) = stdin {
         let mut pipe = child.stdin.take().unwrap();
-        pipe.write_all(input.as_bytes()).unwrap();
+        // A command that fails before reading its input (e.g. a usage error) may already be
+        // gone: a broken pipe here is its business, its exit code and output are checked.
+        match pipe.write_all(input.as_bytes()) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            other => other.unwrap(),
+        }
     }
     let out = child.wait_with_output().unwrap();
     Run {

@@ -130,16 +130,14 @@ async fn put_file(
         .split()
         .ok_or_else(|| Error::invalid(format!("{} is not a file path", dest.cmd)))?;
     let tmp = dir.join(&stream::temp_name(&name));
-    let reader = tokio::fs::File::open(local)
-        .await
-        .map_err(|e| local_err("open", local, &e))?;
-    let size = reader.metadata().await.map(|m| m.len()).unwrap_or(0);
+    let reader = std::fs::File::open(local).map_err(|e| local_err("open", local, &e))?;
+    let size = reader.metadata().map(|m| m.len()).unwrap_or(0);
     let writer = job
         .t
         .open_write(&tmp.file, 0o600)
         .await
         .map_err(|e| name_user_path(e, &dest.cmd, &dest.file))?;
-    let copied = stream::pump(
+    let copied = stream::pump_from_file(
         reader,
         writer,
         stream::chunk_for(size),
