@@ -108,28 +108,29 @@ async fn pipelined_writes_are_exact_and_new_files_are_never_replaced() {
         .unwrap();
     let root = sshd.remote_dir("pipelined").unwrap();
     let root = root.to_str().unwrap();
-    // Sizes around the request size and the pipelined limit (1 MiB): one request, several,
-    // exactly the limit, and past it (streamed).
+    // Sizes around the request size (32 KiB) and a batch (64 requests, 2 MiB): none, one
+    // request, several, one batch, and several batches.
     for size in [
         0usize,
         1,
         32 * 1024,
         32 * 1024 + 1,
         200_000,
-        1 << 20,
-        (1 << 20) + 1,
+        2 << 20,
+        (2 << 20) + 1,
+        (5 << 20) + 7,
     ] {
         let data: Vec<u8> = (0..size).map(|i| (i * 7 % 251) as u8).collect();
         let path = format!("{root}/f{size}");
         t.write_file(&path, &data, 0o640).await.unwrap();
-        assert_eq!(t.read_file_range(&path, 0, 2 << 20).await.unwrap(), data);
+        assert_eq!(t.read_file_range(&path, 0, 8 << 20).await.unwrap(), data);
         assert_eq!(t.stat(&path).await.unwrap().unwrap().mode, 0o640);
         let new = format!("{root}/n{size}");
         t.write_new_file(&new, &data, 0o600).await.unwrap();
-        assert_eq!(t.read_file_range(&new, 0, 2 << 20).await.unwrap(), data);
+        assert_eq!(t.read_file_range(&new, 0, 8 << 20).await.unwrap(), data);
         let err = t.write_new_file(&new, b"again", 0o600).await.unwrap_err();
         assert_eq!(err.code, ErrorCode::RemoteError, "{err}");
-        assert_eq!(t.read_file_range(&new, 0, 2 << 20).await.unwrap(), data);
+        assert_eq!(t.read_file_range(&new, 0, 8 << 20).await.unwrap(), data);
     }
     // A failed atomic write (missing directory) leaves nothing behind.
     let err = t

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use russh_sftp::client::error::Error as SftpError;
 use russh_sftp::client::{Config as SftpConfig, RawSftpSession, SftpSession};
 use russh_sftp::protocol::{FileAttributes, OpenFlags, Packet, StatusCode};
-use tokio::io::AsyncWriteExt;
 
 use crate::error::{Error, ErrorCode, Result};
 use crate::ssh::pool::{ChannelLease, Pool, PooledConn};
@@ -158,12 +157,11 @@ pub(crate) async fn mkdir(raw: &RawChannel, path: &str, mode: u32) -> Result<()>
     Ok(())
 }
 
-/// Largest file written by pipelined requests ([`write_new`], [`write_atomic`]); bigger ones
-/// stream through a `File`.
-pub(crate) const PIPELINED_MAX: usize = 1024 * 1024;
-
 /// Size of each write request of a pipelined write (every SFTP server accepts 32 KiB).
 const PIPELINED_WRITE: usize = 32 * 1024;
+
+/// Most write requests of a pipelined write in flight at once (2 MiB).
+const PIPELINED_BATCH: usize = 64;
 
 /// One request of a pipelined batch.
 type Step<'a, T = ()> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<T>> + Send + 'a>>;
@@ -204,70 +202,84 @@ async fn open_for_write(
         .handle)
 }
 
-/// The write requests for `data`, then the close of `handle`.
-fn write_and_close<'a>(
+/// Write `data` at `handle` and close it: batches of at most [`PIPELINED_BATCH`] write requests
+/// sent back to back, the last batch followed by the close and then `after` (steps that hold
+/// whatever the writes succeed or not, e.g. a chmod). One round trip per batch: two in all for
+/// up to 2 MiB. The handle is closed on failure too.
+async fn write_and_close<'a>(
     raw: &'a RawChannel,
     handle: &'a str,
     path: &'a str,
     data: &'a [u8],
-) -> Vec<Step<'a>> {
-    let mut steps: Vec<Step<'a>> = data
-        .chunks(PIPELINED_WRITE)
-        .enumerate()
-        .map(|(i, chunk)| {
-            Box::pin(async move {
+    after: Vec<Step<'a>>,
+) -> Result<()> {
+    let write = |(i, chunk): (usize, &'a [u8])| -> Step<'a> {
+        Box::pin(async move {
+            raw.session
+                .write(handle, (i * PIPELINED_WRITE) as u64, chunk.to_vec())
+                .await
+                .map(|_| ())
+                .map_err(|e| map_err(e, "write", path, &raw.conn))
+        })
+    };
+    let chunks: Vec<(usize, &'a [u8])> = data.chunks(PIPELINED_WRITE).enumerate().collect();
+    let mut batches: Vec<&[(usize, &'a [u8])]> = chunks.chunks(PIPELINED_BATCH).collect();
+    if batches.is_empty() {
+        batches.push(&[]); // an empty file: just the close
+    }
+    let last = batches.len() - 1;
+    let mut after = after;
+    for (n, batch) in batches.into_iter().enumerate() {
+        let mut steps: Vec<Step<'a>> = batch.iter().copied().map(write).collect();
+        if n == last {
+            steps.push(Box::pin(async move {
                 raw.session
-                    .write(handle, (i * PIPELINED_WRITE) as u64, chunk.to_vec())
+                    .close(handle)
                     .await
                     .map(|_| ())
-                    .map_err(|e| map_err(e, "write", path, &raw.conn))
-            }) as Step<'a>
-        })
-        .collect();
-    steps.push(Box::pin(async move {
-        raw.session
-            .close(handle)
-            .await
-            .map(|_| ())
-            .map_err(|e| map_err(e, "close", path, &raw.conn))
-    }));
-    steps
+                    .map_err(|e| map_err(e, "close", path, &raw.conn))
+            }));
+            steps.append(&mut after);
+            return pipelined_all(steps).await;
+        }
+        if let Err(e) = pipelined_all(steps).await {
+            let _ = raw.session.close(handle).await;
+            return Err(e);
+        }
+    }
+    Ok(())
 }
 
-/// Create `path`, which must not exist, holding `data` (at most [`PIPELINED_MAX`] bytes): the
-/// open, then the writes and the close sent back to back, so two round trips in all.
+/// Create `path`, which must not exist, holding `data`: the open, then the writes and the
+/// close sent back to back (two round trips up to 2 MiB).
 pub(crate) async fn write_new(raw: &RawChannel, path: &str, data: &[u8], mode: u32) -> Result<()> {
-    debug_assert!(data.len() <= PIPELINED_MAX);
     let flags = OpenFlags::CREATE | OpenFlags::EXCLUDE;
     let handle = open_for_write(raw, path, flags, mode).await?;
-    pipelined_all(write_and_close(raw, &handle, path, data)).await
+    write_and_close(raw, &handle, path, data, Vec::new()).await
 }
 
-/// Replace `path` atomically with `data` (at most [`PIPELINED_MAX`] bytes) in three round trips:
-/// open a temporary name next to it; its writes, close and mode sent back to back; then, only
-/// if all of those succeeded, `posix-rename` over `path`. The temporary file is removed on
-/// failure (best effort).
+/// Replace `path` atomically with `data` (three round trips up to 2 MiB): open a temporary name
+/// next to it; its writes, close and mode sent back to back; then, only if all of those
+/// succeeded, `posix-rename` over `path`. The temporary file is removed on failure (best effort).
 pub(crate) async fn write_atomic(
     raw: &RawChannel,
     path: &str,
     data: &[u8],
     mode: u32,
 ) -> Result<()> {
-    debug_assert!(data.len() <= PIPELINED_MAX);
     let tmp = temp_path(path);
     let flags = OpenFlags::CREATE | OpenFlags::TRUNCATE | OpenFlags::EXCLUDE;
     let handle = open_for_write(raw, &tmp, flags, mode).await?;
-    let mut steps = write_and_close(raw, &handle, &tmp, data);
     // The server applies its umask on create; set the requested mode explicitly.
     let tmp_ref = tmp.as_str();
-    steps.push(Box::pin(async move {
+    let chmod: Step<'_> = Box::pin(async move {
         raw.session
             .setstat(tmp_ref, mode_attrs(mode))
             .await
             .map(|_| ())
             .map_err(|e| map_err(e, "chmod", tmp_ref, &raw.conn))
-    }));
-    let result = match pipelined_all(steps).await {
+    });
+    let result = match write_and_close(raw, &handle, &tmp, data, vec![chmod]).await {
         Ok(()) => posix_rename(raw, &tmp, path).await,
         Err(e) => Err(e),
     };
@@ -316,53 +328,6 @@ pub(crate) async fn lstat(s: &SftpChannel, path: &str) -> Result<Option<FileStat
         Err(SftpError::Status(st)) if st.status_code == StatusCode::NoSuchFile => Ok(None),
         Err(e) => Err(map_err(e, "stat", path, &s.conn)),
     }
-}
-
-/// Write a temp file next to `path` with `data` and `mode`; returns the temp path.
-pub(crate) async fn write_temp(
-    s: &SftpChannel,
-    path: &str,
-    data: &[u8],
-    mode: u32,
-) -> Result<String> {
-    let tmp = temp_path(path);
-    let mut f = s
-        .session
-        .open_with_flags_and_attributes(
-            tmp.as_str(),
-            OpenFlags::CREATE | OpenFlags::TRUNCATE | OpenFlags::WRITE | OpenFlags::EXCLUDE,
-            mode_attrs(mode),
-        )
-        .await
-        .map_err(|e| map_err(e, "create", &tmp, &s.conn))?;
-    let written = async {
-        f.write_all(data).await?;
-        f.shutdown().await
-    }
-    .await;
-    if let Err(e) = written {
-        let _ = s.session.remove_file(tmp.as_str()).await;
-        return Err(io_err(e, "write", &tmp, &s.conn));
-    }
-    // The server applies its umask on create; set the requested mode explicitly.
-    if let Err(e) = s.session.set_metadata(tmp.as_str(), mode_attrs(mode)).await {
-        let _ = s.session.remove_file(tmp.as_str()).await;
-        return Err(map_err(e, "chmod", &tmp, &s.conn));
-    }
-    Ok(tmp)
-}
-
-fn io_err(e: std::io::Error, op: &str, path: &str, conn: &PooledConn) -> Error {
-    if conn.conn.is_closed() {
-        return conn.conn.lost_error();
-    }
-    let code = match e.kind() {
-        std::io::ErrorKind::NotFound => ErrorCode::RemoteNotFound,
-        std::io::ErrorKind::PermissionDenied => ErrorCode::PermissionDenied,
-        std::io::ErrorKind::TimedOut => ErrorCode::Timeout,
-        _ => ErrorCode::RemoteError,
-    };
-    Error::new(code, format!("{op} {path}: {e}"))
 }
 
 /// Size of each read request of [`read_range`] (every SFTP server serves 32 KiB).

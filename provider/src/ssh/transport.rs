@@ -102,20 +102,8 @@ impl Transport for SshTransport {
     }
 
     async fn write_file(&self, path: &str, data: &[u8], mode: u32) -> Result<()> {
-        if data.len() <= sftp::PIPELINED_MAX {
-            let raw = self.raw().await?;
-            return sftp::write_atomic(&raw, path, data, mode).await;
-        }
-        let s = self.sftp().await?;
-        let tmp = sftp::write_temp(&s, path, data, mode).await?;
-        let renamed = match self.raw().await {
-            Ok(raw) => sftp::posix_rename(&raw, &tmp, path).await,
-            Err(e) => Err(e),
-        };
-        if renamed.is_err() {
-            let _ = sftp::remove_file(&s, &tmp).await;
-        }
-        renamed
+        let raw = self.raw().await?;
+        sftp::write_atomic(&raw, path, data, mode).await
     }
 
     async fn read_file_range(&self, path: &str, offset: u64, max: usize) -> Result<Vec<u8>> {
@@ -141,9 +129,6 @@ impl Transport for SshTransport {
     }
 
     async fn write_new_file(&self, path: &str, data: &[u8], mode: u32) -> Result<()> {
-        if data.len() > sftp::PIPELINED_MAX {
-            return self.write_file(path, data, mode).await;
-        }
         let raw = self.raw().await?;
         sftp::write_new(&raw, path, data, mode).await
     }
