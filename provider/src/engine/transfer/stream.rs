@@ -21,6 +21,41 @@ pub struct Copied {
     pub sha256: String,
 }
 
+/// Size and sha256 of bytes seen so far.
+#[derive(Default)]
+struct Digesting {
+    hasher: Sha256,
+    bytes: u64,
+}
+
+impl Digesting {
+    fn update(&mut self, data: &[u8]) {
+        self.hasher.update(data);
+        self.bytes += data.len() as u64;
+    }
+
+    fn finish(self) -> Copied {
+        Copied {
+            bytes: self.bytes,
+            sha256: hex::encode(self.hasher.finalize()),
+        }
+    }
+}
+
+/// A queue of buffers between the async side and a blocking thread.
+type BufferQueue = (mpsc::Sender<Vec<u8>>, mpsc::Receiver<Vec<u8>>);
+
+/// The two queues of a copy: filled buffers one way, emptied ones back, with `QUEUE + 1`
+/// buffers of `chunk` bytes going round (memory bounded, no allocation per chunk).
+fn buffer_ring(chunk: usize) -> (BufferQueue, BufferQueue) {
+    let full = mpsc::channel::<Vec<u8>>(QUEUE);
+    let empty = mpsc::channel::<Vec<u8>>(QUEUE + 1);
+    for _ in 0..=QUEUE {
+        let _ = empty.0.try_send(Vec::with_capacity(chunk));
+    }
+    (full, empty)
+}
+
 /// Why a copy stopped.
 #[derive(Debug)]
 pub enum PumpError {
@@ -48,27 +83,18 @@ pub async fn pump_to_file<R>(
 where
     R: AsyncRead + Unpin + Send,
 {
-    let (full_tx, mut full_rx) = mpsc::channel::<Vec<u8>>(QUEUE);
-    let (empty_tx, mut empty_rx) = mpsc::channel::<Vec<u8>>(QUEUE + 1);
-    for _ in 0..=QUEUE {
-        let _ = empty_tx.try_send(Vec::with_capacity(chunk));
-    }
+    let ((full_tx, mut full_rx), (empty_tx, mut empty_rx)) = buffer_ring(chunk);
     let writer = tokio::task::spawn_blocking(move || {
         use std::io::Write;
         let mut file = file;
-        let mut hasher = Sha256::new();
-        let mut total = 0u64;
+        let mut digest = Digesting::default();
         while let Some(mut buf) = full_rx.blocking_recv() {
             file.write_all(&buf)?;
-            hasher.update(&buf);
-            total += buf.len() as u64;
+            digest.update(&buf);
             buf.clear();
             let _ = empty_tx.blocking_send(buf);
         }
-        Ok::<_, io::Error>(Copied {
-            bytes: total,
-            sha256: hex::encode(hasher.finalize()),
-        })
+        Ok::<_, io::Error>(digest.finish())
     });
     let read_side = async {
         while let Some(mut buf) = empty_rx.recv().await {
@@ -123,16 +149,11 @@ pub async fn pump_from_file<W>(
 where
     W: AsyncWrite + Unpin + Send,
 {
-    let (full_tx, mut full_rx) = mpsc::channel::<Vec<u8>>(QUEUE);
-    let (empty_tx, mut empty_rx) = mpsc::channel::<Vec<u8>>(QUEUE + 1);
-    for _ in 0..=QUEUE {
-        let _ = empty_tx.try_send(vec![0u8; chunk]);
-    }
+    let ((full_tx, mut full_rx), (empty_tx, mut empty_rx)) = buffer_ring(chunk);
     let reader = tokio::task::spawn_blocking(move || {
         use std::io::Read;
         let mut file = file;
-        let mut hasher = Sha256::new();
-        let mut total = 0u64;
+        let mut digest = Digesting::default();
         while let Some(mut buf) = empty_rx.blocking_recv() {
             buf.resize(chunk, 0);
             let mut filled = 0;
@@ -145,8 +166,7 @@ where
                 }
             }
             buf.truncate(filled);
-            hasher.update(&buf);
-            total += filled as u64;
+            digest.update(&buf);
             let eof = filled < chunk;
             if filled > 0 && full_tx.blocking_send(buf).is_err() {
                 break; // the writer stopped; its error is the one to report
@@ -155,10 +175,7 @@ where
                 break;
             }
         }
-        Ok::<_, io::Error>(Copied {
-            bytes: total,
-            sha256: hex::encode(hasher.finalize()),
-        })
+        Ok::<_, io::Error>(digest.finish())
     });
     let write_side = async {
         while let Some(buf) = full_rx.recv().await {
@@ -206,21 +223,16 @@ pub async fn create_local_temp(final_path: &Path) -> io::Result<(tokio::fs::File
 
 /// Hash everything `reader` yields.
 pub async fn hash_reader<R: AsyncRead + Unpin>(mut reader: R) -> io::Result<Copied> {
-    let mut hasher = Sha256::new();
-    let mut total = 0u64;
+    let mut digest = Digesting::default();
     let mut buf = vec![0u8; CHUNK];
     loop {
         let n = reader.read(&mut buf).await?;
         if n == 0 {
             break;
         }
-        hasher.update(&buf[..n]);
-        total += n as u64;
+        digest.update(&buf[..n]);
     }
-    Ok(Copied {
-        bytes: total,
-        sha256: hex::encode(hasher.finalize()),
-    })
+    Ok(digest.finish())
 }
 
 #[cfg(test)]
