@@ -147,7 +147,7 @@ impl Engine {
     ) -> Result<CommandRecord> {
         let text = prepare_command(command)?;
         if let Some(cwd) = &req.cwd
-            && (!cwd.starts_with('/') || cwd.contains('\n') || cwd.contains('\0'))
+            && (!cwd.starts_with('/') || cwd.contains('\0'))
         {
             return Err(Error::invalid(format!(
                 "cwd {cwd:?} must be an absolute path without newlines"
@@ -351,6 +351,7 @@ impl Engine {
             stop_requested: false,
             end_reason: None,
             error: None,
+            shell_restarted: false,
         }
     }
 
@@ -386,7 +387,21 @@ impl Engine {
                 rec.duration_ms = Some(((b - a).max(0.0) * 1000.0).round() as u64);
             }
             rec.wait_timed_out = false;
-            rec.status = if exit.state == "stopped" {
+            // `exit N`, `kill -9 $$`, `exec bash`: the command ended its shell; the session
+            // goes on in a fresh one with the same directory and exported environment.
+            rec.shell_restarted = matches!(
+                exit.how.as_str(),
+                "shell_exit" | "shell_killed" | "shell_replaced"
+            );
+            rec.status = if exit.how == "not_started" {
+                rec.exit_code = None;
+                rec.error = Some(
+                    "the session shell ended before the command started; nothing ran; the \
+                     session goes on in a fresh shell: run it again"
+                        .to_string(),
+                );
+                CommandStatus::Lost
+            } else if exit.state == "stopped" {
                 rec.stop_requested = true;
                 CommandStatus::Stopped
             } else if hung_up {
@@ -396,16 +411,6 @@ impl Engine {
                     "{why}; its output and exit code are kept; create a new session to continue"
                 ));
                 lost_session = Some(why.to_string());
-                CommandStatus::Lost
-            } else if exit.how == "shell_exit" || exit.how == "shell_killed" {
-                let why = format!(
-                    "the command ended the session shell (exit code {}); the session is lost",
-                    exit.code
-                );
-                rec.error = Some(format!(
-                    "{why}; its output and exit code are kept; create a new session to continue"
-                ));
-                lost_session = Some(why);
                 CommandStatus::Lost
             } else if exit.code == 0 {
                 CommandStatus::Completed
@@ -688,25 +693,9 @@ impl Engine {
             return Ok(rec);
         }
         let session = self.load_session(session_id)?;
-        let transport = self.connector.connect(&session.machine_id).await?;
-        let secs = timeout.as_secs_f64().max(0.1);
-        let script = format!(
-            "D={d}; timeout {secs:.1} sh -c 'while [ ! -f \"$1/exit\" ] && \
-             [ \"$(wc -c < \"$1/stdout\" 2>/dev/null || echo 0)\" -le {o} ] && \
-             [ \"$(wc -c < \"$1/stderr\" 2>/dev/null || echo 0)\" -le {e} ]; do sleep 0.1; done' _ \"$D\"; exit 0",
-            d = crate::transport::shell_quote(&rec.remote_state_dir),
-            o = stdout_offset,
-            e = stderr_offset,
-        );
-        transport
-            .exec(
-                &script,
-                crate::transport::ExecOptions {
-                    stdin: None,
-                    timeout: Some(timeout + Duration::from_secs(30)),
-                    max_output: 1 << 16,
-                },
-            )
+        let driver = self.driver(&session).await?;
+        driver
+            .wait_output(&rec.remote_state_dir, stdout_offset, stderr_offset, timeout)
             .await?;
         self.command_show(session_id, command_id).await
     }

@@ -61,6 +61,13 @@ pub struct SessionRecord {
     /// Why the session is lost or destroyed.
     #[serde(default)]
     pub status_message: Option<String>,
+    /// How the shell got the user's login environment at start: `applied`, `timed_out`,
+    /// `failed (status N)` or `off`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login_environment: Option<String>,
+    /// The user's login shell on the machine (`$SHELL`); the session shell is bash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login_shell: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -160,4 +167,8 @@ pub struct CommandRecord {
     /// For `lost`: what happened and what to do.
     #[serde(default)]
     pub error: Option<String>,
+    /// The command ended its shell (`exit N`, killed it, replaced it); the session continues
+    /// in a fresh shell with the same directory and exported environment.
+    #[serde(default)]
+    pub shell_restarted: bool,
 }

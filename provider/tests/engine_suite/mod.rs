@@ -297,37 +297,30 @@ pub async fn set_e_ends_command_not_session(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn exit_reports_session_lost(t: Arc<dyn Transport>, dir: &str) {
+pub async fn exit_keeps_session(t: Arc<dyn Transport>, dir: &str) {
     let b = bed(t, dir).await;
-    let err = b
-        .engine
-        .exec(
-            b.sid(),
-            "echo bye; exit 7",
-            ExecRequest::wait().with_timeout(Duration::from_secs(60)),
-        )
-        .await
-        .unwrap_err();
-    assert_eq!(err.code, ErrorCode::SessionLost, "{err}");
-    assert!(err.message.contains("exit code 7"), "{err}");
-    let cmds = b.engine.command_list(b.sid()).unwrap();
-    let rec = b
-        .engine
-        .command_show(b.sid(), &cmds[0].command_id)
-        .await
-        .unwrap();
-    assert_eq!((rec.status, rec.exit_code), (CommandStatus::Lost, Some(7)));
-    assert_eq!(rec.stdout, "bye\n");
+    b.run(&format!("cd {dir} && export RR_KEPT=kept-value"))
+        .await;
+    let rec = b.run("echo bye; echo err >&2; exit 7").await;
+    assert_eq!(
+        (rec.status, rec.exit_code),
+        (CommandStatus::Failed, Some(7)),
+        "{rec:?}"
+    );
+    assert_eq!(
+        (rec.stdout.as_str(), rec.stderr.as_str()),
+        ("bye\n", "err\n")
+    );
+    assert!(rec.shell_restarted, "{rec:?}");
+    assert_eq!(rec.end_reason.as_deref(), Some("shell_exit"));
     assert_eq!(
         b.engine.session_show(b.sid()).unwrap().status,
-        SessionStatus::Lost
+        SessionStatus::Active
     );
-    let err = b
-        .engine
-        .exec(b.sid(), "true", ExecRequest::wait())
-        .await
-        .unwrap_err();
-    assert_eq!(err.code, ErrorCode::SessionLost);
+    // A fresh shell, in the same directory, with the exported environment.
+    let rec = b.run("pwd; echo $RR_KEPT").await;
+    assert_eq!(rec.stdout, format!("{dir}\nkept-value\n"));
+    assert!(!rec.shell_restarted);
     b.finish().await;
 }
 
@@ -806,27 +799,18 @@ pub async fn screen_and_resize(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn shell_killed_is_lost(t: Arc<dyn Transport>, dir: &str) {
+pub async fn shell_killed_restarts(t: Arc<dyn Transport>, dir: &str) {
     let b = bed(t, dir).await;
-    let err = b
-        .engine
-        .exec(
-            b.sid(),
-            "echo x; ( kill -9 $$ )",
-            ExecRequest::wait().with_timeout(Duration::from_secs(60)),
-        )
-        .await
-        .unwrap_err();
-    assert_eq!(err.code, ErrorCode::SessionLost, "{err}");
-    let cmd = &b.engine.command_list(b.sid()).unwrap()[0];
-    assert_eq!(
-        (cmd.status, cmd.exit_code),
-        (CommandStatus::Lost, Some(137))
-    );
-    assert_eq!(cmd.end_reason.as_deref(), Some("shell_killed"));
+    b.run("export RR_KEPT=after-kill").await;
+    let rec = b.run("echo x; ( kill -9 $$ )").await;
+    assert_eq!((rec.exit_code, rec.stdout.as_str()), (Some(137), "x\n"));
+    assert_eq!(rec.end_reason.as_deref(), Some("shell_killed"));
+    assert!(rec.shell_restarted);
+    let rec = b.run("echo $RR_KEPT").await;
+    assert_eq!(rec.stdout, "after-kill\n");
     assert_eq!(
         b.engine.session_show(b.sid()).unwrap().status,
-        SessionStatus::Lost
+        SessionStatus::Active
     );
     b.finish().await;
 }
@@ -1004,9 +988,24 @@ pub async fn session_shell_is_isolated(t: Arc<dyn Transport>, dir: &str) {
     assert_eq!(rec.stdout, "no-tmux cat true noninteractive\n0\n");
     let mut machine = Machine::local();
     machine.default_cwd = dir.to_string();
-    machine.startup_commands = vec!["wsl".into()];
+    // Startup commands run in order in the new shell; what they set stays.
+    machine.startup_commands = vec!["export RR_STARTUP=one".into(), "cd /".into()];
+    let s = b.engine.create_session(&machine, None).await.unwrap();
+    let rec = b
+        .engine
+        .exec(&s.session_id, "echo $RR_STARTUP; pwd", ExecRequest::wait())
+        .await
+        .unwrap();
+    assert_eq!(rec.stdout, "one\n/\n");
+    b.engine.destroy(&s.session_id).await.unwrap();
+    // A failing one fails the create with its output and exit code.
+    machine.startup_commands = vec!["echo setting-up; echo broken >&2; exit 3".into()];
     let err = b.engine.create_session(&machine, None).await.unwrap_err();
-    assert_eq!(err.code, ErrorCode::InvalidArgument);
+    assert_eq!(err.code, ErrorCode::StartupCommandFailed, "{err}");
+    assert!(
+        err.message.contains("code 3") && err.message.contains("broken"),
+        "{err}"
+    );
     machine.startup_commands.clear();
     let err = b
         .engine
