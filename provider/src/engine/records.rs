@@ -46,9 +46,9 @@ pub struct SessionRecord {
     pub last_command_id: Option<String>,
     #[serde(default)]
     pub last_exit_code: Option<i32>,
-    /// `<cwd>/.remote-runner/sessions/<session_id>` on the machine.
+    /// `<state root>/sessions/<session_id>` on the machine (see `tmux` module docs).
     pub remote_state_dir: String,
-    /// `<cwd>/.remote-runner/commands` on the machine.
+    /// `<state root>/sessions/<session_id>/commands` on the machine.
     pub remote_commands_dir: String,
     pub remote_transcript_file: String,
     /// tmux server socket name (`tmux -L <name>`), session name, and tmux/bash paths.

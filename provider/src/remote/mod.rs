@@ -160,7 +160,7 @@ pub async fn sh<T: Transport + ?Sized>(
 
 /// The one line sent to the login shell: only words and one single-quoted string without `'`,
 /// `\` or `!`, which bash, zsh, fish, dash, ksh and tcsh all read the same way.
-fn bootstrap_line(verb: &str, nonce: &str) -> String {
+pub fn bootstrap_line(verb: &str, nonce: &str) -> String {
     debug_assert!(verb.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'));
     format!(
         "exec /bin/sh -c 'r=${{XDG_STATE_HOME:-}}; case $r in /*) ;; *) r=$HOME/.local/state ;; \
