@@ -42,6 +42,9 @@ pub static CTL_NAME: LazyLock<String> = LazyLock::new(|| {
     format!("ctl-{hex}.sh")
 });
 
+/// Bytes of startup-file output kept before a reply on top of the caller's cap.
+const STARTUP_NOISE_ROOM: usize = 64 << 10;
+
 /// Exit status of the bootstrap line when the control script is not installed yet.
 const NOT_INSTALLED: i32 = 97;
 
@@ -108,9 +111,22 @@ impl<'a> Call<'a> {
             install(transport, &root).await?;
             let nonce = uuid::Uuid::new_v4().simple().to_string();
             let out = self.exec_once(transport, &nonce).await?;
-            return unframe(transport, out, &nonce);
+            return unframe(transport, out, &nonce).map(|o| self.cap(o));
         }
-        unframe(transport, out, &nonce)
+        unframe(transport, out, &nonce).map(|o| self.cap(o))
+    }
+
+    /// The caller's cap, applied to the reply itself.
+    fn cap(&self, mut out: ExecOutput) -> ExecOutput {
+        if out.stdout.len() > self.max_output {
+            out.stdout.truncate(self.max_output);
+            out.stdout_truncated = true;
+        }
+        if out.stderr.len() > self.max_output {
+            out.stderr.truncate(self.max_output);
+            out.stderr_truncated = true;
+        }
+        out
     }
 
     async fn exec_once<T: Transport + ?Sized>(
@@ -132,7 +148,8 @@ impl<'a> Call<'a> {
                 ExecOptions {
                     stdin: Some(stdin),
                     timeout: self.limit,
-                    max_output: self.max_output,
+                    // Room for what startup files print before the reply.
+                    max_output: self.max_output.saturating_add(STARTUP_NOISE_ROOM),
                 },
             )
             .await
@@ -251,7 +268,8 @@ mod tests {
     fn bootstrap_line_is_plain_for_every_shell() {
         let line = bootstrap_line("start_command", "0123abcd");
         let quoted = line.split('\'').nth(1).unwrap();
-        for bad in ['\\', '!', '\n'] {
+        // fish reads `\\` and `\'` inside single quotes; tcsh reads `!`.
+        for bad in ["\\\\", "\\'", "!", "\n"] {
             assert!(!quoted.contains(bad), "{bad:?} in the quoted part");
         }
         assert_eq!(line.matches('\'').count(), 2);
