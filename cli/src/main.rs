@@ -9,6 +9,7 @@ mod context;
 mod exit;
 mod output;
 mod prompt;
+mod timeout;
 
 use std::process::ExitCode;
 
@@ -35,13 +36,18 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli, out: Output) -> remote_runner_provider::Result<output::Report> {
-    let ctx = Context::new(&cli.global, out)?;
+    let scope = timeout::scope(&cli.command);
+    let ctx = Context::new(&cli.global, out, scope)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| Error::io("cannot start the async runtime", &e))?;
-    runtime.block_on(commands::dispatch(&ctx, cli.command))
+    runtime.block_on(timeout::bounded(
+        scope,
+        ctx.timeout,
+        commands::dispatch(&ctx, cli.command),
+    ))
 }
 
 /// clap's errors: help and version go to stdout with exit 0; usage errors exit 2, as one JSON
