@@ -102,6 +102,19 @@ fn a_machine_that_stops_answering_bounds_every_call() {
     let (list, took) = timed(&["session", "command", "list", "--session", &s]);
     let (send, send_took) = timed(&["session", "send", "--session", &s, "--input", "true"]);
     let (exec, exec_took) = timed(&["session", "exec", "--session", &s, "--cmd", "true"]);
+    let local = bed.sb.path().join("up.txt");
+    std::fs::write(&local, "x").unwrap();
+    let remote = bed.at("up.txt");
+    let (put, put_took) = timed(&[
+        "file",
+        "put",
+        "--session",
+        &s,
+        "--local",
+        local.to_str().unwrap(),
+        "--remote",
+        &remote,
+    ]);
     assert!(sshd.signal_listener(SIGCONT));
 
     assert_eq!(list.code, 0, "{list:?}");
@@ -124,6 +137,13 @@ fn a_machine_that_stops_answering_bounds_every_call() {
         exec_took < Duration::from_secs(10),
         "exec took {exec_took:?}"
     );
+
+    assert_ne!(put.code, 0, "{put:?}");
+    assert!(put_took < Duration::from_secs(10), "put took {put_took:?}");
+
+    // Answering again: the same listing is fresh.
+    let v = bed.json(&["session", "command", "list", "--session", &s]);
+    assert_eq!(v["stale"], false, "{v:#}");
 }
 
 /// A host that accepts TCP and never says a word: `session create --timeout 3` gives up in

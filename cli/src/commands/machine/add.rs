@@ -324,13 +324,13 @@ fn resolve_password(
         }
         return password_from_stdin().map(Some);
     }
+    if existing.is_some_and(|m| m.has_password) && args.replace {
+        return Ok(None); // keep the stored password
+    }
     if prompter.interactive {
         return prompter
             .ask_password(&format!("Password for {}@{}", machine.user, machine.host))
             .map(Some);
-    }
-    if existing.is_some_and(|m| m.has_password) && args.replace {
-        return Ok(None); // keep the stored password
     }
     Err(Error::invalid(
         "--auth password needs the password on stdin: add --password-stdin and pipe it in \
