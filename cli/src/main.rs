@@ -13,8 +13,8 @@ mod timeout;
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use clap::error::ErrorKind;
+use clap::{CommandFactory, FromArgMatches};
 use remote_runner_provider::Error;
 
 use crate::cli::Cli;
@@ -22,7 +22,10 @@ use crate::context::Context;
 use crate::output::{ColorMode, Output};
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let parsed = timeout::annotate(Cli::command())
+        .try_get_matches()
+        .and_then(|matches| Cli::from_arg_matches(&matches));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(err) => return ExitCode::from(usage_error(err)),
     };

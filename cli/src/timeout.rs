@@ -35,6 +35,100 @@ stale); the connect of `machine doctor` and `session attach`; the whole call of 
 create|send|read|destroy`, `session command show|stop`, `file list` and `machine remove \
 --force` (on expiry: error `timeout`). Commands that only read local records ignore it";
 
+/// Per command, what `--timeout` bounds: shown at the top of that command's `--help`.
+const PER_COMMAND: &[(&str, &str)] = &[
+    ("machine doctor", "bounds each connection the check makes"),
+    (
+        "machine remove",
+        "bounds the whole call when --force is given (destroying the sessions included); error `timeout` when it runs out. Without --force nothing reaches the machine",
+    ),
+    (
+        "session create",
+        "bounds the whole call, connecting included; error `timeout` when it runs out",
+    ),
+    (
+        "session show",
+        "bounds the refresh of running commands from the machine (default 10 s); when it runs out the stored record is shown with `stale: true` and the reason",
+    ),
+    (
+        "session exec",
+        "bounds the wait, connecting included; when it runs out the record says `running` with `wait_timed_out: true` (exit 6) and the command goes on",
+    ),
+    (
+        "session command list",
+        "bounds the refresh of running commands from the machine (default 10 s); when it runs out the stored records are shown with `stale: true` and the reason",
+    ),
+    (
+        "session command show",
+        "bounds the whole call, connecting included; error `timeout` when it runs out",
+    ),
+    (
+        "session command wait",
+        "bounds the wait, connecting included; when it runs out the record says `wait_timed_out: true` (exit 6) and the command goes on",
+    ),
+    (
+        "session command stop",
+        "bounds the whole call, connecting included; error `timeout` when it runs out",
+    ),
+    (
+        "session send",
+        "bounds the whole call, connecting included; error `timeout` when it runs out",
+    ),
+    (
+        "session read",
+        "bounds the whole call, connecting included; error `timeout` when it runs out",
+    ),
+    (
+        "session logs",
+        "bounds the refresh of running commands from the machine (default 10 s); when it runs out the stored records are shown with `stale: true` and the reason",
+    ),
+    (
+        "session destroy",
+        "bounds the whole call, connecting included; error `timeout` when it runs out",
+    ),
+    (
+        "session attach",
+        "bounds the SSH connect (ssh -o ConnectTimeout=N); the attached session lasts as long as you keep it",
+    ),
+    (
+        "file put",
+        "bounds the transfer, connecting included; when it runs out the transfer is cancelled (nothing under the final name) and the error is `timeout`",
+    ),
+    (
+        "file get",
+        "bounds the transfer, connecting included; when it runs out the transfer is cancelled (nothing under the final name) and the error is `timeout`",
+    ),
+    (
+        "file list",
+        "bounds the whole call, connecting included; error `timeout` when it runs out",
+    ),
+    (
+        "run once",
+        "bounds the command's run time, connecting included; when it runs out the command is stopped and the run is `timed_out` (exit 6)",
+    ),
+];
+
+/// Put each command's [`PER_COMMAND`] line at the top of its `--help` (after `-h`'s examples).
+pub fn annotate(cmd: clap::Command) -> clap::Command {
+    PER_COMMAND.iter().fold(cmd, |cmd, (path, text)| {
+        let names: Vec<&str> = path.split(' ').collect();
+        annotate_at(cmd, &names, text)
+    })
+}
+
+fn annotate_at(cmd: clap::Command, path: &[&str], text: &str) -> clap::Command {
+    match path {
+        [] => {
+            let examples = cmd
+                .get_after_help()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            cmd.after_long_help(format!("--timeout SECONDS: {text}.\n\n{examples}"))
+        }
+        [name, rest @ ..] => cmd.mut_subcommand(*name, |sub| annotate_at(sub, rest, text)),
+    }
+}
+
 /// How `--timeout` applies to one command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {

@@ -509,3 +509,36 @@ fn every_session_and_machine_flag_has_help_and_no_example_wraps_mid_command() {
     let words = create.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(words.contains("whole call of `session create"), "{create}");
 }
+
+/// Every command that reaches a machine says in its own `--help` what `--timeout` bounds there.
+#[test]
+fn every_command_that_reaches_a_machine_says_what_timeout_bounds() {
+    for (sub, bounds) in [
+        ("session create", "the whole call"),
+        ("session exec", "the wait"),
+        ("session command wait", "the wait"),
+        ("session command list", "the refresh"),
+        ("session logs", "the refresh"),
+        ("session show", "the refresh"),
+        ("session command show", "the whole call"),
+        ("session command stop", "the whole call"),
+        ("session send", "the whole call"),
+        ("session read", "the whole call"),
+        ("session destroy", "the whole call"),
+        ("session attach", "the SSH connect"),
+        ("file put", "the transfer"),
+        ("file get", "the transfer"),
+        ("file list", "the whole call"),
+        ("run once", "the command's run time"),
+        ("machine doctor", "each connection"),
+        ("machine remove", "the whole call"),
+    ] {
+        let text = help(sub, "--help");
+        let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let line = format!("--timeout SECONDS: bounds {bounds}");
+        assert!(
+            words.contains(&line),
+            "{sub} --help lacks {line:?}:\n{text}"
+        );
+    }
+}
