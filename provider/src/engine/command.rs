@@ -84,6 +84,36 @@ pub struct LogEntry {
     pub remote_state_dir: String,
 }
 
+/// Whether a listing's refresh of running commands reached the machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Freshness {
+    /// Every record is as the machine reports it (or none needed a look).
+    Fresh,
+    /// The machine could not be reached: the records are the last stored ones, for this reason.
+    Stale(String),
+}
+
+impl Freshness {
+    /// The reason the records may be out of date, if they may be.
+    pub fn stale_reason(&self) -> Option<&str> {
+        match self {
+            Freshness::Fresh => None,
+            Freshness::Stale(why) => Some(why),
+        }
+    }
+}
+
+/// Result of [`Engine::command_stop_outcome`].
+#[derive(Debug, Clone)]
+pub struct StopOutcome {
+    pub record: CommandRecord,
+    /// The command had ended before this stop (nothing was stopped).
+    pub already_finished: bool,
+}
+
+/// How many commands one listing refresh looks at concurrently.
+const REFRESH_CONCURRENCY: usize = 4;
+
 /// How long a background launch may take to be accepted by the shell.
 const LAUNCH_WAIT: Duration = Duration::from_secs(30);
 
@@ -105,6 +135,18 @@ fn is_link_error(e: &Error) -> bool {
         e.code,
         ErrorCode::ConnectionLost | ErrorCode::ConnectionFailed | ErrorCode::Timeout
     )
+}
+
+/// The machine cannot be reached (or is no longer configured): a listing shows stored records.
+fn is_unreachable(e: &Error) -> bool {
+    is_link_error(e)
+        || matches!(
+            e.code,
+            ErrorCode::AuthFailed
+                | ErrorCode::HostKeyUnknown
+                | ErrorCode::HostKeyChanged
+                | ErrorCode::UnknownMachine
+        )
 }
 
 fn run_mode(rec: &CommandRecord) -> RunMode {
@@ -200,7 +242,7 @@ impl Engine {
             self.wait_more(&session, &mut driver, &rec, state, req.timeout, started)
                 .await?
         };
-        self.apply_state(&session, &driver, &mut rec, &state)
+        self.apply_state(&session, &driver, &mut rec, &state, !background)
             .await?;
         self.lost_as_error(&rec)?;
         Ok(rec)
@@ -356,12 +398,15 @@ impl Engine {
     }
 
     /// Fold a remote state into the record: status, times, output copies and excerpts; store it.
+    /// `waited`: the caller waited for the end, so a command still running means the wait ran
+    /// out (`wait_timed_out`); a report-only look or a background start never says that.
     async fn apply_state(
         &self,
         session: &SessionRecord,
         driver: &TmuxDriver,
         rec: &mut CommandRecord,
         state: &CommandState,
+        waited: bool,
     ) -> Result<()> {
         if let Some(t) = state.started {
             rec.started_at = Some(epoch_to_rfc3339(t));
@@ -450,7 +495,7 @@ impl Engine {
             rec.error = Some(why.to_string());
         } else {
             rec.status = CommandStatus::Running;
-            rec.wait_timed_out = true;
+            rec.wait_timed_out = waited;
         }
         self.copy_output(driver, rec).await?;
         if rec.status.is_final() {
@@ -594,29 +639,98 @@ impl Engine {
                 .wait_more(&session, &mut driver, &rec, state, Some(wait), started)
                 .await?;
         }
-        self.apply_state(&session, &driver, &mut rec, &state)
+        self.apply_state(&session, &driver, &mut rec, &state, !wait.is_zero())
             .await?;
-        if wait.is_zero() && rec.status == CommandStatus::Running {
-            rec.wait_timed_out = false;
-        }
         Ok(rec)
     }
 
     /// Stop a running command (foreground: Ctrl-C, then TERM, then KILL to its process group;
     /// background: TERM then KILL to its group). On a finished command: returns it unchanged.
     pub async fn command_stop(&self, session_id: &str, command_id: &str) -> Result<CommandRecord> {
+        Ok(self
+            .command_stop_outcome(session_id, command_id)
+            .await?
+            .record)
+    }
+
+    /// [`Engine::command_stop`], also saying whether the command had already ended before the
+    /// stop (known from the record, or found on the machine when the record still said running).
+    pub async fn command_stop_outcome(
+        &self,
+        session_id: &str,
+        command_id: &str,
+    ) -> Result<StopOutcome> {
         let mut rec = self.load_command(session_id, command_id)?;
         if rec.status.is_final() {
             rec.wait_timed_out = false;
-            return Ok(rec);
+            return Ok(StopOutcome {
+                record: rec,
+                already_finished: true,
+            });
         }
         let session = self.load_session(session_id)?;
         let driver = self.driver(&session).await?;
-        rec.stop_requested = true;
         let state = driver.stop_command(command_id, run_mode(&rec)).await?;
-        self.apply_state(&session, &driver, &mut rec, &state)
+        let already_finished = state.exit.as_ref().is_some_and(|e| e.state != "stopped");
+        rec.stop_requested = !already_finished;
+        self.apply_state(&session, &driver, &mut rec, &state, false)
             .await?;
-        Ok(rec)
+        Ok(StopOutcome {
+            record: rec,
+            already_finished,
+        })
+    }
+
+    /// Bring a session's unfinished command records up to date from the machine, so a listing
+    /// shows what really happened: every non-final command is looked at once (report only, no
+    /// waiting), a few at a time, the whole refresh bounded by `bound`. When the machine cannot
+    /// be reached in time the stored records stay as they are and the reason is returned.
+    pub async fn refresh_commands(&self, session_id: &str, bound: Duration) -> Result<Freshness> {
+        let session = self.load_session(session_id)?;
+        let pending: Vec<CommandRecord> = self
+            .with_store(|s| store::commands::list(s, session_id))?
+            .into_iter()
+            .filter(|c| !c.status.is_final())
+            .collect();
+        if pending.is_empty() {
+            return Ok(Freshness::Fresh);
+        }
+        match tokio::time::timeout(bound, self.refresh_each(&session, pending)).await {
+            Ok(Ok(())) => Ok(Freshness::Fresh),
+            Ok(Err(e)) if is_unreachable(&e) => Ok(Freshness::Stale(format!(
+                "machine {} could not be reached to refresh running commands ({}); the \
+                 statuses shown are the last ones recorded",
+                session.machine_id, e.message
+            ))),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Ok(Freshness::Stale(format!(
+                "machine {} did not answer within {} s; the statuses shown are the last ones \
+                 recorded; try again, or raise --timeout",
+                session.machine_id,
+                bound.as_secs_f64().ceil()
+            ))),
+        }
+    }
+
+    /// One report-only look per command through the session's driver, at most
+    /// [`REFRESH_CONCURRENCY`] at once, each folded into its stored record.
+    async fn refresh_each(
+        &self,
+        session: &SessionRecord,
+        pending: Vec<CommandRecord>,
+    ) -> Result<()> {
+        use futures::stream::{self, TryStreamExt};
+        let driver = self.driver(session).await?;
+        let driver = &driver;
+        stream::iter(pending.into_iter().map(Ok))
+            .try_for_each_concurrent(REFRESH_CONCURRENCY, |mut rec| async move {
+                let state = driver
+                    .wait_command(&rec.command_id, run_mode(&rec), Duration::ZERO)
+                    .await?;
+                self.apply_state(session, driver, &mut rec, &state, false)
+                    .await
+            })
+            .await
     }
 
     /// A session's commands in order (stored records; running ones are not refreshed).

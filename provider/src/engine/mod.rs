@@ -27,7 +27,7 @@ use crate::tmux::{SessionPaths, TmuxDriver};
 use crate::transport::Transport;
 use crate::transport::local::LocalTransport;
 
-pub use command::{ExecRequest, LogEntry, OutputStream};
+pub use command::{ExecRequest, Freshness, LogEntry, OutputStream, StopOutcome};
 pub use records::{CommandMode, CommandRecord, CommandStatus, SessionRecord, SessionStatus};
 pub use session::{DestroyResult, Screen, SendResult, TranscriptChunk};
 
