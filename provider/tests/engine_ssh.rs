@@ -58,6 +58,8 @@ ssh_tests!(
     parallel_waiters_all_woken,
     streaming_output_by_offset,
     destroy_stops_running_commands,
+    session_read_shows_commands_and_output,
+    old_command_dirs_are_pruned,
     session_shell_is_isolated,
 );
 

@@ -121,6 +121,11 @@ const LAUNCH_WAIT: Duration = Duration::from_secs(30);
 const RECONNECT_ATTEMPTS: u32 = 5;
 
 /// Whether the record is younger than a start can take; its remote directory may not exist yet.
+/// Every this many commands of a session, its old command directories on the machine are pruned.
+const PRUNE_EVERY: u64 = 50;
+/// How many of a session's newest command directories the machine keeps (running ones always).
+pub const KEEP_COMMAND_DIRS: usize = 500;
+
 fn recently_created(rec: &CommandRecord) -> bool {
     use time::format_description::well_known::Rfc3339;
     match time::OffsetDateTime::parse(&rec.created_at, &Rfc3339) {
@@ -206,6 +211,16 @@ impl Engine {
         // Stored before anything runs, so a killed caller can find the command again.
         let rec = self.new_record(&session, &command_id, command, &req);
         let mut rec = self.with_store(|s| store::commands::insert_next(s, &rec))?;
+        if rec.seq % PRUNE_EVERY == 0 {
+            // Off the command's path: old ended command directories go (their output was
+            // copied to the local log dir as they ended).
+            let pruner = driver.clone();
+            tokio::spawn(async move {
+                if let Err(e) = pruner.prune_commands(KEEP_COMMAND_DIRS).await {
+                    tracing::debug!("pruning old command directories failed: {e}");
+                }
+            });
+        }
         let mode = run_mode(&rec);
         let background = req.mode == CommandMode::Background;
         let first_wait = if background {

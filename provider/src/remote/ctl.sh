@@ -447,6 +447,20 @@ rr_kill() {
   exit 0
 }
 
+# prune: keep the newest KEEP command directories of the session (ids are time-ordered);
+# remove older ones that have ended. A command still running is never removed.
+rr_prune() {
+  set -- "$CD"/*
+  [ -e "$1" ] || exit 0
+  rr_drop=$(($# - KEEP))
+  for rr_d in "$@"; do
+    [ "$rr_drop" -gt 0 ] || break
+    rr_drop=$((rr_drop - 1))
+    if [ -s "$rr_d/exit" ]; then rm -rf -- "$rr_d"; fi
+  done
+  exit 0
+}
+
 case $rr_verb in
 prepare) rr_prepare ;;
 sh) rr_sh ;;
@@ -462,6 +476,7 @@ capture) rr_capture ;;
 resize) rr_resize ;;
 alive) rr_alive ;;
 kill) rr_kill ;;
+prune) rr_prune ;;
 *)
   echo "remote-runner: unknown control verb '$rr_verb' (a newer remote-runner installed a newer script)" >&2
   exit 95

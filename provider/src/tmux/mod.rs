@@ -394,6 +394,17 @@ impl TmuxDriver {
             .map(|_| ())
     }
 
+    /// Remove the session's ended command directories beyond the newest `keep` (command ids
+    /// are time-ordered); a command without an exit file is never removed.
+    pub async fn prune_commands(&self, keep: usize) -> Result<()> {
+        self.call("prune")
+            .param("KEEP", keep.to_string())
+            .limit(Duration::from_secs(120))
+            .run(self.transport.as_ref())
+            .await
+            .map(|_| ())
+    }
+
     /// Paste `data` into the pane as typed input (through a tmux buffer fed on stdin, so the
     /// text never appears in a process's argv), optionally followed by Enter.
     pub async fn send_input(&self, data: &[u8], enter: bool) -> Result<()> {

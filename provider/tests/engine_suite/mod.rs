@@ -1015,3 +1015,67 @@ pub async fn session_shell_is_isolated(t: Arc<dyn Transport>, dir: &str) {
     assert_eq!(err.code, ErrorCode::RemoteNotFound, "{err}");
     b.finish().await;
 }
+
+pub async fn session_read_shows_commands_and_output(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    b.run("echo visible-out; echo visible-err >&2; (exit 4)")
+        .await;
+    let chunk = read_until(&b, 0, "[exit 4]").await;
+    let text = chunk.text.replace('\r', "");
+    let cmd = text.find("$ echo visible-out;").expect("the command text");
+    let out = text[cmd..].find("\nvisible-out\n").expect("stdout");
+    let err = text[cmd..].find("\nvisible-err\n").expect("stderr");
+    assert!(out < err, "{text}");
+    // The cursor stays exact: reading from it gives only what came after.
+    let next = b
+        .engine
+        .read(b.sid(), Some(chunk.cursor), 1 << 20)
+        .await
+        .unwrap();
+    assert!(!next.text.contains("visible-out"), "{}", next.text);
+    b.finish().await;
+}
+
+pub async fn old_command_dirs_are_pruned(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        ids.push(b.run(&format!("echo {i}")).await.command_id);
+    }
+    let running = b
+        .engine
+        .exec(b.sid(), "sleep 300", ExecRequest::background())
+        .await
+        .unwrap();
+    let driver_paths = &b.session.remote_commands_dir;
+    let engine_driver = remote_runner_provider::tmux::TmuxDriver::new(
+        b.t.clone(),
+        remote_runner_provider::tmux::SessionPaths {
+            tmux_path: b.session.tmux_path.clone(),
+            socket: b.session.tmux_socket.clone(),
+            session_name: b.session.tmux_session.clone(),
+            state_dir: b.session.remote_state_dir.clone(),
+            commands_dir: driver_paths.clone(),
+        },
+    );
+    engine_driver.prune_commands(2).await.unwrap();
+    let left: Vec<String> =
+        b.t.read_dir(driver_paths)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+    // The two newest stay, and the running one whatever its age; the oldest ended ones go.
+    assert!(left.contains(&running.command_id), "{left:?}");
+    assert!(left.contains(&ids[3]), "{left:?}");
+    assert!(
+        !left.contains(&ids[0]) && !left.contains(&ids[1]),
+        "{left:?}"
+    );
+    b.engine
+        .command_stop(b.sid(), &running.command_id)
+        .await
+        .unwrap();
+    b.finish().await;
+}
