@@ -1494,7 +1494,10 @@ pub async fn cwd_control_characters_are_data(t: Arc<dyn Transport>, dir: &str) {
 
 /// The user's ~/.bashrc is sourced into the session shell: its aliases, functions and exports
 /// are available to commands, yet nothing it prints (stdout, stderr, PROMPT_COMMAND) reaches a
-/// command's output, and its `set -e` or prompt cannot break the mechanism.
+/// command's output, and its `set -e` or prompt cannot break the mechanism. The home is a test
+/// directory given as `HOME` in the session environment (the runner's real home is shared), so
+/// the session's login environment must be resolved with that `HOME`; the SSH login accounts
+/// (engine_shells.rs) cover a real home.
 pub async fn hostile_bashrc_quiet(t: Arc<dyn Transport>, dir: &str) {
     let home = format!("{dir}/hostile-home");
     t.create_dir_all(&home, 0o700).await.unwrap();
