@@ -35,7 +35,7 @@ ssh_tests!(
     huge_output,
     fake_end_markers,
     set_e_ends_command_not_session,
-    exit_keeps_session,
+    exit_keeps_output_code_and_session,
     dead_tmux_server_is_lost,
     trailing_ampersand,
     read_answered_by_send,
@@ -45,7 +45,7 @@ ssh_tests!(
     background_run_wait_stop,
     crlf_command,
     non_utf8_locale,
-    hostile_bashrc_ignored,
+    hostile_bashrc_quiet,
     busy_on_concurrent_exec,
     wait_timeout_then_result,
     transcript_read_with_cursor,
@@ -61,6 +61,10 @@ ssh_tests!(
     session_read_shows_commands_and_output,
     old_command_dirs_are_pruned,
     session_shell_is_isolated,
+    git_repo_cwd_leaves_no_trace,
+    user_settings_cannot_break_mechanism,
+    hostile_dir_names_are_data,
+    cwd_control_characters_are_data,
 );
 
 /// Kill the per-connection sshd while a command runs and a waiter waits: the command finishes

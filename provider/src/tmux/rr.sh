@@ -64,7 +64,7 @@ __rr_fin() {
 }
 
 __rr_prompt() {
-  local s=$?
+  local s=${1:-$?}
   if [ -n "${__rr_cur:-}" ]; then __rr_fin "$s" prompt; fi
 }
 
@@ -75,8 +75,11 @@ __rr_on_exit() {
 
 # A failure under `set -e` ends the command (return from the sourced cmd.sh), not the shell.
 # (`set -e` lasts for the command that sets it; `set -u` and `set -C` stay set, as typed.)
+# PROMPT_COMMAND is exported so that a bash that replaced the session shell (`exec bash`: same
+# pid, none of our functions) reports it at its first prompt; any other bash ignores it.
 __rr_arm() {
-  PROMPT_COMMAND=__rr_prompt
+  # shellcheck disable=SC2016,SC2154 # expanded at each prompt
+  export PROMPT_COMMAND='__rr_ps=$?; if [ "$$" = "${__rr_shell_pid:-}" ]; then __rr_prompt "$__rr_ps" 2>/dev/null || \builtin . "$__rr_sdir/rr.sh" replaced; fi'
   trap __rr_on_exit EXIT
   trap '__rr_s=$?; if [[ $- == *e* && -n ${__rr_cur:-} ]]; then set +e; return $__rr_s 2>/dev/null; fi' ERR
 }
@@ -172,6 +175,21 @@ run)
   case $__rr_uf in *u*) \builtin set -u ;; esac
   case $__rr_uf in *C*) \builtin set -C ;; esac
   ;;
+replaced)
+  # The first prompt of a bash that replaced the session shell: the command that ran `exec` is
+  # over; record it, and take this shell as the session shell from now on.
+  __rr_o=
+  read -r __rr_o 2>/dev/null <"$__rr_sdir/busy"
+  if [ -n "$__rr_o" ] && [ -e "$__rr_cdir/$__rr_o/started" ] && [ ! -s "$__rr_cdir/$__rr_o/exit" ]; then
+    __rr_cur=$__rr_cdir/$__rr_o
+    __rr_lock=1
+    __rr_keep=1
+    __rr_fin 0 shell_replaced
+  fi
+  read -r __rr_comm <"/proc/$$/comm" && \builtin printf '%s\n' "$__rr_comm" >|"$__rr_sdir/shell.comm"
+  \builtin mapfile -d '' __rr_argv <"/proc/$$/cmdline" && \builtin printf '%s ' "${__rr_argv[@]}" >|"$__rr_sdir/shell.cmdline"
+  __rr_arm
+  ;;
 bg)
   __rr_arm
   \command -p setsid -f "$BASH" --noprofile --norc "$__rr_sdir/rr.sh" bgrun "$2" \
@@ -236,7 +254,7 @@ pane)
 '')
   set +H
   bind 'set bell-style none' 2>/dev/null
-  unset HISTFILE PROMPT_COMMAND TMUX TMUX_PANE
+  unset HISTFILE PROMPT_COMMAND TMUX TMUX_PANE __rr_shell_pid
   # The environment a login shell of the user's own shell has (PATH, conda, nvm, ...).
   if [ -s "$__rr_sdir/login.env" ]; then
     while IFS= read -r -d '' __rr_kv; do
@@ -274,6 +292,7 @@ pane)
     \builtin cd -- "$__rr_c" 2>/dev/null || \builtin printf 'remote-runner: %q is gone; the shell starts in %s\n' "$__rr_c" "$PWD"
   fi
   \builtin printf '%s\n' "$$" >|"$__rr_sdir/shell.pid"
+  export __rr_shell_pid=$$
   read -r __rr_comm <"/proc/$$/comm" && \builtin printf '%s\n' "$__rr_comm" >|"$__rr_sdir/shell.comm"
   # How this shell was started: a command that replaces it (`exec bash`) changes it.
   \builtin mapfile -d '' __rr_argv <"/proc/$$/cmdline" && \builtin printf '%s ' "${__rr_argv[@]}" >|"$__rr_sdir/shell.cmdline"

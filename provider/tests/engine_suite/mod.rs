@@ -24,6 +24,7 @@ pub struct Bed {
     pub dir: String,
     pub state: tempfile::TempDir,
     pub options: EngineOptions,
+    _guard: TmuxGuard,
 }
 
 pub fn options(env: Vec<(String, String)>) -> EngineOptions {
@@ -39,6 +40,14 @@ pub async fn bed(t: Arc<dyn Transport>, dir: &str) -> Bed {
 }
 
 pub async fn bed_with(t: Arc<dyn Transport>, dir: &str, options: EngineOptions) -> Bed {
+    let mut machine = Machine::local();
+    machine.default_cwd = dir.to_string();
+    bed_on(t, machine, options).await
+}
+
+/// A bed whose session is created for `machine` (its `default_cwd` is the session's cwd), e.g.
+/// the real SSH machine record of a test account.
+pub async fn bed_on(t: Arc<dyn Transport>, machine: Machine, options: EngineOptions) -> Bed {
     let state = tempfile::tempdir().unwrap();
     let engine = Engine::with_options(
         state.path(),
@@ -46,17 +55,75 @@ pub async fn bed_with(t: Arc<dyn Transport>, dir: &str, options: EngineOptions) 
         options.clone(),
     )
     .unwrap();
-    let mut machine = Machine::local();
-    machine.default_cwd = dir.to_string();
-    let session = engine.create_session(&machine, None).await.unwrap();
+    let dir = machine.default_cwd.clone();
+    let guard = TmuxGuard(options.tmux_socket.clone());
+    let session = engine
+        .create_session(&machine, None)
+        .await
+        .unwrap_or_else(|e| panic!("session create in {dir:?} failed: {e}"));
     Bed {
         t,
         engine,
         session,
-        dir: dir.to_string(),
+        dir,
         state,
         options,
+        _guard: guard,
     }
+}
+
+/// Kills the private tmux server of a bed when the test ends, also when it panicked (the
+/// machine is this host for every runner: local, or the loopback sshd). Root may talk to any
+/// user's tmux server.
+pub struct TmuxGuard(pub String);
+
+impl Drop for TmuxGuard {
+    fn drop(&mut self) {
+        let Ok(dirs) = std::fs::read_dir("/tmp") else {
+            return;
+        };
+        for d in dirs.flatten() {
+            if !d.file_name().to_string_lossy().starts_with("tmux-") {
+                continue;
+            }
+            let sock = d.path().join(&self.0);
+            if sock.exists() {
+                let _ = std::process::Command::new("tmux")
+                    .arg("-S")
+                    .arg(&sock)
+                    .arg("kill-server")
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .status();
+            }
+        }
+    }
+}
+
+/// Run `cmd` with POSIX `sh` on the machine, outside any session, whatever the login shell and
+/// whatever its startup files print: the script goes on stdin of `exec /bin/sh -s` (a line every
+/// shell parses), and only what follows a per-call marker is returned.
+pub async fn sh_on(t: &dyn Transport, cmd: &str) -> String {
+    let marker = format!("rr-sh-begin-{}", uuid::Uuid::new_v4().simple());
+    let script = format!("printf '%s\\n' {marker}\n{cmd}\n");
+    let out = t
+        .exec(
+            "exec /bin/sh -s",
+            ExecOptions {
+                stdin: Some(script.into_bytes()),
+                ..ExecOptions::default()
+            },
+        )
+        .await
+        .unwrap_or_else(|e| panic!("sh {cmd:?} failed: {e}"));
+    let text = out.stdout_lossy();
+    let Some((_, after)) = text.split_once(&format!("{marker}\n")) else {
+        panic!(
+            "sh {cmd:?}: no marker in stdout {text:?}, stderr {:?}",
+            out.stderr_lossy()
+        );
+    };
+    after.to_string()
 }
 
 impl Bed {
@@ -91,8 +158,7 @@ impl Bed {
 
     /// Run a plain command on the machine, outside the session.
     pub async fn sh(&self, cmd: &str) -> String {
-        let out = self.t.exec(cmd, ExecOptions::default()).await.unwrap();
-        out.stdout_lossy()
+        sh_on(self.t.as_ref(), cmd).await
     }
 
     /// Stop the private tmux server.
@@ -294,33 +360,6 @@ pub async fn set_e_ends_command_not_session(t: Arc<dyn Transport>, dir: &str) {
         b.engine.session_show(b.sid()).unwrap().status,
         SessionStatus::Active
     );
-    b.finish().await;
-}
-
-pub async fn exit_keeps_session(t: Arc<dyn Transport>, dir: &str) {
-    let b = bed(t, dir).await;
-    b.run(&format!("cd {dir} && export RR_KEPT=kept-value"))
-        .await;
-    let rec = b.run("echo bye; echo err >&2; exit 7").await;
-    assert_eq!(
-        (rec.status, rec.exit_code),
-        (CommandStatus::Failed, Some(7)),
-        "{rec:?}"
-    );
-    assert_eq!(
-        (rec.stdout.as_str(), rec.stderr.as_str()),
-        ("bye\n", "err\n")
-    );
-    assert!(rec.shell_restarted, "{rec:?}");
-    assert_eq!(rec.end_reason.as_deref(), Some("shell_exit"));
-    assert_eq!(
-        b.engine.session_show(b.sid()).unwrap().status,
-        SessionStatus::Active
-    );
-    // A fresh shell, in the same directory, with the exported environment.
-    let rec = b.run("pwd; echo $RR_KEPT").await;
-    assert_eq!(rec.stdout, format!("{dir}\nkept-value\n"));
-    assert!(!rec.shell_restarted);
     b.finish().await;
 }
 
@@ -567,29 +606,6 @@ pub async fn non_utf8_locale(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn hostile_bashrc_ignored(t: Arc<dyn Transport>, dir: &str) {
-    let home = format!("{dir}/hostile-home");
-    t.create_dir_all(&home, 0o700).await.unwrap();
-    let rc = "echo NOISE-FROM-BASHRC\nPS1='HOSTILE> '\nPROMPT_COMMAND='echo PC-NOISE'\nset -e\nalias echo='echo HIJACK'\n";
-    t.write_file(&format!("{home}/.bashrc"), rc.as_bytes(), 0o644)
-        .await
-        .unwrap();
-    t.write_file(&format!("{home}/.bash_profile"), rc.as_bytes(), 0o644)
-        .await
-        .unwrap();
-    let b = bed_with(t, dir, options(vec![("HOME".into(), home.clone())])).await;
-    let rec = b.run("echo $HOME; false; echo ok").await;
-    assert_eq!(rec.stdout, format!("{home}\nok\n"));
-    assert_eq!(rec.exit_code, Some(0));
-    let screen = b.engine.capture_screen(b.sid()).await.unwrap();
-    assert!(
-        !screen.text.contains("NOISE") && !screen.text.contains("HOSTILE"),
-        "{}",
-        screen.text
-    );
-    b.finish().await;
-}
-
 pub async fn busy_on_concurrent_exec(t: Arc<dyn Transport>, dir: &str) {
     let b = bed(t, dir).await;
     let first = b
@@ -796,22 +812,6 @@ pub async fn screen_and_resize(t: Arc<dyn Transport>, dir: &str) {
         .await
         .unwrap();
     read_until(&b, 0, "raw-bytes\r\n").await;
-    b.finish().await;
-}
-
-pub async fn shell_killed_restarts(t: Arc<dyn Transport>, dir: &str) {
-    let b = bed(t, dir).await;
-    b.run("export RR_KEPT=after-kill").await;
-    let rec = b.run("echo x; ( kill -9 $$ )").await;
-    assert_eq!((rec.exit_code, rec.stdout.as_str()), (Some(137), "x\n"));
-    assert_eq!(rec.end_reason.as_deref(), Some("shell_killed"));
-    assert!(rec.shell_restarted);
-    let rec = b.run("echo $RR_KEPT").await;
-    assert_eq!(rec.stdout, "after-kill\n");
-    assert_eq!(
-        b.engine.session_show(b.sid()).unwrap().status,
-        SessionStatus::Active
-    );
     b.finish().await;
 }
 
@@ -1077,5 +1077,574 @@ pub async fn old_command_dirs_are_pruned(t: Arc<dyn Transport>, dir: &str) {
         .command_stop(b.sid(), &running.command_id)
         .await
         .unwrap();
+    b.finish().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The control plane on real hosts (issue 12) and what nobody may forge or inject (issue 21).
+// ---------------------------------------------------------------------------------------------
+
+/// Bound on every wait in the cases below: a hang shows up as `wait_timed_out`, never as a test
+/// that does not end.
+const BOUND: Duration = Duration::from_secs(30);
+
+/// Run `cmd` in session `sid`, waiting at most [`BOUND`]; fails the test when the command did not
+/// end within it.
+async fn run_in(engine: &Engine, sid: &str, cmd: &str, req: ExecRequest) -> CommandRecord {
+    let rec = engine
+        .exec(sid, cmd, req.with_timeout(BOUND))
+        .await
+        .unwrap_or_else(|e| panic!("exec {cmd:?} failed: {e}"));
+    assert!(
+        !rec.wait_timed_out && rec.status.is_final(),
+        "{cmd:?} did not end within {BOUND:?}: {rec:?}"
+    );
+    rec
+}
+
+fn q(s: &str) -> String {
+    remote_runner_provider::transport::shell_quote(s)
+}
+
+/// A session whose cwd is a git repository leaves nothing in it: `git status --ignored` stays
+/// clean after foreground, failing, background and cwd-override commands, and neither
+/// `git clean -fdx` nor `rm -rf ./* ./.??*` in the cwd breaks the session.
+pub async fn git_repo_cwd_leaves_no_trace(t: Arc<dyn Transport>, dir: &str) {
+    let repo = format!("{dir}/repo");
+    let setup = sh_on(
+        t.as_ref(),
+        &format!(
+            "set -e; git init -q {r}; cd {r}; git config user.email rr@example.invalid; \
+             git config user.name rr; printf 'tracked\\n' > tracked.txt; git add tracked.txt; \
+             git commit -q -m init; echo ready",
+            r = q(&repo)
+        ),
+    )
+    .await;
+    assert!(setup.ends_with("ready\n"), "git setup: {setup:?}");
+    let b = bed_with(t, &repo, options(Vec::new())).await;
+    let rec = b.run("echo hi; echo err >&2").await;
+    assert_eq!(
+        (rec.stdout.as_str(), rec.stderr.as_str()),
+        ("hi\n", "err\n")
+    );
+    assert_eq!(b.run("false").await.exit_code, Some(1));
+    let bg = b
+        .engine
+        .exec(b.sid(), "echo bg", ExecRequest::background())
+        .await
+        .unwrap();
+    let bg = b
+        .engine
+        .command_wait(b.sid(), &bg.command_id, BOUND)
+        .await
+        .unwrap();
+    assert_eq!(bg.stdout, "bg\n");
+    run_in(
+        &b.engine,
+        b.sid(),
+        "pwd",
+        ExecRequest::wait().with_cwd(&repo),
+    )
+    .await;
+
+    let status = b.run("git status --porcelain --ignored").await;
+    assert_eq!(
+        (
+            status.exit_code,
+            status.stdout.as_str(),
+            status.stderr.as_str()
+        ),
+        (Some(0), "", ""),
+        "the session left files in its git working tree"
+    );
+    let outside = b
+        .sh(&format!(
+            "cd {} && git status --porcelain --ignored && echo end",
+            q(&repo)
+        ))
+        .await;
+    assert_eq!(outside, "end\n", "seen from outside the session");
+
+    let clean = b.run("git clean -fdx").await;
+    assert_eq!(
+        (clean.exit_code, clean.stdout.as_str()),
+        (Some(0), ""),
+        "git clean found files of ours"
+    );
+    let next = b.run("echo alive; pwd").await;
+    assert_eq!(
+        (next.exit_code, next.stdout.as_str()),
+        (Some(0), format!("alive\n{repo}\n").as_str()),
+        "after git clean -fdx: {next:?}"
+    );
+    b.run("rm -rf ./* ./.??*").await;
+    let next = b.run("echo alive; pwd; ls -A | wc -l").await;
+    assert_eq!(
+        (next.exit_code, next.stdout.as_str()),
+        (Some(0), format!("alive\n{repo}\n0\n").as_str()),
+        "after rm -rf ./* ./.??*: {next:?}"
+    );
+    assert_eq!(
+        b.engine.session_show(b.sid()).unwrap().status,
+        SessionStatus::Active
+    );
+    b.finish().await;
+}
+
+/// `exit N` ends the command, not the session: the result has code N and every byte printed
+/// before it; the session goes on in a fresh shell with the same cwd and exported environment.
+pub async fn exit_keeps_output_code_and_session(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    b.run(&format!(
+        "mkdir -p {d}/sub && cd {d}/sub && export RR_KEEP='kept value'",
+        d = q(dir)
+    ))
+    .await;
+    let rec = b
+        .run("echo bye; printf partial; printf 'to-err\\n' >&2; exit 4")
+        .await;
+    assert_eq!(
+        (rec.status, rec.exit_code),
+        (CommandStatus::Failed, Some(4)),
+        "{rec:?}"
+    );
+    assert_eq!(
+        (rec.stdout.as_str(), rec.stderr.as_str()),
+        ("bye\npartial", "to-err\n")
+    );
+    assert!(rec.shell_restarted, "{rec:?}");
+    assert_eq!(
+        b.engine.session_show(b.sid()).unwrap().status,
+        SessionStatus::Active
+    );
+    let next = b.run("pwd; printf '%s\\n' \"$RR_KEEP\"").await;
+    assert_eq!(
+        (next.exit_code, next.stdout.as_str()),
+        (Some(0), format!("{dir}/sub\nkept value\n").as_str()),
+        "the fresh shell has the cwd and exported environment"
+    );
+
+    // Every byte, also when there are many.
+    let rec = b.run("seq 1 50000; exit 6").await;
+    let want: String = (1..=50000).map(|i| format!("{i}\n")).collect();
+    assert_eq!(rec.exit_code, Some(6));
+    assert_eq!(rec.stdout_bytes, want.len() as u64);
+    assert_eq!(b.stdout_bytes(&rec), want.as_bytes());
+
+    // A bare `exit` keeps the last status; `exit 0` is a success.
+    assert_eq!(b.run("false; exit").await.exit_code, Some(1));
+    let rec = b.run("exit 0").await;
+    assert_eq!(
+        (rec.status, rec.exit_code),
+        (CommandStatus::Completed, Some(0))
+    );
+    let next = b.run("echo again").await;
+    assert_eq!((next.exit_code, next.stdout.as_str()), (Some(0), "again\n"));
+    assert_eq!(b.engine.command_list(b.sid()).unwrap().len(), 7);
+    b.finish().await;
+}
+
+/// A command that kills its own shell ends (code 137, its output kept); the session goes on in
+/// a fresh shell with the same cwd and exported environment.
+pub async fn shell_killed_restarts(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    b.run(&format!(
+        "mkdir -p {d}/sub && cd {d}/sub && export RR_KEEP=kept",
+        d = q(dir)
+    ))
+    .await;
+    let rec = b.run("echo x; kill -9 $$").await;
+    assert_eq!(
+        (rec.status, rec.exit_code),
+        (CommandStatus::Failed, Some(137)),
+        "{rec:?}"
+    );
+    assert_eq!(rec.stdout, "x\n");
+    assert_eq!(rec.end_reason.as_deref(), Some("shell_killed"));
+    assert!(rec.shell_restarted, "{rec:?}");
+    assert_eq!(
+        b.engine.session_show(b.sid()).unwrap().status,
+        SessionStatus::Active
+    );
+    let next = b.run("pwd; echo $RR_KEEP").await;
+    assert_eq!(
+        (next.exit_code, next.stdout.as_str()),
+        (Some(0), format!("{dir}/sub\nkept\n").as_str())
+    );
+    // The same from a subshell aiming at the session shell.
+    let rec = b.run("echo y; ( kill -9 $$ )").await;
+    assert_eq!((rec.exit_code, rec.stdout.as_str()), (Some(137), "y\n"));
+    assert_eq!(b.run("echo alive").await.stdout, "alive\n");
+    b.finish().await;
+}
+
+/// Like [`run_in`] but reports instead of panicking: an error, or a command that did not end
+/// within [`BOUND`] (it is stopped).
+async fn try_run(
+    engine: &Engine,
+    sid: &str,
+    cmd: &str,
+    req: ExecRequest,
+) -> Result<CommandRecord, String> {
+    let rec = engine
+        .exec(sid, cmd, req.with_timeout(BOUND))
+        .await
+        .map_err(|e| format!("exec {cmd:?} failed: {e}"))?;
+    if rec.wait_timed_out || !rec.status.is_final() {
+        let _ = engine.command_stop(sid, &rec.command_id).await;
+        return Err(format!(
+            "{cmd:?} did not end within {BOUND:?} (stopped): {rec:?}"
+        ));
+    }
+    Ok(rec)
+}
+
+/// `Err(what)` unless `got == want`.
+fn check<T: PartialEq + std::fmt::Debug>(what: &str, got: T, want: T) -> Result<(), String> {
+    if got == want {
+        Ok(())
+    } else {
+        Err(format!("{what}: got {got:?}, want {want:?}"))
+    }
+}
+
+/// No shell setting a user may make in one command breaks the next: each is set in a fresh
+/// session, then a command returns its exact output and exit code, a cwd override still lands
+/// in the right directory, and a background command runs. Never a hang (every wait is bounded).
+/// Every setting is tried; the failure lists all that broke something.
+pub async fn user_settings_cannot_break_mechanism(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    let sub = format!("{dir}/sub");
+    b.run(&format!("mkdir -p {}", q(&sub))).await;
+    let mut machine = Machine::local();
+    machine.default_cwd = dir.to_string();
+    let settings = [
+        "set -C",
+        "set -u",
+        "set -e",
+        "set -o vi",
+        "shopt -s failglob",
+        "shopt -s nullglob",
+        "trap 'echo bye' EXIT",
+        "set -Cu -o vi; shopt -s failglob nullglob; trap 'echo bye' EXIT",
+        "cd() { echo HIJACK-cd; return 1; }",
+        "echo() { builtin echo HIJACK-echo; }",
+        "printf() { builtin echo HIJACK-printf; }",
+        "source() { builtin echo HIJACK-source; }",
+        ".() { builtin echo HIJACK-dot; }",
+        "alias cd='echo HIJACK-cd'",
+        "alias echo='echo HIJACK-echo'",
+        "alias printf='echo HIJACK-printf'",
+        "alias source='echo HIJACK-source'",
+        "alias .='echo HIJACK-dot'",
+        "exec bash",
+    ];
+    let mut failures = Vec::new();
+    for setting in settings {
+        let sess = match b.engine.create_session(&machine, None).await {
+            Ok(s) => s,
+            Err(e) => {
+                failures.push(format!("{setting:?}: session create: {e}"));
+                continue;
+            }
+        };
+        let sid = sess.session_id.as_str();
+        if let Err(f) = setting_then_commands(&b.engine, sid, setting, &sub).await {
+            failures.push(format!("{setting:?}: {f}"));
+        }
+        let _ = b.engine.destroy(sid).await;
+    }
+    assert!(
+        failures.is_empty(),
+        "user shell settings broke the mechanism:\n{}",
+        failures.join("\n")
+    );
+    b.finish().await;
+}
+
+async fn setting_then_commands(
+    engine: &Engine,
+    sid: &str,
+    setting: &str,
+    sub: &str,
+) -> Result<(), String> {
+    let set = try_run(engine, sid, setting, ExecRequest::wait()).await?;
+    if setting == "exec bash" {
+        // The command replaced the shell: it ends there, and a fresh bash carries on.
+        check(
+            "exec bash",
+            (set.status, set.exit_code, set.shell_restarted),
+            (CommandStatus::Completed, Some(0), true),
+        )?;
+    } else {
+        check(
+            "the setting itself",
+            (set.status, set.exit_code, set.stdout.as_str()),
+            (CommandStatus::Completed, Some(0), ""),
+        )?;
+    }
+    let rec = try_run(
+        engine,
+        sid,
+        "command printf 'out\\n'; command printf 'err\\n' >&2; (exit 3)",
+        ExecRequest::wait(),
+    )
+    .await?;
+    check(
+        "next command",
+        (
+            rec.status,
+            rec.exit_code,
+            rec.stdout.as_str(),
+            rec.stderr.as_str(),
+        ),
+        (CommandStatus::Failed, Some(3), "out\n", "err\n"),
+    )?;
+    let rec = try_run(
+        engine,
+        sid,
+        "command pwd",
+        ExecRequest::wait().with_cwd(sub),
+    )
+    .await?;
+    check(
+        "cwd override",
+        (rec.exit_code, rec.stdout.as_str()),
+        (Some(0), format!("{sub}\n").as_str()),
+    )?;
+    let bg = engine
+        .exec(sid, "command printf 'bg\\n'", ExecRequest::background())
+        .await
+        .map_err(|e| format!("background: {e}"))?;
+    let bg = engine
+        .command_wait(sid, &bg.command_id, BOUND)
+        .await
+        .map_err(|e| format!("background wait: {e}"))?;
+    check(
+        "background",
+        (bg.status, bg.exit_code, bg.stdout.as_str()),
+        (CommandStatus::Completed, Some(0), "bg\n"),
+    )?;
+    let status = engine
+        .session_show(sid)
+        .map_err(|e| format!("session show: {e}"))?
+        .status;
+    check("session status", status, SessionStatus::Active)
+}
+
+/// Directory names that look like result framing or tmux formats are data: a session created
+/// in such a directory runs there, tmux expands nothing (`#(…)` runs no command, `#{…}` does not
+/// change the cwd), the exit code is the command's, and the same holds for an exec cwd override.
+pub async fn hostile_dir_names_are_data(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let pwned = format!("/tmp/PWNED-{id}");
+    let names = [
+        "nl\ncode=0\nhow=normal\nstate=done\nend".to_string(),
+        format!("fmt-#(touch {pwned})-end"),
+        "pane-#{pane_pid}-#{session_name}-end".to_string(),
+        format!("all\ncode=0 #(touch {pwned}) #{{pane_pid}}\nend"),
+    ];
+    let mut machine = Machine::local();
+    machine.default_cwd = dir.to_string();
+    let mut failures = Vec::new();
+    for name in &names {
+        let path = format!("{dir}/{name}");
+        b.t.create_dir_all(&path, 0o755).await.unwrap();
+        if let Err(f) = session_in_dir(&b, &machine, &path).await {
+            failures.push(format!("session in {path:?}: {f}"));
+        }
+        let override_result = try_run(
+            &b.engine,
+            b.sid(),
+            "command pwd; (exit 6)",
+            ExecRequest::wait().with_cwd(&path),
+        )
+        .await
+        .and_then(|rec| {
+            check(
+                "exec cwd override",
+                (rec.exit_code, rec.stdout),
+                (Some(6), format!("{path}\n")),
+            )
+        });
+        if let Err(f) = override_result {
+            failures.push(format!("cwd override {path:?}: {f}"));
+        }
+    }
+    // tmux runs `#(…)` jobs in the background: give one a moment before looking.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let found = b
+        .sh(&format!(
+            "if [ -e {p} ]; then rm -f {p}; echo created; else echo none; fi",
+            p = q(&pwned)
+        ))
+        .await;
+    if found != "none\n" {
+        failures.push(format!(
+            "tmux ran a command from a directory name: {pwned} {found}"
+        ));
+    }
+    assert!(
+        failures.is_empty(),
+        "hostile directory names were interpreted:\n{}",
+        failures.join("\n")
+    );
+    b.finish().await;
+}
+
+async fn session_in_dir(b: &Bed, machine: &Machine, path: &str) -> Result<(), String> {
+    let sess = b
+        .engine
+        .create_session(machine, Some(path))
+        .await
+        .map_err(|e| format!("create: {e}"))?;
+    let result = async {
+        check("session cwd", sess.cwd.as_str(), path)?;
+        let rec = try_run(
+            &b.engine,
+            &sess.session_id,
+            "command pwd; (exit 5)",
+            ExecRequest::wait(),
+        )
+        .await?;
+        check(
+            "pwd in the session",
+            (rec.exit_code, rec.stdout.as_str(), rec.cwd.as_str()),
+            (Some(5), format!("{path}\n").as_str(), path),
+        )
+    }
+    .await;
+    let _ = b.engine.destroy(&sess.session_id).await;
+    result
+}
+
+/// An exec cwd override holding control characters (Ctrl-U, Tab, newline, every other one) is
+/// data: the command runs in that directory and nothing else runs. Every name is tried until
+/// one hangs; the failure lists all that went wrong.
+pub async fn cwd_control_characters_are_data(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    let base = format!("{dir}/ctl");
+    let mut names = vec![
+        "u\u{15}touch INJECTED-u #".to_string(),
+        "t\ttouch INJECTED-t".to_string(),
+        "n\ntouch INJECTED-n\n#".to_string(),
+        "all\u{15}\t\ntouch INJECTED-all\n\u{3}\u{4}".to_string(),
+    ];
+    for c in (1u8..0x20).chain([0x7f]) {
+        names.push(format!("c{c:02x}-{}-end", c as char));
+    }
+    let mut failures = Vec::new();
+    for name in &names {
+        let path = format!("{base}/{name}");
+        b.t.create_dir_all(&path, 0o755).await.unwrap();
+        let result = try_run(
+            &b.engine,
+            b.sid(),
+            "command pwd; (exit 6)",
+            ExecRequest::wait().with_cwd(&path),
+        )
+        .await;
+        match result {
+            Ok(rec) => {
+                if let Err(f) = check(
+                    "pwd",
+                    (rec.exit_code, rec.stdout),
+                    (Some(6), format!("{path}\n")),
+                ) {
+                    failures.push(format!("cwd {path:?}: {f}"));
+                }
+            }
+            Err(f) => {
+                // A hung session is not worth probing further.
+                failures.push(format!("cwd {path:?}: {f}"));
+                break;
+            }
+        }
+    }
+    let injected = b.sh(&format!("find {} -name 'INJECTED-*'", q(dir))).await;
+    if !injected.is_empty() {
+        failures.push(format!("a cwd was typed into the shell: {injected}"));
+    }
+    assert!(
+        failures.is_empty(),
+        "control characters in a cwd were interpreted:\n{}",
+        failures.join("\n")
+    );
+    let next = b.run("echo next").await;
+    assert_eq!((next.exit_code, next.stdout.as_str()), (Some(0), "next\n"));
+    b.finish().await;
+}
+
+/// The user's ~/.bashrc is sourced into the session shell: its aliases, functions and exports
+/// are available to commands, yet nothing it prints (stdout, stderr, PROMPT_COMMAND) reaches a
+/// command's output, and its `set -e` or prompt cannot break the mechanism. The home is a test
+/// directory given as `HOME` in the session environment (the runner's real home is shared), so
+/// the session's login environment must be resolved with that `HOME`; the SSH login accounts
+/// (engine_shells.rs) cover a real home.
+pub async fn hostile_bashrc_quiet(t: Arc<dyn Transport>, dir: &str) {
+    let home = format!("{dir}/hostile-home");
+    t.create_dir_all(&home, 0o700).await.unwrap();
+    let rc = "echo NOISE-FROM-BASHRC\necho NOISE-ERR-FROM-BASHRC >&2\nPS1='HOSTILE> '\n\
+              PROMPT_COMMAND='echo PC-NOISE; echo PC-NOISE-ERR >&2'\nset -e\n\
+              alias echo='echo HIJACK'\nalias rrll='printf \"%s\\n\" aliased-from-bashrc'\n\
+              rr_rc_fn() { printf '%s\\n' fn-from-bashrc; }\nexport RR_RC_VAR=rc-var\n";
+    t.write_file(&format!("{home}/.bashrc"), rc.as_bytes(), 0o644)
+        .await
+        .unwrap();
+    t.write_file(&format!("{home}/.bash_profile"), rc.as_bytes(), 0o644)
+        .await
+        .unwrap();
+    let b = bed_with(t, dir, options(vec![("HOME".into(), home.clone())])).await;
+    let rec = b
+        .run("printf '%s\\n' \"$HOME\"; false; printf 'ok\\n'")
+        .await;
+    assert_eq!(
+        (rec.exit_code, rec.stdout.as_str(), rec.stderr.as_str()),
+        (Some(0), format!("{home}\nok\n").as_str(), ""),
+        "{rec:?}"
+    );
+    let rec = b
+        .run("rrll; rr_rc_fn; printf '%s\\n' \"$RR_RC_VAR\"; echo hi")
+        .await;
+    assert_eq!(
+        (rec.exit_code, rec.stdout.as_str(), rec.stderr.as_str()),
+        (
+            Some(0),
+            "aliased-from-bashrc\nfn-from-bashrc\nrc-var\nHIJACK hi\n",
+            ""
+        ),
+        "~/.bashrc aliases, functions and exports are available: {rec:?}"
+    );
+    let bg = b
+        .engine
+        .exec(
+            b.sid(),
+            "printf '%s\\n' \"$RR_RC_VAR\"",
+            ExecRequest::background(),
+        )
+        .await
+        .unwrap();
+    let bg = b
+        .engine
+        .command_wait(b.sid(), &bg.command_id, BOUND)
+        .await
+        .unwrap();
+    assert_eq!(
+        (bg.stdout.as_str(), bg.stderr.as_str()),
+        ("rc-var\n", ""),
+        "exports reach background commands"
+    );
+    for rec in b.engine.command_list(b.sid()).unwrap() {
+        let log = std::fs::read_to_string(&rec.log_file_local).unwrap_or_default();
+        assert!(
+            !log.contains("NOISE")
+                && !rec.stdout.contains("NOISE")
+                && !rec.stderr.contains("NOISE"),
+            "startup output reached command {}: {log}",
+            rec.command
+        );
+    }
     b.finish().await;
 }

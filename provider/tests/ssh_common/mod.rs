@@ -10,11 +10,23 @@ use remote_runner_provider::ssh::{AgentSource, ConnectOptions, SshConfigSource};
 use remote_runner_testkit::Sshd;
 
 pub fn machine(sshd: &Sshd, key: Option<&Path>) -> Machine {
+    let mut m = machine_as(sshd, sshd.user(), key);
+    m.machine_id = "t1".into();
+    m
+}
+
+/// A machine record for `user` (e.g. a testkit login account) on this test bed, logging in with
+/// `key` (every bed's sshd accepts its client keys for every test user).
+pub fn machine_for(sshd: &Sshd, user: &str, key: &Path) -> Machine {
+    machine_as(sshd, user, Some(key))
+}
+
+fn machine_as(sshd: &Sshd, user: &str, key: Option<&Path>) -> Machine {
     Machine {
-        machine_id: "t1".into(),
+        machine_id: format!("t-{user}"),
         host: "127.0.0.1".into(),
         port: sshd.port,
-        user: sshd.user().into(),
+        user: user.into(),
         auth_type: AuthType::Key,
         key_path: key.map(|k| k.to_string_lossy().into_owned()),
         default_cwd: "/tmp".into(),
