@@ -157,6 +157,8 @@ rr_start_session() {
   if ! rr_why=$(rr_secure_chain "$SD"); then echo "@insecure $rr_why"; exit 0; fi
   cat >"$SD/rr.sh" || exit 3
   printf '%s' "$CWD" >"$SD/cwd"
+  # The engine's extra environment (HOME in tests, for one) holds for the login shell too.
+  eval "$SESSION_ENV"
   if [ "$LOGINENV" = 1 ]; then rr_login_env; else echo "env=off"; fi
   rr_sd=$(rr_tmux_literal "$SD")
   # The server's default-shell runs pipe-pane and run-shell jobs: keep the user's login shell
@@ -217,7 +219,8 @@ rr_terminal_group() {
 # record it as ended by shell_replaced, wake its waiters, release the lock. Rare path only.
 rr_replaced() {
   [ -n "$1" ] && [ -r "$SD/shell.cmdline" ] && rr_terminal_group || return 1
-  IFS= read -r rr_want <"$SD/shell.cmdline" || return 1
+  rr_want=
+  IFS= read -r rr_want <"$SD/shell.cmdline" || [ -n "$rr_want" ] || return 1
   rr_have=$(tr '\000' ' ' <"/proc/$rr_p/cmdline" 2>/dev/null) || return 1
   [ -n "$rr_have" ] && [ "$rr_want" != "$rr_have" ] || return 1
   if [ -d "$CD/$1" ] && [ ! -s "$CD/$1/exit" ]; then

@@ -189,6 +189,7 @@ impl TmuxDriver {
             .param("ROWS", "50")
             .param("LOGINENV", if opts.login_env { "1" } else { "0" })
             .param("ENVBOUND", bound.to_string())
+            .param("SESSION_ENV", script::posix_exports(opts.env))
             .data(text.as_bytes())
             .limit(Duration::from_secs(bound + 60))
             .run(self.transport.as_ref())

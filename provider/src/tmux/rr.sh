@@ -170,7 +170,8 @@ run)
       __rr_s=2
     fi
   fi
-  __rr_show "$__rr_d" "$__rr_s"
+  # (Not when a command replaced the shell with one whose output still goes to its files.)
+  if [ -t 1 ]; then __rr_show "$__rr_d" "$__rr_s"; fi
   if [[ $- == *i* ]]; then \builtin set -o emacs; fi
   case $__rr_uf in *u*) \builtin set -u ;; esac
   case $__rr_uf in *C*) \builtin set -C ;; esac
@@ -187,7 +188,7 @@ replaced)
     __rr_fin 0 shell_replaced
   fi
   read -r __rr_comm <"/proc/$$/comm" && \builtin printf '%s\n' "$__rr_comm" >|"$__rr_sdir/shell.comm"
-  \builtin mapfile -d '' __rr_argv <"/proc/$$/cmdline" && \builtin printf '%s ' "${__rr_argv[@]}" >|"$__rr_sdir/shell.cmdline"
+  \builtin mapfile -d '' __rr_argv <"/proc/$$/cmdline" && { \builtin printf '%s ' "${__rr_argv[@]}"; \builtin printf '\n'; } >|"$__rr_sdir/shell.cmdline"
   __rr_arm
   ;;
 bg)
@@ -295,7 +296,7 @@ pane)
   export __rr_shell_pid=$$
   read -r __rr_comm <"/proc/$$/comm" && \builtin printf '%s\n' "$__rr_comm" >|"$__rr_sdir/shell.comm"
   # How this shell was started: a command that replaces it (`exec bash`) changes it.
-  \builtin mapfile -d '' __rr_argv <"/proc/$$/cmdline" && \builtin printf '%s ' "${__rr_argv[@]}" >|"$__rr_sdir/shell.cmdline"
+  \builtin mapfile -d '' __rr_argv <"/proc/$$/cmdline" && { \builtin printf '%s ' "${__rr_argv[@]}"; \builtin printf '\n'; } >|"$__rr_sdir/shell.cmdline"
   __rr_arm
   "$__rr_tmux" -L "$__rr_sock" wait-for -S "rr-$__rr_sid-ready" >/dev/null 2>&1
   ;;

@@ -22,6 +22,15 @@ pub fn render(paths: &SessionPaths, env: &[(String, String)]) -> String {
         .replace("@CDIR@", &shell_quote(&paths.commands_dir))
 }
 
+/// `export NAME='value'` lines (POSIX sh) for the control script, which applies them before it
+/// resolves the login environment.
+pub fn posix_exports(env: &[(String, String)]) -> String {
+    env.iter()
+        .filter(|(k, _)| is_name(k))
+        .map(|(k, v)| format!("export {k}='{}'\n", v.replace('\'', "'\\''")))
+        .collect()
+}
+
 fn is_name(k: &str) -> bool {
     let mut chars = k.chars();
     chars

@@ -1369,15 +1369,35 @@ async fn setting_then_commands(
     setting: &str,
     sub: &str,
 ) -> Result<(), String> {
-    let set = try_run(engine, sid, setting, ExecRequest::wait()).await?;
     if setting == "exec bash" {
-        // The command replaced the shell: it ends there, and a fresh bash carries on.
+        // The command replaced the shell with a bash that is not the session's: nothing of ours
+        // runs there until the next command, which finds it, records `exec bash` as ended by
+        // the replacement, and runs in it.
+        let set = engine
+            .exec(
+                sid,
+                setting,
+                ExecRequest::wait().with_timeout(Duration::from_secs(2)),
+            )
+            .await
+            .map_err(|e| format!("exec {setting:?} failed: {e}"))?;
+        let next = try_run(engine, sid, "echo after-exec", ExecRequest::wait()).await?;
         check(
-            "exec bash",
+            "the command after exec bash",
+            (next.exit_code, next.stdout.as_str()),
+            (Some(0), "after-exec\n"),
+        )?;
+        let set = engine
+            .command_show(sid, &set.command_id)
+            .await
+            .map_err(|e| e.to_string())?;
+        check(
+            "exec bash, as recorded",
             (set.status, set.exit_code, set.shell_restarted),
             (CommandStatus::Completed, Some(0), true),
         )?;
     } else {
+        let set = try_run(engine, sid, setting, ExecRequest::wait()).await?;
         check(
             "the setting itself",
             (set.status, set.exit_code, set.stdout.as_str()),
