@@ -1,0 +1,162 @@
+//! The provider's server driven in-process over in-memory pipes (`serve()` with
+//! `tokio::io::duplex`), by transcripts of exact lines: what the host sends, what the provider
+//! must print. The engine behind it is real: tmux on the `local` machine, or, for a start that
+//! must stay in flight, a TCP port that accepts and never speaks SSH.
+//!
+//! In expected lines, the string `"<any>"` stands for any value (ids the engine makes up).
+
+mod support;
+
+use serde_json::json;
+use support::pipes::{BlackHole, Pipes};
+
+const ENV: &str = r#""protocol":"botmux.remote-runner","version":1"#;
+
+fn line(body: &str) -> String {
+    format!("{{{ENV},{body}}}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn before_start_hello_status_and_refusals_are_answered_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = Pipes::local(&dir);
+    p.send(&line(r#""type":"hello","requestId":"hello:1","sessionId":"chat-1","requiredCapabilities":["start"]"#)).await;
+    p.expect(&line(r#""type":"hello","requestId":"hello:1","provider":"remote-runner","capabilities":["start","resume","turn","cancel","detach","reattach","status"]"#)).await;
+    p.send(&line(r#""type":"status","requestId":"status:1""#))
+        .await;
+    p.expect(&line(
+        r#""type":"status","requestId":"status:1","status":"starting""#,
+    ))
+    .await;
+    p.send(&line(
+        r#""type":"turn","requestId":"turn:1","turnId":"t1","content":"echo hi""#,
+    ))
+    .await;
+    p.expect(&line(r#""type":"failure","requestId":"turn:1","turnId":"t1","code":"not_ready","message":"no session yet: send start (or resume) and wait for ready before a turn","status":"failed","retryable":false"#)).await;
+    p.send(&line(
+        r#""type":"terminal_input","requestId":"terminal-input:1","generation":1,"data":"x""#,
+    ))
+    .await;
+    p.expect(&line(r#""type":"failure","requestId":"terminal-input:1","code":"stale_terminal_generation","message":"terminal input for generation 1 refused: the current generation is none (no session yet)","status":"failed","retryable":false"#)).await;
+    p.send(&line(r#""type":"reattach","requestId":"reattach:1""#))
+        .await;
+    p.expect(&line(r#""type":"failure","requestId":"reattach:1","code":"not_detached","message":"reattach is only valid after detach; the provider is not detached","status":"failed","retryable":false"#)).await;
+    assert_eq!(p.close().await, 0, "stdin closed: exit status 0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_turn_detach_reattach_cancel_transcript() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().display().to_string();
+    let mut p = Pipes::local(&dir);
+    p.hello().await;
+    p.send(&line(&format!(
+        r#""type":"start","requestId":"start:1","sessionId":"chat-1","cwd":{}"#,
+        json!(work)
+    )))
+    .await;
+    let ready = p
+        .expect(&line(
+            r#""type":"ready","requestId":"start:1","state":"<any>""#,
+        ))
+        .await;
+    assert_eq!(ready["state"]["generation"], 1);
+    p.send(&line(
+        r#""type":"turn","requestId":"turn:1","turnId":"t1","content":"echo lifecycle-1""#,
+    ))
+    .await;
+    p.expect(&line(
+        r#""type":"status","requestId":"turn:1","status":"busy","state":"<any>""#,
+    ))
+    .await;
+    p.expect(&line(
+        r#""type":"progress","turnId":"t1","content":"lifecycle-1\n""#,
+    ))
+    .await;
+    p.expect(&line(
+        r#""type":"final","turnId":"t1","content":"<any>","state":"<any>""#,
+    ))
+    .await;
+    p.send(&line(r#""type":"detach","requestId":"detach:1""#))
+        .await;
+    p.expect(&line(
+        r#""type":"status","requestId":"detach:1","status":"detached","state":"<any>""#,
+    ))
+    .await;
+    p.send(&line(
+        r#""type":"turn","requestId":"turn:2","turnId":"t2","content":"echo no""#,
+    ))
+    .await;
+    p.expect(&line(r#""type":"failure","requestId":"turn:2","turnId":"t2","code":"not_ready","message":"the provider is detached; send reattach before the next turn","status":"failed","retryable":false"#)).await;
+    p.send(&line(r#""type":"reattach","requestId":"reattach:1""#))
+        .await;
+    p.expect(&line(
+        r#""type":"status","requestId":"reattach:1","status":"ready","state":"<any>""#,
+    ))
+    .await;
+    p.send(&line(r#""type":"cancel","requestId":"cancel:1""#))
+        .await;
+    p.expect(&line(
+        r#""type":"status","requestId":"cancel:1","status":"closed","state":"<any>""#,
+    ))
+    .await;
+    p.send(&line(
+        r#""type":"turn","requestId":"turn:3","turnId":"t3","content":"echo no""#,
+    ))
+    .await;
+    p.expect(&line(r#""type":"failure","requestId":"turn:3","turnId":"t3","code":"not_ready","message":"the session was cancelled; resume with resumeMode rebuild to start a new one","status":"failed","retryable":false"#)).await;
+    assert_eq!(p.close().await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_and_terminal_input_are_answered_while_a_start_is_in_flight_and_cancel_ends_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut hole = BlackHole::bind().await;
+    let mut p = Pipes::with_env(&dir, &hole.env());
+    p.hello().await;
+    p.send(&line(
+        r#""type":"start","requestId":"start:1","sessionId":"chat-1","cwd":"/tmp""#,
+    ))
+    .await;
+    hole.wait_for_connection().await;
+    // The start is now in flight (the SSH banner never comes): the loop still answers.
+    p.send(&line(r#""type":"status","requestId":"status:1""#))
+        .await;
+    p.expect(&line(
+        r#""type":"status","requestId":"status:1","status":"starting""#,
+    ))
+    .await;
+    p.send(&line(
+        r#""type":"terminal_input","requestId":"terminal-input:1","generation":1,"data":"x""#,
+    ))
+    .await;
+    p.expect(&line(r#""type":"failure","requestId":"terminal-input:1","code":"stale_terminal_generation","message":"terminal input for generation 1 refused: the current generation is none (no session yet)","status":"failed","retryable":false"#)).await;
+    // cancel ends the start at once (a failure for its requestId), then closes.
+    p.send(&line(r#""type":"cancel","requestId":"cancel:1""#))
+        .await;
+    p.expect(&line(r#""type":"failure","requestId":"start:1","code":"cancelled","message":"cut short by the host's cancel, which closes the session; resume with resumeMode rebuild to open a new one","status":"cancelled","retryable":false"#)).await;
+    // The cut-short create settles when the connection drops; nothing was made, so closed.
+    hole.hang_up();
+    p.expect(&line(
+        r#""type":"status","requestId":"cancel:1","status":"closed""#,
+    ))
+    .await;
+    assert_eq!(p.close().await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_signal_ends_serve_at_once_while_a_start_is_in_flight_with_stdin_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let hole = BlackHole::bind().await;
+    let mut p = Pipes::with_env(&dir, &hole.env());
+    p.hello().await;
+    p.send(&line(
+        r#""type":"start","requestId":"start:1","sessionId":"chat-1","cwd":"/tmp""#,
+    ))
+    .await;
+    hole.wait_for_connection().await;
+    let code = p.stop(143).await;
+    assert_eq!(code, 143, "the stop future's status is the exit status");
+    // Nothing else was printed: the start is abandoned with the process, as detach would.
+    p.expect_end().await;
+}
