@@ -160,3 +160,43 @@ async fn a_stop_signal_ends_serve_at_once_while_a_start_is_in_flight_with_stdin_
     // Nothing else was printed: the start is abandoned with the process, as detach would.
     p.expect_end().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_is_answered_during_a_turn_start_up_and_cancel_cuts_the_start_up_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = Pipes::local(&dir);
+    p.hello().await;
+    p.send(&line(
+        r#""type":"start","requestId":"start:1","sessionId":"chat-1","cwd":"/tmp""#,
+    ))
+    .await;
+    p.expect(&line(
+        r#""type":"ready","requestId":"start:1","state":"<any>""#,
+    ))
+    .await;
+    // Start-up waits up to 300 ms for a quick command to finish before the ACK; `sleep` is
+    // not quick, so the status below is answered while the start-up is in flight.
+    p.send(&line(
+        r#""type":"turn","requestId":"turn:1","turnId":"t1","content":"sleep 5""#,
+    ))
+    .await;
+    p.send(&line(r#""type":"status","requestId":"status:1""#))
+        .await;
+    p.expect(&line(
+        r#""type":"status","requestId":"status:1","status":"ready","state":"<any>""#,
+    ))
+    .await;
+    p.send(&line(
+        r#""type":"turn","requestId":"turn:2","turnId":"t2","content":"echo no""#,
+    ))
+    .await;
+    p.expect(&line(r#""type":"failure","requestId":"turn:2","turnId":"t2","code":"busy","message":"turn t1 is still running; send one turn at a time","status":"failed","retryable":true"#)).await;
+    p.send(&line(r#""type":"cancel","requestId":"cancel:1""#))
+        .await;
+    p.expect(&line(r#""type":"failure","requestId":"turn:1","turnId":"t1","code":"cancelled","message":"cut short by the host's cancel, which closes the session; resume with resumeMode rebuild to open a new one","status":"cancelled","retryable":false"#)).await;
+    p.expect(&line(
+        r#""type":"status","requestId":"cancel:1","status":"closed","state":"<any>""#,
+    ))
+    .await;
+    assert_eq!(p.close().await, 0);
+}
