@@ -57,6 +57,21 @@ async fn main() {
             std::process::exit(2);
         }
     };
+    // The mutant keeps the streams (and so the handlers) alive and never reads them.
+    let _ignored_signals: Vec<_> = match mutant {
+        Some(Mutant::IgnoreStopSignals) => {
+            use tokio::signal::unix::{SignalKind, signal};
+            [
+                SignalKind::terminate(),
+                SignalKind::interrupt(),
+                SignalKind::hangup(),
+            ]
+            .into_iter()
+            .filter_map(|kind| signal(kind).ok())
+            .collect()
+        }
+        _ => Vec::new(),
+    };
     let mut commands = CommandReader::new(tokio::io::stdin());
     let mut stdout = tokio::io::stdout();
     let mut session = Reference::new(mutant);
@@ -66,6 +81,9 @@ async fn main() {
             break;
         }
         let started = matches!(item, Ok(remote_runner_protocol::Command::Start(_)));
+        if started && mutant == Some(Mutant::SlowStartBlocksLoop) {
+            tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        }
         for output in session.handle(item) {
             let Some(bytes) = output.bytes() else {
                 if matches!(output, Output::Exit) {
