@@ -9,6 +9,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use remote_runner_protocol::lifecycle::{self, ProviderLifecycle, Refusal};
 use remote_runner_protocol::{
     Command, Event, FailureStatus, RequestCommand, ResumeCommand, ResumeMode, SessionStatus,
     StartCommand, State, TerminalInputCommand, TerminalResizeCommand, TurnCommand,
@@ -55,7 +56,8 @@ pub struct TurnSlot {
 /// Mutable provider state, behind one short-lived lock.
 #[derive(Debug)]
 pub struct Inner {
-    pub status: SessionStatus,
+    /// The protocol's rules: status, generation, the accepted turn, a cancel under way.
+    pub lifecycle: ProviderLifecycle,
     pub state: Option<State>,
     pub session: Option<SessionRef>,
     pub turn: Option<TurnSlot>,
@@ -67,10 +69,6 @@ pub struct Inner {
     pub last_sequence: u64,
     /// BotMux `sessionId` of the `start`/`resume` that made the session (bindings name it).
     pub owner: Option<String>,
-    /// A turn accepted by dispatch whose start-up is queued or in flight.
-    pub turn_starting: Option<String>,
-    /// A `cancel` was received and has not run yet: no new turn is accepted.
-    pub closing: bool,
     /// Session work queued before the latest `cancel` watches this token; `cancel` fires it
     /// and puts a fresh one in its place.
     pub epoch: CancellationToken,
@@ -135,22 +133,17 @@ impl Provider {
         shared.lock().screen_hold = false;
         match command {
             Command::Hello(c) => {
-                let mut caps: Vec<&str> =
-                    remote_runner_protocol::DEFAULT_REQUIRED_CAPABILITIES.to_vec();
-                if shared.config.terminal {
-                    caps.extend_from_slice(&remote_runner_protocol::TERMINAL_CAPABILITIES);
-                }
                 self.out.send(Event::hello(
                     c.request_id,
                     shared.config.provider_name.clone(),
-                    caps,
+                    lifecycle::capabilities(shared.config.terminal),
                 ));
             }
             Command::Status(c) => {
                 let inner = shared.lock();
                 self.out.send(Event::status(
                     c.request_id,
-                    inner.status,
+                    inner.lifecycle.status(),
                     inner.state.clone(),
                 ));
             }
@@ -173,7 +166,7 @@ impl Provider {
                 reattach(&s, &c).await
             }),
             Command::TerminalInput(c) => {
-                let checked = check_generation(shared, c.generation).map_err(stale);
+                let checked = terminal_session(shared, c.generation);
                 terminal_job(
                     shared,
                     c.request_id.clone(),
@@ -182,7 +175,7 @@ impl Provider {
                 )
             }
             Command::TerminalResize(c) => {
-                let checked = check_generation(shared, c.generation).map_err(stale);
+                let checked = terminal_session(shared, c.generation);
                 terminal_job(
                     shared,
                     c.request_id.clone(),
@@ -238,7 +231,7 @@ fn build_shared(config: ProviderConfig, out: Out) -> Result<Shared> {
         EngineOptions::default(),
     )?);
     let inner = Arc::new(Mutex::new(Inner {
-        status: SessionStatus::Starting,
+        lifecycle: ProviderLifecycle::new(),
         state: None,
         session: None,
         turn: None,
@@ -246,8 +239,6 @@ fn build_shared(config: ProviderConfig, out: Out) -> Result<Shared> {
         session_lost: false,
         last_sequence: 0,
         owner: None,
-        turn_starting: None,
-        closing: false,
         epoch: CancellationToken::new(),
         orphan: None,
     }));
@@ -283,6 +274,18 @@ pub fn failure_for(request_id: Option<&str>, turn_id: Option<&str>, err: &Error)
         err.message.clone(),
         status,
         err.retryable,
+    )
+}
+
+/// The failure for a command the protocol's rules refuse.
+fn refusal_failure(request_id: &str, turn_id: Option<&str>, refusal: &Refusal) -> Event {
+    Event::failure(
+        Some(request_id.to_string()),
+        turn_id.map(str::to_owned),
+        refusal.code(),
+        refusal.message(),
+        FailureStatus::Failed,
+        refusal.retryable(),
     )
 }
 
@@ -324,14 +327,22 @@ where
 }
 
 /// Queue terminal work for a generation already checked (or answer the refusal now).
-fn terminal_job<F, Fut>(shared: &Shared, request_id: String, checked: Result<SessionRef>, work: F)
-where
+fn terminal_job<F, Fut>(
+    shared: &Shared,
+    request_id: String,
+    checked: std::result::Result<SessionRef, Refusal>,
+    work: F,
+) where
     F: FnOnce(Shared, SessionRef) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = Result<Event>> + Send + 'static,
 {
     let session = match checked {
         Ok(session) => session,
-        Err(err) => return shared.out.send(failure_for(Some(&request_id), None, &err)),
+        Err(refusal) => {
+            return shared
+                .out
+                .send(refusal_failure(&request_id, None, &refusal));
+        }
     };
     let s = shared.clone();
     shared.terminal_lane.push(async move {
@@ -426,8 +437,8 @@ async fn create_unless_cancelled(
 fn install(shared: &Shared, session: SessionRef, state: State, hold_screen: bool) {
     let mut inner = shared.lock();
     inner.session = Some(session);
+    inner.lifecycle.ready(state.generation);
     inner.state = Some(state);
-    inner.status = SessionStatus::Ready;
     inner.session_lost = false;
     inner.screen_hold = hold_screen;
 }
@@ -561,50 +572,17 @@ async fn session_alive(shared: &Shared, session: &SessionRef) -> bool {
     }
 }
 
-/// Why a turn cannot be accepted now, decided without the engine.
-fn turn_refusal(inner: &Inner) -> Option<Error> {
-    if let Some(active) = inner
-        .turn
-        .as_ref()
-        .map(|t| t.turn_id.as_str())
-        .or(inner.turn_starting.as_deref())
-    {
-        return Some(Error::new(
-            ErrorCode::Busy,
-            format!("turn {active} is still running; send one turn at a time"),
-        ));
-    }
-    let why = match (inner.status, &inner.session) {
-        _ if inner.closing => {
-            "the session is being cancelled; resume with resumeMode rebuild \
-                               to start a new one"
-        }
-        (SessionStatus::Detached, _) => {
-            "the provider is detached; send reattach before the next turn"
-        }
-        (SessionStatus::Closed, _) => {
-            "the session was cancelled; resume with resumeMode rebuild to start a new one"
-        }
-        (_, None) => "no session yet: send start (or resume) and wait for ready before a turn",
-        _ => return None,
-    };
-    Some(Error::new(ErrorCode::NotReady, why))
-}
-
-/// A turn: refused at once when it cannot run, else its start-up is queued on the session lane.
+/// A turn: refused at once when the rules say so, else its start-up is queued on the session
+/// lane.
 fn turn_command(shared: &Shared, c: TurnCommand) {
-    let (refusal, token) = {
+    let (admitted, token) = {
         let mut inner = shared.lock();
-        let refusal = turn_refusal(&inner);
-        if refusal.is_none() {
-            inner.turn_starting = Some(c.turn_id.clone());
-        }
-        (refusal, inner.epoch.clone())
+        (inner.lifecycle.admit_turn(&c.turn_id), inner.epoch.clone())
     };
-    if let Some(err) = refusal {
+    if let Err(refusal) = admitted {
         shared
             .out
-            .send(failure_for(Some(&c.request_id), Some(&c.turn_id), &err));
+            .send(refusal_failure(&c.request_id, Some(&c.turn_id), &refusal));
         return;
     }
     let s = shared.clone();
@@ -614,13 +592,14 @@ fn turn_command(shared: &Shared, c: TurnCommand) {
             _ = token.cancelled() => Err(cut_by_cancel()),
             begun = begin_turn(&s, &c) => begun,
         };
-        s.lock().turn_starting = None;
         match begun {
             Ok(started) => accept_turn(&s, &c, started),
             // Pre-ACK failure: correlated, and the provider stays usable.
-            Err(err) => s
-                .out
-                .send(failure_for(Some(&c.request_id), Some(&c.turn_id), &err)),
+            Err(err) => {
+                s.lock().lifecycle.turn_ended(&c.turn_id);
+                s.out
+                    .send(failure_for(Some(&c.request_id), Some(&c.turn_id), &err))
+            }
         }
     });
 }
@@ -666,7 +645,7 @@ fn accept_turn(shared: &Shared, c: &TurnCommand, started: StartedTurn) {
     let cancel = CancellationToken::new();
     let state = {
         let mut inner = shared.lock();
-        inner.status = SessionStatus::Busy;
+        inner.lifecycle.acked(&c.turn_id);
         inner.turn = Some(TurnSlot {
             turn_id: c.turn_id.clone(),
             session_id: started.session_id.clone(),
@@ -696,7 +675,7 @@ fn accept_turn(shared: &Shared, c: &TurnCommand, started: StartedTurn) {
 fn cancel_command(shared: &Shared, c: RequestCommand) {
     {
         let mut inner = shared.lock();
-        inner.closing = true;
+        inner.lifecycle.cancel_received();
         let old = std::mem::replace(&mut inner.epoch, CancellationToken::new());
         old.cancel();
     }
@@ -746,8 +725,7 @@ async fn cancel(shared: &Shared, c: RequestCommand) {
     shared.screen.stop();
     let state = {
         let mut inner = shared.lock();
-        inner.status = SessionStatus::Closed;
-        inner.closing = false;
+        inner.lifecycle.closed();
         inner.turn = None;
         inner.state.clone()
     };
@@ -769,13 +747,6 @@ async fn settle_orphan(mut orphan: JoinHandle<Result<(SessionRef, State)>>) -> O
     }
 }
 
-/// Move to `status` and return the state to report with it.
-fn set_status(shared: &Shared, status: SessionStatus) -> Option<State> {
-    let mut inner = shared.lock();
-    inner.status = status;
-    inner.state.clone()
-}
-
 async fn detach(shared: &Shared, c: RequestCommand, token: &CancellationToken) -> Result<Event> {
     let done = shared.lock().turn.as_ref().map(|t| t.done.clone());
     if let Some(mut done) = done {
@@ -786,27 +757,32 @@ async fn detach(shared: &Shared, c: RequestCommand, token: &CancellationToken) -
             _ = done.wait_for(|d| *d) => {}
         }
     }
-    let state = set_status(shared, SessionStatus::Detached);
+    let state = {
+        let mut inner = shared.lock();
+        inner.lifecycle.detached();
+        inner.state.clone()
+    };
     Ok(Event::status(c.request_id, SessionStatus::Detached, state))
 }
 
 async fn reattach(shared: &Shared, c: &RequestCommand) -> Result<Event> {
-    let (status, session) = {
+    let (admitted, session) = {
         let inner = shared.lock();
-        (inner.status, inner.session.clone())
+        (inner.lifecycle.admit_reattach(), inner.session.clone())
     };
-    if status != SessionStatus::Detached {
-        return Err(Error::new(
-            ErrorCode::NotDetached,
-            "reattach is only valid after detach; the provider is not detached",
-        ));
+    if let Err(refusal) = admitted {
+        return Ok(refusal_failure(&c.request_id, None, &refusal));
     }
     if let Some(session) = &session
         && !session_alive(shared, session).await
     {
         shared.lock().session_lost = true;
     }
-    let state = set_status(shared, SessionStatus::Ready);
+    let state = {
+        let mut inner = shared.lock();
+        inner.lifecycle.reattached();
+        inner.state.clone()
+    };
     shared.screen.kick();
     Ok(Event::status(
         c.request_id.clone(),
@@ -815,22 +791,14 @@ async fn reattach(shared: &Shared, c: &RequestCommand) -> Result<Event> {
     ))
 }
 
-fn check_generation(shared: &Shared, generation: u64) -> Result<SessionRef> {
+/// The session terminal input for `generation` goes to, if the rules admit it.
+fn terminal_session(shared: &Shared, generation: u64) -> std::result::Result<SessionRef, Refusal> {
     let inner = shared.lock();
-    let current = inner.state.as_ref().map(|s| s.generation);
-    if current != Some(generation) {
-        return Err(Error::new(
-            ErrorCode::InvalidArgument,
-            format!(
-                "terminal input for generation {generation} refused: the current generation is {}",
-                current.map_or("none (no session yet)".to_string(), |g| g.to_string())
-            ),
-        ));
-    }
-    inner
-        .session
-        .clone()
-        .ok_or_else(|| Error::invalid("no session yet: send start or resume first"))
+    inner.lifecycle.admit_terminal(generation)?;
+    inner.session.clone().ok_or(Refusal::StaleGeneration {
+        asked: generation,
+        current: None,
+    })
 }
 
 async fn terminal_input(
@@ -846,7 +814,7 @@ async fn terminal_input(
     let inner = shared.lock();
     Ok(Event::status(
         c.request_id,
-        inner.status,
+        inner.lifecycle.status(),
         inner.state.clone(),
     ))
 }
@@ -866,15 +834,7 @@ async fn terminal_resize(
     let inner = shared.lock();
     Ok(Event::status(
         c.request_id,
-        inner.status,
+        inner.lifecycle.status(),
         inner.state.clone(),
     ))
-}
-
-/// A generation mismatch on terminal input, under the code the reference runner uses.
-fn stale(err: Error) -> Error {
-    Error {
-        code: ErrorCode::StaleGeneration,
-        ..err
-    }
 }

@@ -166,9 +166,7 @@ fn end_turn(shared: &Shared, turn_id: &str) {
     let mut inner = shared.lock();
     if inner.turn.as_ref().is_some_and(|t| t.turn_id == turn_id) {
         inner.turn = None;
-        if inner.status == remote_runner_protocol::SessionStatus::Busy {
-            inner.status = remote_runner_protocol::SessionStatus::Ready;
-        }
+        inner.lifecycle.turn_ended(turn_id);
     }
 }
 
