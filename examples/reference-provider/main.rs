@@ -4,8 +4,9 @@
 //! - no `terminal_screen` of a newly raised generation right after `ready` (the real host
 //!   kills a provider that sends one before its next command);
 //! - screen sequences come from the clock, so they keep increasing across restarts;
-//! - a second turn while one runs gets `turn_in_progress`; a result that matches no pending
-//!   operation is ignored (answering a result is a protocol error);
+//! - which commands it refuses, and with which code, comes from the protocol crate's
+//!   `lifecycle` rules (a second turn while one runs gets `busy`); a result that matches no
+//!   pending operation is ignored (answering a result is a protocol error);
 //! - extra triggers `request-outbound-{duplicate,conflict,burst}` and the session-tool ones
 //!   (docs/conformance.md).
 //!
