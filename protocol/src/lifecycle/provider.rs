@@ -1,4 +1,4 @@
-//! The provider side of the protocol's lifecycle as a sans-IO state machine: what a provider
+//! The provider side of the lifecycle as a sans-IO state machine: what a provider
 //! may accept next and what it must refuse, with the refusal's code and message. It does no I/O
 //! and knows nothing of the engine behind a provider; a provider calls an `admit_*` method when
 //! a command arrives and a transition method when its work has happened.
