@@ -26,6 +26,15 @@ impl Lane {
         Lane { tx }
     }
 
+    /// Completes once every job queued before this call has run (or the lane stopped).
+    pub async fn drained(&self) {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        self.push(async move {
+            let _ = tx.send(());
+        });
+        let _ = rx.await;
+    }
+
     /// Queue `job` behind what is already queued.
     pub fn push(&self, job: impl std::future::Future<Output = ()> + Send + 'static) {
         let _ = self.tx.send(Box::pin(job));

@@ -33,6 +33,8 @@ pub use provider::Provider;
 pub const EXIT_STDIN_CLOSED: i32 = 0;
 /// Exit status when reading stdin failed.
 pub const EXIT_STDIN_ERROR: i32 = 1;
+/// How long queued session work (a start in flight) may take to finish when stdin closed.
+const SETTLE_AFTER_EOF: Duration = Duration::from_secs(5);
 /// How long queued events may take to reach stdout when stdin closed.
 const FLUSH_AFTER_EOF: Duration = Duration::from_secs(5);
 /// How long queued events may take to reach stdout after a signal (the host waits for the
@@ -113,6 +115,9 @@ where
             Some(Err(err)) => out.send(bad_line_failure(&err)),
         }
     };
+    if code == EXIT_STDIN_CLOSED {
+        provider.settle(SETTLE_AFTER_EOF).await;
+    }
     provider.shutdown();
     drop(provider);
     drop(out);

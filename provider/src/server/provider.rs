@@ -193,6 +193,14 @@ impl Provider {
         }
     }
 
+    /// Stdin closed: let queued session work (a start in flight, say) finish, up to `bound`,
+    /// so that a session it creates is recorded rather than abandoned half made.
+    pub async fn settle(&self, bound: Duration) {
+        if let Ok(shared) = &self.setup {
+            let _ = tokio::time::timeout(bound, shared.session_lane.drained()).await;
+        }
+    }
+
     /// Stdin closed or a signal: leave the remote session alive, as `detach` would, and stop.
     /// Queued or in-flight session work is abandoned with the process.
     pub fn shutdown(&self) {
