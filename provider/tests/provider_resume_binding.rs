@@ -178,3 +178,71 @@ async fn a_state_whose_session_id_is_not_an_engine_id_is_refused() {
         .await
         .unwrap();
 }
+
+/// A rebuild whose machine cannot be reached says the old session was NOT destroyed, and the
+/// engine does not record it as destroyed (it may still be running there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_rebuild_does_not_claim_an_unreachable_session_destroyed() {
+    let sshd = remote_runner_testkit::Sshd::start().expect("sshd test bed");
+    let dir = tempfile::tempdir().unwrap();
+    let state_dir = dir.path().join("state");
+    let remote_cwd = sshd.remote_dir("rebuild").unwrap();
+    let env = vec![
+        ("REMOTE_RUNNER_HOST", "127.0.0.1".to_string()),
+        ("REMOTE_RUNNER_PORT", sshd.port.to_string()),
+        ("REMOTE_RUNNER_USER", sshd.user().to_string()),
+        (
+            "REMOTE_RUNNER_KEY_PATH",
+            sshd.keys.ed25519.display().to_string(),
+        ),
+        (
+            "REMOTE_RUNNER_KNOWN_HOSTS",
+            sshd.known_hosts.display().to_string(),
+        ),
+        ("REMOTE_RUNNER_REMOTE_CWD", remote_cwd.display().to_string()),
+    ];
+    let mut p = Pipes::in_state_dir(&state_dir, &env);
+    p.hello().await;
+    p.send(&line(
+        r#""type":"start","requestId":"start:1","sessionId":"chat-a","cwd":"/tmp""#,
+    ))
+    .await;
+    let ready = p
+        .expect(&line(
+            r#""type":"ready","requestId":"start:1","state":"<any>""#,
+        ))
+        .await;
+    assert_eq!(p.close().await, 0);
+    let state = ready["state"].clone();
+    let id = session_id(&state);
+
+    // The machine becomes unreachable: its sshd stops listening.
+    assert!(sshd.signal_listener(libc::SIGTERM));
+    let mut p = Pipes::in_state_dir(&state_dir, &env);
+    p.hello().await;
+    p.send(&line(&format!(
+        r#""type":"resume","requestId":"resume:1","sessionId":"chat-a","cwd":"/tmp","state":{state},"resumeMode":"rebuild""#
+    )))
+    .await;
+    let answer: Value = serde_json::from_str(&p.next().await.unwrap()).unwrap();
+    p.close().await;
+    assert_eq!(answer["type"], "failure", "{answer}");
+    assert_eq!(answer["requestId"], "resume:1");
+    let message = answer["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("the old session {id} was NOT destroyed")),
+        "{message}"
+    );
+    let record = engine(&state_dir).session_show(&id).unwrap();
+    assert_ne!(
+        record.status,
+        remote_runner_provider::engine::SessionStatus::Destroyed,
+        "the engine must not record an unreachable session as destroyed"
+    );
+
+    // Clean up the remote tmux session the test left on this host.
+    let _ = std::process::Command::new("runuser")
+        .args(["-u", sshd.user(), "--", "tmux", "-L", "remote-runner"])
+        .args(["kill-session", "-t", &id])
+        .status();
+}
