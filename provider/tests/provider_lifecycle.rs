@@ -200,3 +200,76 @@ async fn status_is_answered_during_a_turn_start_up_and_cancel_cuts_the_start_up_
     .await;
     assert_eq!(p.close().await, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_reattach_keeps_the_generation_and_rebuild_raises_it_transcript() {
+    let dir = tempfile::tempdir().unwrap();
+    let state_dir = dir.path().join("state");
+    let mut p = Pipes::in_state_dir(&state_dir, &[]);
+    p.hello().await;
+    p.send(&line(
+        r#""type":"start","requestId":"start:1","sessionId":"chat-1","cwd":"/tmp""#,
+    ))
+    .await;
+    let ready = p
+        .expect(&line(
+            r#""type":"ready","requestId":"start:1","state":"<any>""#,
+        ))
+        .await;
+    assert_eq!(p.close().await, 0);
+    let state = ready["state"].clone();
+
+    // A new process adopts the live session: same state, same generation.
+    let mut p = Pipes::in_state_dir(&state_dir, &[]);
+    p.hello().await;
+    p.send(&line(&format!(
+        r#""type":"resume","requestId":"resume:1","sessionId":"chat-1","cwd":"/tmp","state":{state}"#
+    )))
+    .await;
+    p.expect(&line(&format!(
+        r#""type":"ready","requestId":"resume:1","state":{state}"#
+    )))
+    .await;
+    assert_eq!(p.close().await, 0);
+
+    // Rebuild: a new session at generation + 1; the old one is destroyed.
+    let mut p = Pipes::in_state_dir(&state_dir, &[]);
+    p.hello().await;
+    p.send(&line(&format!(
+        r#""type":"resume","requestId":"resume:2","sessionId":"chat-1","cwd":"/tmp","state":{state},"resumeMode":"rebuild""#
+    )))
+    .await;
+    let rebuilt = p
+        .expect(&line(
+            r#""type":"ready","requestId":"resume:2","state":"<any>""#,
+        ))
+        .await;
+    assert_eq!(rebuilt["state"]["generation"], 2);
+    assert_ne!(
+        rebuilt["state"]["remoteSessionId"],
+        state["remoteSessionId"]
+    );
+    p.send(&line(
+        r#""type":"turn","requestId":"turn:1","turnId":"t1","content":"echo rebuilt""#,
+    ))
+    .await;
+    p.expect(&line(
+        r#""type":"status","requestId":"turn:1","status":"busy","state":"<any>""#,
+    ))
+    .await;
+    p.expect(&line(
+        r#""type":"progress","turnId":"t1","content":"rebuilt\n""#,
+    ))
+    .await;
+    p.expect(&line(
+        r#""type":"final","turnId":"t1","content":"<any>","state":"<any>""#,
+    ))
+    .await;
+    p.send(&line(r#""type":"cancel","requestId":"cancel:1""#))
+        .await;
+    p.expect(&line(
+        r#""type":"status","requestId":"cancel:1","status":"closed","state":"<any>""#,
+    ))
+    .await;
+    assert_eq!(p.close().await, 0);
+}
