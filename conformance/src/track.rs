@@ -80,7 +80,9 @@ pub enum TurnEnd {
 
 /// Where a turn is in its life: the protocol crate's host-side rules.
 pub use remote_runner_protocol::lifecycle::host::TurnPhase;
-use remote_runner_protocol::lifecycle::host::{ScreenFence, ScreenVerdict, TurnEventError};
+use remote_runner_protocol::lifecycle::host::{
+    ScreenFence, ScreenVerdict, TurnEventError, TurnFailureError, judge_turn_failure,
+};
 
 /// Counters of one turn's host-executed operations.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -523,26 +525,26 @@ impl Tracker {
         e: &FailureEvent,
         by_request: bool,
     ) -> Result<(), Violation> {
-        if let Some(id) = event_turn_id
-            && id != turn
-        {
-            return Err(Violation::new(
-                rule::TURN_ID_MISMATCH,
-                format!("failure has turnId {id:?} but its requestId belongs to turn {turn:?}"),
-                "the turnId of the turn the requestId started",
-            ));
-        }
         let record = self
             .turn(turn)
             .cloned()
             .ok_or_else(|| unknown_turn(turn, "failure"))?;
-        match record.phase {
-            TurnPhase::Ended => Err(Violation::new(
+        let matches = event_turn_id.map(|id| id == turn);
+        match judge_turn_failure(record.phase, by_request, matches) {
+            Err(TurnFailureError::TurnIdMismatch) => Err(Violation::new(
+                rule::TURN_ID_MISMATCH,
+                format!(
+                    "failure has turnId {:?} but its requestId belongs to turn {turn:?}",
+                    event_turn_id.unwrap_or_default()
+                ),
+                "the turnId of the turn the requestId started",
+            )),
+            Err(TurnFailureError::NotActive) => Err(Violation::new(
                 rule::TURN_NOT_ACTIVE,
                 format!("failure for turn {turn:?}, which already ended"),
                 "nothing more for a turn after its final or failure",
             )),
-            TurnPhase::Acked if by_request && event_turn_id.is_none() => Err(Violation::new(
+            Err(TurnFailureError::PostAckWithoutTurnId) => Err(Violation::new(
                 rule::POST_ACK_FAILURE_WITHOUT_TURN_ID,
                 format!(
                     "failure {:?} after the busy ACK carries only the requestId",
@@ -550,8 +552,7 @@ impl Tracker {
                 ),
                 "a failure after the ACK carries turnId (requestId optional)",
             )),
-            phase => {
-                let pre_ack = phase == TurnPhase::Submitted;
+            Ok(pre_ack) => {
                 if pre_ack && let Some(request) = self.requests.get_mut(&record.request_id) {
                     request.reply = Some(Reply::Failure(e.clone()));
                 }

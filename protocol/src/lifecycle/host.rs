@@ -33,6 +33,39 @@ impl TurnPhase {
     }
 }
 
+/// Why a `failure` naming a turn is a protocol error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnFailureError {
+    /// Its `turnId` is not the turn its `requestId` started.
+    TurnIdMismatch,
+    /// The turn already ended.
+    NotActive,
+    /// After the ACK, correlated by `requestId` alone.
+    PostAckWithoutTurnId,
+}
+
+/// How the host reads a `failure` for a turn in `phase`: `Ok(true)` a pre-ACK refusal,
+/// `Ok(false)` the end of an ACKed turn. `by_request` says the failure was matched to the turn
+/// through its `requestId`; `turn_id_matches` is `None` without a `turnId`, else whether it is
+/// that turn's.
+pub fn judge_turn_failure(
+    phase: TurnPhase,
+    by_request: bool,
+    turn_id_matches: Option<bool>,
+) -> Result<bool, TurnFailureError> {
+    if turn_id_matches == Some(false) {
+        return Err(TurnFailureError::TurnIdMismatch);
+    }
+    match phase {
+        TurnPhase::Ended => Err(TurnFailureError::NotActive),
+        TurnPhase::Acked if by_request && turn_id_matches.is_none() => {
+            Err(TurnFailureError::PostAckWithoutTurnId)
+        }
+        TurnPhase::Acked => Ok(false),
+        TurnPhase::Submitted => Ok(true),
+    }
+}
+
 /// What the host does with a `terminal_screen`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ScreenVerdict {
@@ -131,6 +164,39 @@ mod tests {
         assert_eq!(
             TurnPhase::Ended.admit_event(),
             Err(TurnEventError::NotActive)
+        );
+    }
+
+    #[test]
+    fn turn_failures_are_correlated_by_phase() {
+        use TurnFailureError::*;
+        assert_eq!(
+            judge_turn_failure(TurnPhase::Submitted, true, None),
+            Ok(true)
+        );
+        assert_eq!(
+            judge_turn_failure(TurnPhase::Submitted, true, Some(true)),
+            Ok(true)
+        );
+        assert_eq!(
+            judge_turn_failure(TurnPhase::Acked, false, Some(true)),
+            Ok(false)
+        );
+        assert_eq!(
+            judge_turn_failure(TurnPhase::Acked, true, Some(true)),
+            Ok(false)
+        );
+        assert_eq!(
+            judge_turn_failure(TurnPhase::Acked, true, None),
+            Err(PostAckWithoutTurnId)
+        );
+        assert_eq!(
+            judge_turn_failure(TurnPhase::Ended, false, Some(true)),
+            Err(NotActive)
+        );
+        assert_eq!(
+            judge_turn_failure(TurnPhase::Acked, true, Some(false)),
+            Err(TurnIdMismatch)
         );
     }
 
