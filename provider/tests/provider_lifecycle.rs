@@ -119,13 +119,20 @@ async fn status_and_terminal_input_are_answered_while_a_start_is_in_flight_and_c
     ))
     .await;
     hole.wait_for_connection().await;
-    // The start is now in flight (the SSH banner never comes): the loop still answers.
+    // The start is now in flight (the SSH banner never comes): the loop still answers, at
+    // once (measured: well under a millisecond; the bound leaves room for a loaded machine).
+    let asked = std::time::Instant::now();
     p.send(&line(r#""type":"status","requestId":"status:1""#))
         .await;
     p.expect(&line(
         r#""type":"status","requestId":"status:1","status":"starting""#,
     ))
     .await;
+    let took = asked.elapsed();
+    assert!(
+        took < std::time::Duration::from_millis(250),
+        "status took {took:?} with a start in flight"
+    );
     p.send(&line(
         r#""type":"terminal_input","requestId":"terminal-input:1","generation":1,"data":"x""#,
     ))
