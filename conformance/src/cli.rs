@@ -34,6 +34,9 @@ pub struct Args {
     /// Print one JSON object instead of the readable report.
     #[arg(long)]
     pub json: bool,
+    /// Recommended scenarios fail the run too (by default their failures are warnings).
+    #[arg(long)]
+    pub strict: bool,
     /// Only scenarios of this group (repeatable).
     #[arg(long = "group", value_name = "GROUP")]
     pub groups: Vec<String>,
@@ -83,9 +86,10 @@ Example:
       --env REMOTE_RUNNER_MACHINE=local --json";
 
 /// Options of this tool (long names) that end the provider's argument list.
-const HARNESS_OPTIONS: [&str; 15] = [
+const HARNESS_OPTIONS: [&str; 16] = [
     "--list",
     "--json",
+    "--strict",
     "--group",
     "--scenario",
     "--cwd",
@@ -193,6 +197,7 @@ impl Args {
         config.cwd = self.cwd.clone();
         config.env = self.env.clone();
         config.jobs = self.jobs;
+        config.strict = self.strict;
         config.handshake_timeout = Duration::from_millis(self.handshake_timeout_ms);
         config.operation_timeout = Duration::from_millis(self.operation_timeout_ms);
         config.turn_timeout = Duration::from_millis(self.turn_timeout_ms);
@@ -209,7 +214,13 @@ impl Args {
 pub fn list_text() -> String {
     let mut out = String::new();
     for s in scenarios::all() {
-        out.push_str(&format!("{:<13} {:<44} {}\n", s.group, s.name, s.checks));
+        out.push_str(&format!(
+            "{:<13} {:<44} {:<12} {}\n",
+            s.group,
+            s.name,
+            s.level.as_str(),
+            s.checks
+        ));
     }
     out
 }

@@ -45,6 +45,8 @@ pub struct Config {
     pub groups: Vec<String>,
     /// Only these scenarios (empty: all).
     pub scenarios: Vec<String>,
+    /// Recommended scenarios fail the run too.
+    pub strict: bool,
 }
 
 impl Config {
@@ -63,6 +65,7 @@ impl Config {
             jobs: DEFAULT_JOBS,
             groups: Vec::new(),
             scenarios: Vec::new(),
+            strict: false,
         }
     }
 

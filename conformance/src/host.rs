@@ -525,23 +525,55 @@ impl Host {
     pub async fn expect_exit_on_eof(&mut self) -> Step<()> {
         self.process.close_stdin();
         let timeout = self.config.exit_timeout;
-        let deadline = Instant::now() + timeout;
-        loop {
-            let slice = (Instant::now() + Duration::from_millis(100)).min(deadline);
-            match self.next(slice).await? {
-                Next::Event(_) => {}
-                Next::Eof => break,
-                Next::Timeout if self.process.has_exited() => return Ok(()),
-                Next::Timeout if Instant::now() >= deadline => return Err(no_exit(timeout).into()),
-                Next::Timeout => {}
-            }
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if self.process.wait_exit(left).await {
+        if self.exits_within(timeout).await? {
             Ok(())
         } else {
             Err(no_exit(timeout).into())
         }
+    }
+
+    /// Sends `signal` (`TERM`, `INT`, `HUP`) with stdin still open, as BotMux does after
+    /// `status: closed`, and requires the provider to exit within `bound`.
+    pub async fn expect_exit_on_signal(&mut self, signal: &str, bound: Duration) -> Step<()> {
+        if !self.process.signal(signal).await {
+            return Err(self
+                .exited(&format!("before SIG{signal} could be sent"))
+                .into());
+        }
+        if self.exits_within(bound).await? {
+            Ok(())
+        } else {
+            Err(Violation::new(
+                rule::NO_EXIT_AFTER_SIGNAL,
+                format!(
+                    "the provider was still running {} ms after SIG{signal} (stdin open)",
+                    bound.as_millis()
+                ),
+                format!(
+                    "exit within {} ms of SIG{signal} in every state, whether or not stdin is \
+                     open (do not wait for a blocking stdin read)",
+                    bound.as_millis()
+                ),
+            )
+            .into())
+        }
+    }
+
+    /// Reads (and checks) events until the process exits or `timeout` passes.
+    async fn exits_within(&mut self, timeout: Duration) -> Step<bool> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let slice = (Instant::now() + Duration::from_millis(20)).min(deadline);
+            match self.next(slice).await? {
+                Next::Event(_) => {}
+                Next::Eof => break,
+                Next::Timeout if self.process.has_exited() => return Ok(true),
+                Next::Timeout if Instant::now() >= deadline => return Ok(false),
+                Next::Timeout => {}
+            }
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        Ok(self.process.wait_exit(left).await)
     }
 
     /// Ends the session: stdin closed, a short grace, then kill.

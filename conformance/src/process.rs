@@ -137,6 +137,19 @@ impl ProviderProcess {
         matches!(self.child.try_wait(), Ok(Some(_)))
     }
 
+    /// Sends `signal` (a `kill -s` name: `TERM`, `INT`, `HUP`) to the process, stdin left as it
+    /// is. `false` if the process is gone or `kill` failed.
+    pub async fn signal(&self, signal: &str) -> bool {
+        let Some(pid) = self.child.id() else {
+            return false;
+        };
+        Command::new("kill")
+            .args(["-s", signal, &pid.to_string()])
+            .status()
+            .await
+            .is_ok_and(|status| status.success())
+    }
+
     /// Kills the process (if still running) and reaps it.
     pub async fn kill(&mut self) {
         let _ = self.child.kill().await;

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use serde_json::{Value, json};
 
-use crate::scenarios::Scenario;
+use crate::scenarios::{Level, Scenario};
 use crate::violation::{Violation, Warning};
 
 /// How a scenario ended.
@@ -27,6 +27,10 @@ pub struct ScenarioReport {
     pub group: &'static str,
     /// What it checks.
     pub checks: &'static str,
+    /// Whether its failure fails the run.
+    pub level: Level,
+    /// The host rule it stands on.
+    pub host_rule: &'static str,
     /// The outcome.
     pub outcome: Outcome,
     /// Wall time.
@@ -44,6 +48,8 @@ impl ScenarioReport {
             name: scenario.name,
             group: scenario.group,
             checks: scenario.checks,
+            level: scenario.level,
+            host_rule: scenario.host_rule,
             outcome: Outcome::Fail(Box::new(Violation::new(
                 "harness_error",
                 format!("the scenario crashed: {detail}"),
@@ -53,6 +59,16 @@ impl ScenarioReport {
             warnings: Vec::new(),
             stderr_bytes: 0,
         }
+    }
+
+    /// Whether this scenario's outcome fails the run (`strict`: recommended ones too).
+    pub fn fails_run(&self, strict: bool) -> bool {
+        matches!(self.outcome, Outcome::Fail(_)) && (strict || self.level == Level::Required)
+    }
+
+    /// A recommended scenario that failed, reported as a warning (without `--strict`).
+    pub fn only_warns(&self, strict: bool) -> bool {
+        matches!(self.outcome, Outcome::Fail(_)) && !self.fails_run(strict)
     }
 
     /// The broken rule, if the scenario failed.
@@ -71,6 +87,8 @@ pub struct Report {
     pub provider: Vec<String>,
     /// Every scenario, in order.
     pub scenarios: Vec<ScenarioReport>,
+    /// Recommended scenarios fail the run too (`--strict`).
+    pub strict: bool,
 }
 
 impl Report {
@@ -79,23 +97,42 @@ impl Report {
         Report {
             provider,
             scenarios,
+            strict: false,
         }
     }
 
-    /// (passed, failed, not applicable).
+    /// The same report judged with `--strict` (recommended scenarios fail the run).
+    pub fn with_strict(mut self, strict: bool) -> Self {
+        self.strict = strict;
+        self
+    }
+
+    /// (passed, failed, not applicable). Failed counts the failures that fail the run; a
+    /// recommended scenario that failed without `--strict` is counted by
+    /// [`Report::recommended_failed`] instead.
     pub fn counts(&self) -> (usize, usize, usize) {
         let mut counts = (0, 0, 0);
         for s in &self.scenarios {
             match s.outcome {
                 Outcome::Pass => counts.0 += 1,
-                Outcome::Fail(_) => counts.1 += 1,
+                Outcome::Fail(_) if s.fails_run(self.strict) => counts.1 += 1,
+                Outcome::Fail(_) => {}
                 Outcome::NotApplicable(_) => counts.2 += 1,
             }
         }
         counts
     }
 
-    /// True when every applicable scenario passed.
+    /// Recommended scenarios that failed and, without `--strict`, only warn.
+    pub fn recommended_failed(&self) -> usize {
+        self.scenarios
+            .iter()
+            .filter(|s| s.only_warns(self.strict))
+            .count()
+    }
+
+    /// True when the orchestrator accepts the provider: no required scenario failed (with
+    /// `--strict`, no scenario at all).
     pub fn success(&self) -> bool {
         self.counts().1 == 0
     }
@@ -129,12 +166,22 @@ impl Report {
             }
             let mark = match s.outcome {
                 Outcome::Pass => "PASS",
-                Outcome::Fail(_) => "FAIL",
+                Outcome::Fail(_) if s.fails_run(self.strict) => "FAIL",
+                Outcome::Fail(_) => "WARN",
                 Outcome::NotApplicable(_) => "N/A ",
             };
-            let _ = writeln!(out, "  {mark}  {:<44} {:>6} ms", s.name, s.duration_ms);
+            let level = match s.level {
+                Level::Required => "",
+                Level::Recommended => " (recommended)",
+            };
+            let _ = writeln!(
+                out,
+                "  {mark}  {:<44} {:>6} ms{level}",
+                s.name, s.duration_ms
+            );
             match &s.outcome {
                 Outcome::Fail(v) => {
+                    let _ = writeln!(out, "        host:     {}", s.host_rule);
                     let _ = writeln!(out, "        rule:     {}", v.rule);
                     let _ = writeln!(out, "        got:      {}", v.message);
                     if let Some(line) = &v.line {
@@ -153,9 +200,21 @@ impl Report {
         }
         let (passed, failed, na) = self.counts();
         let warnings: usize = self.scenarios.iter().map(|s| s.warnings.len()).sum();
+        let recommended = self.recommended_failed();
         let _ = writeln!(
             out,
-            "\n{passed} passed, {failed} failed, {na} not applicable, {warnings} warnings"
+            "\n{passed} passed, {failed} failed, {recommended} recommended failed (warnings), \
+             {na} not applicable, {warnings} warnings"
+        );
+        let verdict = if self.success() {
+            "the BotMux host accepts this provider (no required scenario failed)"
+        } else {
+            "the BotMux host would not accept this provider: a required scenario failed"
+        };
+        let _ = writeln!(
+            out,
+            "{verdict}{}",
+            if self.strict { " [--strict]" } else { "" }
         );
         out
     }
@@ -171,9 +230,12 @@ impl Report {
                     "name": s.name,
                     "group": s.group,
                     "checks": s.checks,
+                    "level": s.level,
+                    "hostRule": s.host_rule,
                     "outcome": match s.outcome {
                         Outcome::Pass => "pass",
-                        Outcome::Fail(_) => "fail",
+                        Outcome::Fail(_) if s.fails_run(self.strict) => "fail",
+                        Outcome::Fail(_) => "warn",
                         Outcome::NotApplicable(_) => "n/a",
                     },
                     "durationMs": s.duration_ms,
@@ -191,7 +253,9 @@ impl Report {
         json!({
             "provider": self.provider,
             "ok": failed == 0,
-            "summary": {"passed": passed, "failed": failed, "notApplicable": na},
+            "strict": self.strict,
+            "summary": {"passed": passed, "failed": failed,
+                "recommendedFailed": self.recommended_failed(), "notApplicable": na},
             "scenarios": scenarios,
         })
     }

@@ -58,6 +58,7 @@ pub async fn run(config: &Config, scenarios: Vec<Scenario>) -> Report {
         config.provider.clone(),
         results.into_iter().map(|(_, r)| r).collect(),
     )
+    .with_strict(config.strict)
 }
 
 async fn run_one(config: Arc<Config>, scenario: Scenario) -> ScenarioReport {
@@ -93,6 +94,8 @@ async fn run_one(config: Arc<Config>, scenario: Scenario) -> ScenarioReport {
         name: scenario.name,
         group: scenario.group,
         checks: scenario.checks,
+        level: scenario.level,
+        host_rule: scenario.host_rule,
         outcome,
         duration_ms: started.elapsed().as_millis() as u64,
         warnings,

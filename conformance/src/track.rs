@@ -78,16 +78,11 @@ pub enum TurnEnd {
     },
 }
 
-/// Where a turn is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TurnPhase {
-    /// Sent, not yet ACKed.
-    Submitted,
-    /// ACKed (`status: busy`).
-    Acked,
-    /// Ended by final or failure.
-    Ended,
-}
+/// Where a turn is in its life: the protocol crate's host-side rules.
+pub use remote_runner_protocol::lifecycle::host::TurnPhase;
+use remote_runner_protocol::lifecycle::host::{
+    ScreenFence, ScreenVerdict, TurnEventError, TurnFailureError, judge_turn_failure,
+};
 
 /// Counters of one turn's host-executed operations.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -160,9 +155,8 @@ pub struct Tracker {
     turns: Vec<TurnRecord>,
     hello: Option<HelloEvent>,
     state: Option<State>,
-    last_screen: Option<(u64, u64)>,
-    /// A generation raised by a resume's `ready`: no screen of it until the next command.
-    fenced_generation: Option<u64>,
+    /// Screen generation/sequence fencing (the protocol crate's host-side rules).
+    fence: ScreenFence,
     /// Accept failures with neither requestId nor turnId (bad-input scenarios only).
     pub tolerate_uncorrelated: bool,
     /// Uncorrelated failures seen while tolerated.
@@ -190,7 +184,7 @@ fn broken(err: ValidationError) -> Violation {
 impl Tracker {
     /// Notes that the host wrote a command: a newly raised generation is now applied.
     pub fn command_written(&mut self) {
-        self.fenced_generation = None;
+        self.fence.command_written();
     }
 
     /// Records a command the harness is about to write.
@@ -287,7 +281,7 @@ impl Tracker {
             .as_ref()
             .is_none_or(|s| next.generation > s.generation);
         if raised {
-            self.last_screen = None;
+            self.fence.generation_raised();
         }
         self.state = Some(next.clone());
         Ok(())
@@ -428,7 +422,7 @@ impl Tracker {
                 }
                 self.apply_state(&e.state)?;
                 if e.state.generation > persisted.generation {
-                    self.fenced_generation = Some(e.state.generation);
+                    self.fence.raised_by_ready(e.state.generation);
                 }
                 Ok(())
             }
@@ -531,26 +525,26 @@ impl Tracker {
         e: &FailureEvent,
         by_request: bool,
     ) -> Result<(), Violation> {
-        if let Some(id) = event_turn_id
-            && id != turn
-        {
-            return Err(Violation::new(
-                rule::TURN_ID_MISMATCH,
-                format!("failure has turnId {id:?} but its requestId belongs to turn {turn:?}"),
-                "the turnId of the turn the requestId started",
-            ));
-        }
         let record = self
             .turn(turn)
             .cloned()
             .ok_or_else(|| unknown_turn(turn, "failure"))?;
-        match record.phase {
-            TurnPhase::Ended => Err(Violation::new(
+        let matches = event_turn_id.map(|id| id == turn);
+        match judge_turn_failure(record.phase, by_request, matches) {
+            Err(TurnFailureError::TurnIdMismatch) => Err(Violation::new(
+                rule::TURN_ID_MISMATCH,
+                format!(
+                    "failure has turnId {:?} but its requestId belongs to turn {turn:?}",
+                    event_turn_id.unwrap_or_default()
+                ),
+                "the turnId of the turn the requestId started",
+            )),
+            Err(TurnFailureError::NotActive) => Err(Violation::new(
                 rule::TURN_NOT_ACTIVE,
                 format!("failure for turn {turn:?}, which already ended"),
                 "nothing more for a turn after its final or failure",
             )),
-            TurnPhase::Acked if by_request && event_turn_id.is_none() => Err(Violation::new(
+            Err(TurnFailureError::PostAckWithoutTurnId) => Err(Violation::new(
                 rule::POST_ACK_FAILURE_WITHOUT_TURN_ID,
                 format!(
                     "failure {:?} after the busy ACK carries only the requestId",
@@ -558,8 +552,7 @@ impl Tracker {
                 ),
                 "a failure after the ACK carries turnId (requestId optional)",
             )),
-            phase => {
-                let pre_ack = phase == TurnPhase::Submitted;
+            Ok(pre_ack) => {
                 if pre_ack && let Some(request) = self.requests.get_mut(&record.request_id) {
                     request.reply = Some(Reply::Failure(e.clone()));
                 }
@@ -579,18 +572,18 @@ impl Tracker {
         let Some(turn) = self.turn_mut(turn_id) else {
             return Err(unknown_turn(turn_id, what));
         };
-        match turn.phase {
-            TurnPhase::Submitted => Err(Violation::new(
+        match turn.phase.admit_event() {
+            Err(TurnEventError::BeforeAck) => Err(Violation::new(
                 rule::EVENT_BEFORE_ACK,
                 format!("{what} for turn {turn_id:?} before its busy ACK"),
                 "status busy with the turn's requestId before any progress, final or operation",
             )),
-            TurnPhase::Ended => Err(Violation::new(
+            Err(TurnEventError::NotActive) => Err(Violation::new(
                 rule::TURN_NOT_ACTIVE,
                 format!("{what} for turn {turn_id:?}, which already ended"),
                 "events only for the active turn",
             )),
-            TurnPhase::Acked => Ok(turn),
+            Ok(()) => Ok(turn),
         }
     }
 
@@ -635,24 +628,21 @@ impl Tracker {
     fn on_screen(&mut self, generation: u64, sequence: u64) -> Result<(), Violation> {
         self.screens.push((generation, sequence));
         let current = self.state.as_ref().map(|s| s.generation);
-        match current {
-            Some(current) if generation > current => {
-                return Err(Violation::new(
-                    rule::SCREEN_GENERATION_AHEAD,
-                    format!(
-                        "terminal_screen for generation {generation}; the state is at {current}"
-                    ),
-                    "screens only for the state's generation (or older, which are ignored)",
-                ));
-            }
-            None if generation > 0 => {
-                return Err(Violation::new(
-                    rule::SCREEN_GENERATION_AHEAD,
-                    format!("terminal_screen for generation {generation} before any state"),
-                    "screens only after ready",
-                ));
-            }
-            Some(current) if generation < current => {
+        match self.fence.observe(current, generation, sequence) {
+            ScreenVerdict::Apply => Ok(()),
+            ScreenVerdict::AheadOfState {
+                current: Some(current),
+            } => Err(Violation::new(
+                rule::SCREEN_GENERATION_AHEAD,
+                format!("terminal_screen for generation {generation}; the state is at {current}"),
+                "screens only for the state's generation (or older, which are ignored)",
+            )),
+            ScreenVerdict::AheadOfState { current: None } => Err(Violation::new(
+                rule::SCREEN_GENERATION_AHEAD,
+                format!("terminal_screen for generation {generation} before any state"),
+                "screens only after ready",
+            )),
+            ScreenVerdict::IgnoredStale { current } => {
                 self.warnings.push(Warning {
                     rule: rule::STALE_SCREEN_IGNORED.into(),
                     message: format!(
@@ -661,12 +651,9 @@ impl Tracker {
                     ),
                     line: None,
                 });
-                return Ok(());
+                Ok(())
             }
-            _ => {}
-        }
-        if self.fenced_generation == Some(generation) {
-            return Err(Violation::new(
+            ScreenVerdict::EarlyNewGeneration => Err(Violation::new(
                 rule::EARLY_NEW_GENERATION_SCREEN,
                 format!(
                     "terminal_screen of generation {generation} right after the ready that \
@@ -674,24 +661,19 @@ impl Tracker {
                 ),
                 "no screen of a newly raised generation until the host's next command arrives \
                  (the real host applies ready asynchronously and kills the provider)",
-            ));
+            )),
+            ScreenVerdict::IgnoredSequence { last } => {
+                self.warnings.push(Warning {
+                    rule: rule::SCREEN_SEQUENCE_NOT_INCREASING.into(),
+                    message: format!(
+                        "screen sequence {sequence} after {last} at generation {generation}; \
+                         the host ignores it"
+                    ),
+                    line: None,
+                });
+                Ok(())
+            }
         }
-        if let Some((last_gen, last_seq)) = self.last_screen
-            && last_gen == generation
-            && sequence <= last_seq
-        {
-            self.warnings.push(Warning {
-                rule: rule::SCREEN_SEQUENCE_NOT_INCREASING.into(),
-                message: format!(
-                    "screen sequence {sequence} after {last_seq} at generation {generation}; \
-                     the host ignores it"
-                ),
-                line: None,
-            });
-            return Ok(());
-        }
-        self.last_screen = Some((generation, sequence));
-        Ok(())
     }
 
     fn on_operation(

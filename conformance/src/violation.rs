@@ -28,6 +28,12 @@ pub mod rule {
     pub const TURN_TIMEOUT: &str = "turn_timeout";
     /// The provider did not exit in bounded time after stdin closed.
     pub const NO_EXIT_AFTER_EOF: &str = "no_exit_after_eof";
+    /// The provider did not exit in bounded time after SIGTERM/SIGINT/SIGHUP with stdin open.
+    pub const NO_EXIT_AFTER_SIGNAL: &str = "no_exit_after_signal";
+    /// A command was answered only after a start in flight ended (the loop waited on it).
+    pub const REPLY_WAITED_ON_START: &str = "reply_waited_on_start";
+    /// A cancel did not end the start in flight promptly.
+    pub const START_NOT_ENDED_BY_CANCEL: &str = "start_not_ended_by_cancel";
     /// An event answered a requestId the harness never sent.
     pub const UNKNOWN_REQUEST_ID: &str = "unknown_request_id";
     /// An event answered a request that was already answered (e.g. a second busy ACK).

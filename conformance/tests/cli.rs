@@ -208,3 +208,44 @@ fn options_after_the_provider_command_reach_the_harness() {
     );
     assert_eq!(json["summary"]["failed"], 1);
 }
+
+#[test]
+fn a_failed_recommended_scenario_warns_exit_0_and_fails_only_with_strict() {
+    // A provider that never answers fails `invalid_json_before_hello`, a recommended scenario
+    // (the host never sends invalid JSON).
+    let run = |strict: bool| {
+        let mut args = vec![
+            "--json",
+            "--scenario",
+            "invalid_json_before_hello",
+            "--operation-timeout-ms",
+            "300",
+            "--handshake-timeout-ms",
+            "300",
+        ];
+        if strict {
+            args.push("--strict");
+        }
+        args.extend_from_slice(&["--provider", "sh", "-c", "cat >/dev/null"]);
+        let out = harness(&args);
+        let json: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+        (out.status.code(), json)
+    };
+    let (code, json) = run(false);
+    assert_eq!(code, Some(0), "{json}");
+    assert_eq!(json["ok"], true);
+    assert_eq!(json["summary"]["recommendedFailed"], 1);
+    assert_eq!(json["scenarios"][0]["level"], "recommended");
+    assert_eq!(json["scenarios"][0]["outcome"], "warn");
+    assert!(
+        json["scenarios"][0]["hostRule"]
+            .as_str()
+            .is_some_and(|r| !r.is_empty())
+    );
+
+    let (code, json) = run(true);
+    assert_eq!(code, Some(1), "{json}");
+    assert_eq!(json["ok"], false);
+    assert_eq!(json["strict"], true);
+    assert_eq!(json["scenarios"][0]["outcome"], "fail");
+}

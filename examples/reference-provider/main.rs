@@ -4,8 +4,9 @@
 //! - no `terminal_screen` of a newly raised generation right after `ready` (the real host
 //!   kills a provider that sends one before its next command);
 //! - screen sequences come from the clock, so they keep increasing across restarts;
-//! - a second turn while one runs gets `turn_in_progress`; a result that matches no pending
-//!   operation is ignored (answering a result is a protocol error);
+//! - which commands it refuses, and with which code, comes from the protocol crate's
+//!   `lifecycle` rules (a second turn while one runs gets `busy`); a result that matches no
+//!   pending operation is ignored (answering a result is a protocol error);
 //! - extra triggers `request-outbound-{duplicate,conflict,burst}` and the session-tool ones
 //!   (docs/conformance.md).
 //!
@@ -57,6 +58,21 @@ async fn main() {
             std::process::exit(2);
         }
     };
+    // The mutant keeps the streams (and so the handlers) alive and never reads them.
+    let _ignored_signals: Vec<_> = match mutant {
+        Some(Mutant::IgnoreStopSignals) => {
+            use tokio::signal::unix::{SignalKind, signal};
+            [
+                SignalKind::terminate(),
+                SignalKind::interrupt(),
+                SignalKind::hangup(),
+            ]
+            .into_iter()
+            .filter_map(|kind| signal(kind).ok())
+            .collect()
+        }
+        _ => Vec::new(),
+    };
     let mut commands = CommandReader::new(tokio::io::stdin());
     let mut stdout = tokio::io::stdout();
     let mut session = Reference::new(mutant);
@@ -66,6 +82,9 @@ async fn main() {
             break;
         }
         let started = matches!(item, Ok(remote_runner_protocol::Command::Start(_)));
+        if started && mutant == Some(Mutant::SlowStartBlocksLoop) {
+            tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        }
         for output in session.handle(item) {
             let Some(bytes) = output.bytes() else {
                 if matches!(output, Output::Exit) {

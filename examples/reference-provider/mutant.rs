@@ -56,6 +56,11 @@ pub enum Mutant {
     CancelAnsweredDetached,
     /// Stops reading stdin after start (never answers again).
     StopReadingAfterStart,
+    /// SIGTERM, SIGINT and SIGHUP are caught and ignored: the process lives on while stdin
+    /// stays open (what BotMux's close does), the defect of a loop that only ends on EOF.
+    IgnoreStopSignals,
+    /// `start` takes 3 s and the loop waits on it: nothing else is answered meanwhile.
+    SlowStartBlocksLoop,
     /// Not a defect the host punishes: screens that repeat a sequence or belong to an older
     /// generation, which the host ignores (the harness reports warnings, not failures).
     IgnoredScreens,
@@ -63,7 +68,7 @@ pub enum Mutant {
 
 impl Mutant {
     /// Every mutant with its name.
-    pub const ALL: [(&'static str, Mutant); 27] = [
+    pub const ALL: [(&'static str, Mutant); 29] = [
         ("progress-before-ack", Mutant::ProgressBeforeAck),
         ("two-acks", Mutant::TwoAcks),
         (
@@ -100,6 +105,8 @@ impl Mutant {
         ("cancel-answered-detached", Mutant::CancelAnsweredDetached),
         ("stop-reading-after-start", Mutant::StopReadingAfterStart),
         ("ignored-screens", Mutant::IgnoredScreens),
+        ("ignore-stop-signals", Mutant::IgnoreStopSignals),
+        ("slow-start-blocks-loop", Mutant::SlowStartBlocksLoop),
     ];
 
     /// Parses a mutant name.

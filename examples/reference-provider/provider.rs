@@ -2,6 +2,7 @@
 //! It behaves like the host's own reference runner, except that it never sends a screen of
 //! a newly raised generation right after `ready` (the real host kills a provider that does).
 
+use remote_runner_protocol::lifecycle::{self, ProviderLifecycle, Refusal};
 use remote_runner_protocol::{
     Command, ContextUsage, DecodeErrorKind, Event, FailureStatus, FrameError, HistoryScope,
     LineError, Mention, ResponseKind, ResumeMode, SessionStatus, SessionToolRequest, State,
@@ -49,7 +50,9 @@ struct ActiveTurn {
 pub struct Reference {
     mutant: Option<Mutant>,
     state: Option<State>,
-    status: SessionStatus,
+    /// The protocol's rules (status, generation, the accepted turn), shared with every
+    /// provider built on the protocol crate.
+    lifecycle: ProviderLifecycle,
     screen: String,
     cols: u64,
     rows: u64,
@@ -111,7 +114,7 @@ impl Reference {
         Reference {
             mutant,
             state: None,
-            status: SessionStatus::Starting,
+            lifecycle: ProviderLifecycle::new(),
             screen: String::new(),
             cols: 120,
             rows: 40,
@@ -206,21 +209,12 @@ impl Reference {
     fn command(&mut self, command: Command) -> Vec<Output> {
         match command {
             Command::Hello(c) => {
-                let mut capabilities = vec![
-                    "start",
-                    "resume",
-                    "turn",
-                    "cancel",
-                    "detach",
-                    "status",
-                    "terminal_screen",
-                    "terminal_input",
-                    "terminal_resize",
-                    "reattach",
+                let mut capabilities = lifecycle::capabilities(true);
+                capabilities.extend([
                     "outbound_message",
                     "session_tool",
                     "reference_future_capability",
-                ];
+                ]);
                 if self.is(Mutant::DuplicateCapabilities) {
                     capabilities.push("turn");
                 }
@@ -247,8 +241,8 @@ impl Reference {
                     ps.insert("accessToken".into(), json!("not-a-real-token"));
                     state = state.with_provider_state(ps);
                 }
+                self.lifecycle.ready(state.generation);
                 self.state = Some(state.clone());
-                self.status = SessionStatus::Ready;
                 self.screen = "reference runner ready\nline two".into();
                 let mut out = vec![ev(Event::lineage_changed(state.clone()))];
                 if self.is(Mutant::ReadyWithoutRequestId) {
@@ -299,8 +293,8 @@ impl Reference {
                     }
                 }
                 let raised = state.generation > c.state.generation;
+                self.lifecycle.ready(state.generation);
                 self.state = Some(state.clone());
-                self.status = SessionStatus::Ready;
                 self.screen = "reference runner resumed".into();
                 let mut out = vec![ev(Event::ready(c.request_id, state))];
                 // A screen of a newly raised generation must wait for the host's next command.
@@ -338,12 +332,12 @@ impl Reference {
                 } else {
                     SessionStatus::Closed
                 };
-                self.status = SessionStatus::Closed;
+                self.lifecycle.closed();
                 out.push(ev(Event::status(c.request_id, status, self.state.clone())));
                 out
             }
             Command::Detach(c) => {
-                self.status = SessionStatus::Detached;
+                self.lifecycle.detached();
                 vec![ev(Event::status(
                     c.request_id,
                     SessionStatus::Detached,
@@ -351,16 +345,10 @@ impl Reference {
                 ))]
             }
             Command::Reattach(c) => {
-                if self.status != SessionStatus::Detached {
-                    return vec![failure(
-                        Some(&c.request_id),
-                        None,
-                        "not_detached",
-                        "reattach needs a detached session; send detach first",
-                        false,
-                    )];
+                if let Err(refusal) = self.lifecycle.admit_reattach() {
+                    return vec![refused(&c.request_id, None, &refusal)];
                 }
-                self.status = SessionStatus::Ready;
+                self.lifecycle.reattached();
                 vec![ev(Event::status(
                     c.request_id,
                     SessionStatus::Ready,
@@ -370,39 +358,52 @@ impl Reference {
             Command::Status(c) => {
                 vec![ev(Event::status(
                     c.request_id,
-                    self.status,
+                    self.lifecycle.status(),
                     self.state.clone(),
                 ))]
             }
             Command::TerminalInput(c) => {
-                if c.generation != self.generation() && !self.is(Mutant::AnyGenerationInput) {
-                    return vec![stale_generation(&c.request_id)];
+                if let Err(refusal) = self.lifecycle.admit_terminal(c.generation)
+                    && !self.is(Mutant::AnyGenerationInput)
+                {
+                    return vec![refused(&c.request_id, None, &refusal)];
                 }
                 self.screen.push_str(&c.data);
                 vec![
                     self.screen_event(),
-                    ev(Event::status(c.request_id, self.status, self.state.clone())),
+                    ev(Event::status(
+                        c.request_id,
+                        self.lifecycle.status(),
+                        self.state.clone(),
+                    )),
                 ]
             }
             Command::TerminalResize(c) => {
-                if c.generation != self.generation() {
-                    return vec![stale_generation(&c.request_id)];
+                if let Err(refusal) = self.lifecycle.admit_terminal(c.generation) {
+                    return vec![refused(&c.request_id, None, &refusal)];
                 }
                 self.cols = c.cols;
                 self.rows = c.rows;
                 vec![
                     self.screen_event(),
-                    ev(Event::status(c.request_id, self.status, self.state.clone())),
+                    ev(Event::status(
+                        c.request_id,
+                        self.lifecycle.status(),
+                        self.state.clone(),
+                    )),
                 ]
             }
         }
     }
 
     fn turn(&mut self, request_id: String, turn_id: String, content: String) -> Vec<Output> {
-        if self.status != SessionStatus::Ready && self.status != SessionStatus::Busy
-            || self.state.is_none()
-        {
-            if self.is(Mutant::UncorrelatedTurnFailure) {
+        match self.lifecycle.admit_turn(&turn_id) {
+            Ok(()) => {}
+            Err(Refusal::Busy { .. }) if self.is(Mutant::AcceptSecondTurn) => {}
+            Err(refusal @ Refusal::Busy { .. }) => {
+                return vec![refused(&request_id, Some(&turn_id), &refusal)];
+            }
+            Err(_) if self.is(Mutant::UncorrelatedTurnFailure) => {
                 return vec![failure(
                     None,
                     None,
@@ -411,22 +412,7 @@ impl Reference {
                     false,
                 )];
             }
-            return vec![failure(
-                Some(&request_id),
-                Some(&turn_id),
-                "not_ready",
-                "the session is not ready; send start or resume (or reattach) first",
-                false,
-            )];
-        }
-        if self.turn.is_some() && !self.is(Mutant::AcceptSecondTurn) {
-            return vec![failure(
-                Some(&request_id),
-                Some(&turn_id),
-                "turn_in_progress",
-                "another turn is still running; wait for its final",
-                true,
-            )];
+            Err(refusal) => return vec![refused(&request_id, Some(&turn_id), &refusal)],
         }
         let mut out = Vec::new();
         if self.is(Mutant::ProgressBeforeAck) {
@@ -444,7 +430,7 @@ impl Reference {
                 self.state.clone(),
             )));
         }
-        self.status = SessionStatus::Busy;
+        self.lifecycle.acked(&turn_id);
         if let Some(state) = self.state.as_mut()
             && state.agent_thread_id.is_none()
         {
@@ -471,7 +457,7 @@ impl Reference {
             out.extend(operations);
             out.push(self.final_event(&request_id, &turn_id, json!(content)));
             if self.turn.is_none() {
-                self.status = SessionStatus::Ready;
+                self.lifecycle.turn_ended(&turn_id);
             }
             return out;
         }
@@ -542,7 +528,7 @@ impl Reference {
     ) -> Vec<Output> {
         let mut out = Vec::new();
         if self.is(Mutant::ReplyToOutboundResult) {
-            out.push(ev(Event::status(request_id, self.status, None)));
+            out.push(ev(Event::status(request_id, self.lifecycle.status(), None)));
         }
         let current = self.generation();
         let Some(turn) = self.turn.as_mut() else {
@@ -568,7 +554,7 @@ impl Reference {
         };
         let text = Value::String(content.to_string());
         out.push(self.final_event(&turn.request_id, &turn.turn_id, text));
-        self.status = SessionStatus::Ready;
+        self.lifecycle.turn_ended(&turn.turn_id);
         out
     }
 
@@ -623,12 +609,13 @@ impl Reference {
     }
 }
 
-fn stale_generation(request_id: &str) -> Output {
+/// The failure for a command the protocol's rules refuse.
+fn refused(request_id: &str, turn_id: Option<&str>, refusal: &Refusal) -> Output {
     failure(
         Some(request_id),
-        None,
-        "stale_terminal_generation",
-        "the command names another compute generation; refresh the session state",
-        false,
+        turn_id,
+        refusal.code(),
+        &refusal.message(),
+        refusal.retryable(),
     )
 }

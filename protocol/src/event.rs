@@ -272,7 +272,9 @@ impl Event {
         })
     }
 
-    /// `failure` with both correlation ids optional.
+    /// `failure` with both correlation ids optional. The message is fitted to what the host
+    /// accepts ([`grammar::fit_error_message`]: at most 4096 UTF-16 units, never blank), so no
+    /// caller has to cut it.
     pub fn failure(
         request_id: Option<String>,
         turn_id: Option<String>,
@@ -281,11 +283,13 @@ impl Event {
         status: FailureStatus,
         retryable: bool,
     ) -> Self {
+        let code = code.into();
+        let message = grammar::fit_error_message(&message.into(), &code);
         Event::Failure(FailureEvent {
             request_id,
             turn_id,
-            code: code.into(),
-            message: message.into(),
+            code,
+            message,
             status,
             retryable,
         })

@@ -3,7 +3,7 @@
 //! Lengths are counted the way the host counts them: in UTF-16 code units, after trimming.
 
 use crate::error::{Rule, ValidationError};
-use crate::limits::MAX_SAFE_INTEGER;
+use crate::limits::{MAX_ERROR_MESSAGE_UNITS, MAX_SAFE_INTEGER};
 
 /// Trims like JavaScript's `String.prototype.trim`: Unicode white space and line
 /// terminators plus U+FEFF, but not U+0085 (white space to Unicode, not to JavaScript).
@@ -173,7 +173,41 @@ pub fn error_code(path: &str, value: &str) -> Result<(), ValidationError> {
 
 /// Error `message`: non-blank, <= 4096 UTF-16 units.
 pub fn error_message(path: &str, value: &str) -> Result<(), ValidationError> {
-    non_empty(Rule::ErrorMessage, path, value, 4096).map(|_| ())
+    non_empty(Rule::ErrorMessage, path, value, MAX_ERROR_MESSAGE_UNITS).map(|_| ())
+}
+
+/// The longest prefix of `value` that is at most `max_units` UTF-16 units, cut on a character
+/// boundary (never inside a multi-byte character or a surrogate pair).
+pub fn prefix_utf16(value: &str, max_units: usize) -> &str {
+    let mut units = 0;
+    for (at, c) in value.char_indices() {
+        units += c.len_utf16();
+        if units > max_units {
+            return &value[..at];
+        }
+    }
+    value
+}
+
+/// An error `message` the host accepts, made from any text: trimmed like the host trims, cut to
+/// [`MAX_ERROR_MESSAGE_UNITS`] UTF-16 units with a marker when cut, and `fallback` (the error
+/// code) when blank. Never panics.
+pub fn fit_error_message(message: &str, fallback: &str) -> String {
+    let trimmed = js_trim(message);
+    if trimmed.is_empty() {
+        let fallback = js_trim(fallback);
+        return if fallback.is_empty() {
+            "failed".to_string()
+        } else {
+            prefix_utf16(fallback, MAX_ERROR_MESSAGE_UNITS).to_string()
+        };
+    }
+    if utf16_len(trimmed) <= MAX_ERROR_MESSAGE_UNITS {
+        return trimmed.to_string();
+    }
+    const CUT: &str = " [cut]";
+    let kept = js_trim(prefix_utf16(trimmed, MAX_ERROR_MESSAGE_UNITS - CUT.len()));
+    format!("{kept}{CUT}")
 }
 
 /// A JavaScript safe integer >= 0.
@@ -204,6 +238,30 @@ pub fn safe_signed_integer(path: &str, value: i64) -> Result<(), ValidationError
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn fit_error_message_cuts_in_utf16_units_on_character_boundaries() {
+        // 4095 units then an astral character (2 units): it would straddle the limit.
+        let straddling = format!("{}😀tail", "a".repeat(4095));
+        let fitted = super::fit_error_message(&straddling, "code");
+        assert!(
+            super::utf16_len(&fitted) <= 4096,
+            "{}",
+            super::utf16_len(&fitted)
+        );
+        assert!(fitted.ends_with(" [cut]"));
+        // Multi-byte characters around byte 4000 (the old `String::truncate` panic).
+        let euros = "€".repeat(3000);
+        let fitted = super::fit_error_message(&euros, "code");
+        assert!(super::error_message("m", &fitted).is_ok());
+        // Exactly at the limit: kept whole.
+        let exact = "😀".repeat(2048);
+        assert_eq!(super::fit_error_message(&exact, "code"), exact);
+        // Blank: the code stands in.
+        assert_eq!(super::fit_error_message(" \n\t", "bad_thing"), "bad_thing");
+        assert_eq!(super::prefix_utf16("a😀b", 2), "a");
+        assert_eq!(super::prefix_utf16("a😀b", 3), "a😀");
+    }
+
     use super::*;
 
     #[test]

@@ -13,6 +13,8 @@
 //!   return a typed [`DecodeError`] (with the correlation ids it could still read);
 //!   [`encode_command`] / [`encode_event`] produce one `\n`-terminated line;
 //! - [`check_transition`] for the state rules that compare two states;
+//! - [`lifecycle::ProviderLifecycle`], the provider side's rules as a sans-IO state machine
+//!   (what to accept, what to refuse and with which code), and [`lifecycle::capabilities`];
 //! - [`JsonlCodec`], [`CommandReader`], [`EventReader`] and [`LineWriter`] for framing, with
 //!   typed recovery from oversized and broken lines.
 //!
@@ -65,6 +67,7 @@ mod envelope;
 mod error;
 mod event;
 pub mod grammar;
+pub mod lifecycle;
 mod limits;
 mod outbound;
 pub mod schema;

@@ -47,7 +47,12 @@ pub const SENSITIVE_KEY_WORDS: [&str; 8] = [
     "privatekey",
     "accesskey",
 ];
+/// Longest error `message` on a `failure`, in UTF-16 units (the host's `nonEmptyString` limit).
+pub const MAX_ERROR_MESSAGE_UNITS: usize = 4096;
 /// Capabilities the host requires by default.
 pub const DEFAULT_REQUIRED_CAPABILITIES: [&str; 7] = [
     "start", "resume", "turn", "cancel", "detach", "reattach", "status",
 ];
+/// The optional terminal capabilities (`terminal_screen`, `terminal_input`, `terminal_resize`).
+pub const TERMINAL_CAPABILITIES: [&str; 3] =
+    ["terminal_screen", "terminal_input", "terminal_resize"];

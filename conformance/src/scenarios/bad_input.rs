@@ -6,7 +6,7 @@ use remote_runner_protocol::MAX_LINE_BYTES;
 use serde_json::json;
 
 use super::handshake::must_refuse;
-use super::{Scenario, body, plain_turn};
+use super::{Level, Scenario, body, host_rules, plain_turn};
 use crate::host::{Host, new_request_id};
 use crate::violation::Step;
 
@@ -40,6 +40,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "invalid_json",
             group: "bad_input",
+            level: Level::Recommended,
+            host_rule: host_rules::BAD_INPUT,
             checks: "a line that is not JSON is answered (at most an uncorrelated failure) and \
                      the provider keeps answering",
             run: body!(ctx => {
@@ -54,6 +56,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "invalid_json_before_hello",
             group: "bad_input",
+            level: Level::Recommended,
+            host_rule: host_rules::BAD_INPUT,
             checks: "a non-JSON line before hello does not prevent the handshake",
             run: body!(ctx => {
                 let mut host = ctx.spawn()?;
@@ -69,6 +73,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "json_not_an_object",
             group: "bad_input",
+            level: Level::Recommended,
+            host_rule: host_rules::BAD_INPUT,
             checks: "a JSON array line is answered without dying",
             run: body!(ctx => {
                 let mut host = ctx.spawn()?;
@@ -81,6 +87,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "wrong_protocol",
             group: "bad_input",
+            level: Level::Recommended,
+            host_rule: host_rules::BAD_INPUT,
             checks: "a line with another protocol name and a requestId gets a failure with that \
                      requestId",
             run: body!(ctx => {
@@ -96,6 +104,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "wrong_version",
             group: "bad_input",
+            level: Level::Recommended,
+            host_rule: host_rules::BAD_INPUT,
             checks: "a line with version 2 and a requestId gets a failure with that requestId",
             run: body!(ctx => {
                 let mut host = ctx.spawn()?;
@@ -110,6 +120,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "unknown_command_type",
             group: "bad_input",
+            level: Level::Recommended,
+            host_rule: host_rules::BAD_INPUT,
             checks: "an unknown command type with a requestId gets a failure with that requestId",
             run: body!(ctx => {
                 let mut host = ctx.spawn()?;
@@ -125,6 +137,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "missing_required_field",
             group: "bad_input",
+            level: Level::Recommended,
+            host_rule: host_rules::BAD_INPUT,
             checks: "a turn without content (requestId present) gets a failure with that requestId",
             run: body!(ctx => {
                 let mut host = ctx.spawn()?;
@@ -140,6 +154,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "invalid_field_value",
             group: "bad_input",
+            level: Level::Recommended,
+            host_rule: host_rules::BAD_INPUT,
             checks: "a terminal_resize with cols 0 (requestId present) gets a failure with that \
                      requestId",
             run: body!(ctx => {
@@ -156,6 +172,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "oversize_line",
             group: "bad_input",
+            level: Level::Recommended,
+            host_rule: host_rules::BAD_INPUT,
             checks: "a command line over 4 MiB is refused (at most an uncorrelated failure) and \
                      the provider keeps answering",
             run: body!(ctx => {
@@ -177,6 +195,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "blank_lines_ignored",
             group: "bad_input",
+            level: Level::Recommended,
+            host_rule: host_rules::BAD_INPUT,
             checks: "blank and whitespace-only lines are skipped silently",
             run: body!(ctx => {
                 let mut host = ctx.spawn()?;

@@ -2,7 +2,7 @@
 
 use remote_runner_protocol::{Command, ModelBackendVariant, command_to_value};
 
-use super::{Scenario, body, plain_turn, require};
+use super::{Level, Scenario, body, host_rules, plain_turn, require};
 use crate::host::{new_request_id, unexpected};
 use crate::track::{Reply, RequestKind};
 use crate::violation::{Stop, Violation, rule};
@@ -12,6 +12,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "hello_default_capabilities",
             group: "handshake",
+            level: Level::Required,
+            host_rule: host_rules::HELLO,
             checks: "hello answered with the same requestId, a valid provider name and every \
                      default required capability (start resume turn cancel detach reattach status)",
             run: body!(ctx => {
@@ -24,6 +26,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "hello_nothing_required",
             group: "handshake",
+            level: Level::Required,
+            host_rule: host_rules::HELLO,
             checks: "hello with an empty requiredCapabilities list is answered the same way",
             run: body!(ctx => {
                 let mut host = ctx.spawn()?;
@@ -38,6 +42,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "hello_additive_fields_ignored",
             group: "handshake",
+            level: Level::Required,
+            host_rule: host_rules::HELLO,
             checks: "a hello carrying an unknown extra field (a future additive field) is \
                      answered normally",
             run: body!(ctx => {
@@ -69,6 +75,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "silent_until_hello",
             group: "handshake",
+            level: Level::Required,
+            host_rule: host_rules::HELLO,
             checks: "nothing on stdout before the host's hello (the settle window), then a \
                      normal handshake",
             run: body!(ctx => {
@@ -83,6 +91,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "start_ready",
             group: "start",
+            level: Level::Required,
+            host_rule: host_rules::READY,
             checks: "start answered by ready with the same requestId and a valid state whose \
                      provider matches hello; the provider then answers status",
             run: body!(ctx => {
@@ -96,6 +106,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "start_with_model_hints",
             group: "start",
+            level: Level::Required,
+            host_rule: host_rules::READY,
             checks: "start with model, modelBackendVariant and reasoningEffort is answered by \
                      ready or a correlated failure; after ready a turn works",
             run: body!(ctx => {
@@ -117,6 +129,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "status_before_start",
             group: "start",
+            level: Level::Required,
+            host_rule: host_rules::READY,
             checks: "status after hello but before start is answered (any status value, or a \
                      correlated failure)",
             run: body!(ctx => {
@@ -130,6 +144,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "screens_after_start",
             group: "start",
+            level: Level::Required,
+            host_rule: host_rules::READY,
             checks: "with terminal_screen: screens after start carry the state's generation \
                      (never ahead) and increasing sequences",
             run: body!(ctx => {
@@ -148,6 +164,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "start_state_is_persistable",
             group: "start",
+            level: Level::Required,
+            host_rule: host_rules::READY,
             checks: "the ready state survives the host's round trip: the same state sent back \
                      in a resume (reattach) to a new process is accepted at the same or a \
                      higher generation",

@@ -2,7 +2,7 @@
 
 use remote_runner_protocol::{Command, SenderType, TrustedCaller, TurnCommand};
 
-use super::{Scenario, body, echo, expect_final, hold_turn, plain_turn};
+use super::{Level, Scenario, body, echo, expect_final, hold_turn, host_rules, plain_turn};
 use crate::host::{Submitted, new_request_id, refused, unexpected};
 use crate::track::{Reply, RequestKind};
 use crate::violation::{Stop, Violation, rule};
@@ -25,6 +25,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "turn_ack_then_final",
             group: "turn",
+            level: Level::Required,
+            host_rule: host_rules::TURN,
             checks: "a turn gets exactly one busy ACK, progress only after it, then a final \
                      (state and usage on the final follow the state rules)",
             run: body!(ctx => {
@@ -38,6 +40,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "turn_three_in_a_row",
             group: "turn",
+            level: Level::Required,
+            host_rule: host_rules::TURN,
             checks: "three turns one after the other each ACK once and end with a final",
             run: body!(ctx => {
                 let mut host = ctx.spawn()?;
@@ -52,6 +56,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "turn_multiline_output",
             group: "turn",
+            level: Level::Required,
+            host_rule: host_rules::TURN,
             checks: "a turn printing several lines streams and ends like any other",
             run: body!(ctx => {
                 let mut host = ctx.spawn()?;
@@ -66,6 +72,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "turn_unicode_content",
             group: "turn",
+            level: Level::Required,
+            host_rule: host_rules::TURN,
             checks: "a turn with non-ASCII and quoted content is accepted and ends with a final",
             run: body!(ctx => {
                 let mut host = ctx.spawn()?;
@@ -80,6 +88,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "turn_large_content",
             group: "turn",
+            level: Level::Required,
+            host_rule: host_rules::TURN,
             checks: "a 16 KiB turn is accepted and ends",
             run: body!(ctx => {
                 let mut host = ctx.spawn()?;
@@ -94,6 +104,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "turn_trusted_caller",
             group: "turn",
+            level: Level::Required,
+            host_rule: host_rules::TURN,
             checks: "a turn carrying trustedCaller is accepted and ends",
             run: body!(ctx => {
                 let mut host = ctx.spawn()?;
@@ -122,6 +134,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "turn_empty_content",
             group: "turn",
+            level: Level::Recommended,
+            host_rule: host_rules::TURN,
             checks: "a turn with empty content gets an ACK and an end, or a correlated pre-ACK \
                      failure; the provider stays usable",
             run: body!(ctx => {
@@ -140,6 +154,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "turn_before_start_refused",
             group: "pre_ack",
+            level: Level::Required,
+            host_rule: host_rules::TURN,
             checks: "a turn before start gets a correlated pre-ACK failure (requestId echoed); \
                      start and a turn then work",
             run: body!(ctx => {
@@ -156,6 +172,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "turn_after_detach_refused",
             group: "pre_ack",
+            level: Level::Required,
+            host_rule: host_rules::TURN,
             checks: "a turn while detached gets a correlated pre-ACK failure; after reattach \
                      turns work again",
             run: body!(ctx => {
@@ -173,6 +191,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "refused_turn_does_not_poison",
             group: "pre_ack",
+            level: Level::Required,
+            host_rule: host_rules::TURN,
             checks: "after a refused turn, two more turns run normally (no left-over state)",
             run: body!(ctx => {
                 let mut host = ctx.spawn()?;
@@ -190,6 +210,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "second_turn_while_busy_refused",
             group: "busy",
+            level: Level::Required,
+            host_rule: host_rules::TURN,
             checks: "a second turn while one runs (the host never does this) gets a correlated \
                      pre-ACK failure, never a second ACK; the first turn still ends",
             run: body!(ctx => {
@@ -210,6 +232,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "status_while_busy",
             group: "busy",
+            level: Level::Recommended,
+            host_rule: host_rules::TURN,
             checks: "status during a running turn is answered; the turn then ends normally",
             run: body!(ctx => {
                 let mut host = ctx.spawn()?;
@@ -226,6 +250,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "cancel_idle",
             group: "cancel",
+            level: Level::Required,
+            host_rule: host_rules::CANCEL,
             checks: "cancel after start is answered by status closed",
             run: body!(ctx => {
                 let mut host = ctx.spawn()?;
@@ -238,6 +264,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "cancel_after_turn",
             group: "cancel",
+            level: Level::Required,
+            host_rule: host_rules::CANCEL,
             checks: "cancel after a finished turn is answered by status closed",
             run: body!(ctx => {
                 let mut host = ctx.spawn()?;
@@ -251,6 +279,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "cancel_during_turn",
             group: "cancel",
+            level: Level::Required,
+            host_rule: host_rules::CANCEL,
             checks: "cancel while a turn runs is answered by status closed; the turn may end \
                      with a failure carrying its turnId",
             run: body!(ctx => {
@@ -265,6 +295,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "cancel_before_start",
             group: "cancel",
+            level: Level::Required,
+            host_rule: host_rules::CANCEL,
             checks: "cancel right after hello is answered (closed, or a correlated failure)",
             run: body!(ctx => {
                 let mut host = ctx.spawn()?;
@@ -278,6 +310,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "detach_then_reattach",
             group: "detach",
+            level: Level::Required,
+            host_rule: host_rules::DETACH,
             checks: "detach → status detached, reattach → status ready, then a turn works",
             run: body!(ctx => {
                 let mut host = ctx.spawn()?;
@@ -292,6 +326,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "detach_after_turn",
             group: "detach",
+            level: Level::Required,
+            host_rule: host_rules::DETACH,
             checks: "after a finished turn: detach, reattach, and another turn",
             run: body!(ctx => {
                 let mut host = ctx.spawn()?;
@@ -307,6 +343,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "reattach_without_detach_refused",
             group: "detach",
+            level: Level::Required,
+            host_rule: host_rules::DETACH,
             checks: "reattach without a detach gets a correlated failure (or status ready); \
                      the provider stays usable",
             run: body!(ctx => {
@@ -321,6 +359,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "detach_twice_cycle",
             group: "detach",
+            level: Level::Required,
+            host_rule: host_rules::DETACH,
             checks: "two detach/reattach cycles in a row each get their own answers",
             run: body!(ctx => {
                 let mut host = ctx.spawn()?;
@@ -338,6 +378,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "eof_before_hello",
             group: "eof",
+            level: Level::Required,
+            host_rule: host_rules::EOF,
             checks: "stdin closed before any command: the provider exits in bounded time",
             run: body!(ctx => {
                 let mut host = ctx.spawn()?;
@@ -347,6 +389,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "eof_after_hello",
             group: "eof",
+            level: Level::Required,
+            host_rule: host_rules::EOF,
             checks: "stdin closed after the handshake: the provider exits in bounded time",
             run: body!(ctx => {
                 let mut host = ctx.spawn()?;
@@ -357,6 +401,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "eof_after_turn",
             group: "eof",
+            level: Level::Required,
+            host_rule: host_rules::EOF,
             checks: "stdin closed after a finished turn: the provider exits in bounded time",
             run: body!(ctx => {
                 let mut host = ctx.spawn()?;
@@ -368,6 +414,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "eof_after_detach",
             group: "eof",
+            level: Level::Required,
+            host_rule: host_rules::EOF,
             checks: "stdin closed after detach (daemon shutdown): the provider exits in bounded time",
             run: body!(ctx => {
                 let mut host = ctx.spawn()?;
@@ -379,6 +427,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "eof_during_turn",
             group: "eof",
+            level: Level::Required,
+            host_rule: host_rules::EOF,
             checks: "stdin closed while a turn runs: the provider exits in bounded time",
             run: body!(ctx => {
                 let mut host = ctx.spawn()?;

@@ -18,10 +18,76 @@ mod handshake;
 mod lifecycle;
 mod operations;
 mod resume;
+mod signals;
 mod terminal;
 
 /// A scenario's future.
 pub type ScenarioFuture = Pin<Box<dyn Future<Output = Step<()>> + Send>>;
+
+/// How much a scenario's failure matters to the orchestrator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    /// The BotMux host would log a protocol error, kill the provider, hang, or leak it: a
+    /// failure fails the run.
+    Required,
+    /// Robustness beyond what the host does (it never sends that input): a failure is reported
+    /// as a warning and fails the run only with `--strict`.
+    Recommended,
+}
+
+impl Level {
+    /// `required` or `recommended`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Required => "required",
+            Level::Recommended => "recommended",
+        }
+    }
+}
+
+/// The host rules scenarios stand on (BotMux `RemoteRunnerBackend`, see
+/// /work/shared/spec and docs/conformance.md), one line each.
+pub mod host_rules {
+    /// hello.
+    pub const HELLO: &str = "hello is answered with the same requestId and the required \
+        capabilities within handshakeTimeoutMs, else the provider is killed";
+    /// start/resume.
+    pub const READY: &str = "start/resume is answered by ready with the same requestId and a \
+        valid state within handshakeTimeoutMs; a rebuild raises the generation";
+    /// turns.
+    pub const TURN: &str = "a turn gets exactly one status busy ACK (or a pre-ACK failure) \
+        within operationTimeoutMs, nothing for it before the ACK, then final or a failure with \
+        the turnId; anything else is a protocol error that kills the provider";
+    /// cancel.
+    pub const CANCEL: &str = "cancel is answered by status closed; the host waits for it \
+        before it commits the close";
+    /// detach/reattach.
+    pub const DETACH: &str = "detach waits for the turn and answers status detached; reattach \
+        answers status ready; the host keeps writes closed until then";
+    /// stdin EOF.
+    pub const EOF: &str = "a provider whose stdin closed must exit, or it is leaked";
+    /// resume state rules.
+    pub const STATE: &str = "states are applied only if the provider matches, the generation \
+        never goes down and remoteSessionId changes only with a new generation";
+    /// terminal.
+    pub const TERMINAL: &str = "terminal input/resize only for the current generation, \
+        answered by status; screens of a newer generation than the state kill the provider";
+    /// outbound/session_tool.
+    pub const OPERATIONS: &str = "outbound_message/session_tool only inside an ACKed turn, for \
+        the state's generation; results are never answered; final waits for every result";
+    /// bad input (the host never sends it).
+    pub const BAD_INPUT: &str = "not a host rule: the host only sends valid commands; a \
+        provider that survives bad input is more robust";
+    /// signals.
+    pub const SIGNAL: &str = "the host closes with cancel, waits for status closed, then sends \
+        SIGTERM without closing stdin (commitDestroySession -> kill('SIGTERM')); a provider \
+        still running is leaked";
+    /// commands while a start is in flight.
+    pub const START_IN_FLIGHT: &str = "not sent by RemoteRunnerBackend today (it waits for \
+        ready): a provider whose command loop waits on the engine answers nothing, cancel \
+        included, until the start ends";
+}
 
 /// One scenario.
 #[derive(Debug, Clone, Copy)]
@@ -32,12 +98,16 @@ pub struct Scenario {
     pub group: &'static str,
     /// What it checks, one line.
     pub checks: &'static str,
+    /// Whether a failure fails the run.
+    pub level: Level,
+    /// The host rule it stands on.
+    pub host_rule: &'static str,
     /// The body.
     pub run: fn(Ctx) -> ScenarioFuture,
 }
 
 /// The groups, in report order.
-pub const GROUPS: [&str; 13] = [
+pub const GROUPS: [&str; 14] = [
     "handshake",
     "start",
     "turn",
@@ -49,6 +119,7 @@ pub const GROUPS: [&str; 13] = [
     "terminal",
     "bad_input",
     "eof",
+    "signals",
     "outbound",
     "session_tool",
 ];
@@ -62,6 +133,7 @@ pub fn all() -> Vec<Scenario> {
     list.extend(terminal::scenarios());
     list.extend(bad_input::scenarios());
     list.extend(operations::scenarios());
+    list.extend(signals::scenarios());
     let order = |s: &Scenario| {
         GROUPS
             .iter()

@@ -3,7 +3,10 @@
 //! `-duplicate`, `-conflict` and `-burst` variants); a provider that advertises the
 //! capability but does not react to a trigger gets n/a for that scenario.
 
-use super::{OUTBOUND_TRIGGER, SESSION_TOOL_TRIGGER, Scenario, body, expect_final, require};
+use super::{
+    Level, OUTBOUND_TRIGGER, SESSION_TOOL_TRIGGER, Scenario, body, expect_final, host_rules,
+    require,
+};
 use crate::host::Submitted;
 use crate::host::refused;
 use crate::track::{OperationPolicy, OperationStats};
@@ -100,6 +103,8 @@ macro_rules! op_scenario {
             name: $name,
             group: $group,
             checks: $checks,
+            level: Level::Required,
+            host_rule: host_rules::OPERATIONS,
             run: body!(ctx => {
                 triggered(ctx, $kind, $suffix, $policy, $needs, $final).await
             }),

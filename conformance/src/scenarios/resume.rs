@@ -4,7 +4,7 @@ use remote_runner_protocol::{ResumeMode, State};
 
 use super::handshake::must_refuse;
 use super::lifecycle::expect_status;
-use super::{Ctx, Scenario, body, plain_turn};
+use super::{Ctx, Level, Scenario, body, host_rules, plain_turn};
 use crate::host::{Host, refused, unexpected};
 use crate::track::{Reply, RequestKind};
 use crate::violation::{Step, Violation};
@@ -57,6 +57,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "resume_reattach_after_detach",
             group: "resume",
+            level: Level::Required,
+            host_rule: host_rules::STATE,
             checks: "a new process resumes (resumeMode reattach) the state of a detached run: \
                      ready with the same requestId, generation not lower, agentThreadId kept; \
                      a turn then works",
@@ -71,6 +73,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "resume_default_mode",
             group: "resume",
+            level: Level::Required,
+            host_rule: host_rules::STATE,
             checks: "resume without resumeMode behaves as reattach",
             run: body!(ctx => {
                 let state = previous_run(&ctx, RequestKind::Detach).await?;
@@ -83,6 +87,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "resume_rebuild_after_cancel",
             group: "resume",
+            level: Level::Required,
+            host_rule: host_rules::STATE,
             checks: "rebuild of a cancelled run raises the generation, keeps agentThreadId, \
                      sends no screen of the new generation before the host's next command; \
                      turns then run at the new generation",
@@ -97,6 +103,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "resume_rebuild_twice",
             group: "resume",
+            level: Level::Required,
+            host_rule: host_rules::STATE,
             checks: "two rebuilds in a row raise the generation each time",
             run: body!(ctx => {
                 let state = previous_run(&ctx, RequestKind::Cancel).await?;
@@ -114,6 +122,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "resume_rebuild_then_detach_reattach",
             group: "resume",
+            level: Level::Required,
+            host_rule: host_rules::STATE,
             checks: "after a rebuild, detach and a reattach resume keep the new generation",
             run: body!(ctx => {
                 let state = previous_run(&ctx, RequestKind::Cancel).await?;
@@ -130,6 +140,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "resume_foreign_provider_refused",
             group: "resume",
+            level: Level::Required,
+            host_rule: host_rules::STATE,
             checks: "resume with a state of another provider gets a correlated failure (a \
                      ready adopting it would break the provider-match rule)",
             run: body!(ctx => {

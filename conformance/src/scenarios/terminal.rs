@@ -3,7 +3,7 @@
 use remote_runner_protocol::{Command, TerminalInputCommand, TerminalResizeCommand};
 
 use super::handshake::must_refuse;
-use super::{Scenario, body, plain_turn, require};
+use super::{Level, Scenario, body, host_rules, plain_turn, require};
 use crate::host::{Host, new_request_id, unexpected};
 use crate::track::Reply;
 use crate::violation::{Step, Stop};
@@ -68,6 +68,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "terminal_input_current_generation",
             group: "terminal",
+            level: Level::Required,
+            host_rule: host_rules::TERMINAL,
             checks: "with terminal_input: input for the current generation is answered by a \
                      status with its requestId; a turn still works",
             run: body!(ctx => {
@@ -82,6 +84,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "terminal_input_future_generation_refused",
             group: "terminal",
+            level: Level::Required,
+            host_rule: host_rules::TERMINAL,
             checks: "with terminal_input: input for a future generation gets a correlated failure",
             run: body!(ctx => {
                 let mut host = opened(&ctx, "terminal_input").await?;
@@ -95,6 +99,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "terminal_input_stale_generation_refused",
             group: "terminal",
+            level: Level::Required,
+            host_rule: host_rules::TERMINAL,
             checks: "with terminal_input: input for an older generation gets a correlated failure",
             run: body!(ctx => {
                 let mut host = opened(&ctx, "terminal_input").await?;
@@ -108,6 +114,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "terminal_resize_current_generation",
             group: "terminal",
+            level: Level::Required,
+            host_rule: host_rules::TERMINAL,
             checks: "with terminal_resize: a resize for the current generation is answered by \
                      a status; later screens keep valid sizes",
             run: body!(ctx => {
@@ -122,6 +130,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "terminal_resize_future_generation_refused",
             group: "terminal",
+            level: Level::Required,
+            host_rule: host_rules::TERMINAL,
             checks: "with terminal_resize: a resize for a future generation gets a correlated failure",
             run: body!(ctx => {
                 let mut host = opened(&ctx, "terminal_resize").await?;
@@ -135,6 +145,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "terminal_resize_stale_generation_refused",
             group: "terminal",
+            level: Level::Required,
+            host_rule: host_rules::TERMINAL,
             checks: "with terminal_resize: a resize for an older generation gets a correlated failure",
             run: body!(ctx => {
                 let mut host = opened(&ctx, "terminal_resize").await?;
@@ -148,6 +160,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "terminal_screens_during_turns",
             group: "terminal",
+            level: Level::Required,
+            host_rule: host_rules::TERMINAL,
             checks: "with terminal_screen: screens around turns and input are never ahead of \
                      the state's generation (older generations and repeated sequences are \
                      reported as warnings, as the host ignores them)",

@@ -18,6 +18,8 @@ fn config(args: &[&str]) -> Config {
     // milliseconds, so these are still generous.
     config.operation_timeout = Duration::from_millis(3_000);
     config.exit_timeout = Duration::from_millis(3_000);
+    // Mutants must fail recommended scenarios too.
+    config.strict = true;
     config
 }
 
@@ -298,3 +300,67 @@ mutant_test!(
     "oversize_line",
     "stdin_not_read"
 );
+
+mutant_test!(
+    mutant_slow_start_status,
+    "slow-start-blocks-loop",
+    ["start"],
+    "status_during_start",
+    "reply_waited_on_start"
+);
+mutant_test!(
+    mutant_slow_start_cancel,
+    "slow-start-blocks-loop",
+    ["start"],
+    "cancel_during_start",
+    "start_not_ended_by_cancel"
+);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutant_ignore_stop_signals_fails_every_signal_scenario() {
+    let mut config = config(&["--mutant", "ignore-stop-signals"]);
+    config.groups = vec!["signals".into()];
+    config.jobs = 6;
+    let report = run_with(config).await;
+    let text = report.to_text();
+    assert!(!report.success(), "{text}");
+    for scenario in [
+        "sigterm_before_hello",
+        "sigterm_idle",
+        "sigterm_mid_turn",
+        "sigterm_after_cancel",
+        "sigterm_after_detach",
+        "sigint_and_sighup_idle",
+    ] {
+        assert_eq!(
+            report.scenario(scenario).and_then(|s| s.rule()),
+            Some("no_exit_after_signal"),
+            "{scenario}:\n{text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_recommended_failure_warns_and_fails_only_with_strict() {
+    let mut config = config(&["--mutant", "slow-start-blocks-loop"]);
+    config.scenarios = vec!["status_during_start".into()];
+    config.strict = false;
+    let report = run_with(config.clone()).await;
+    let text = report.to_text();
+    assert!(
+        report.success(),
+        "a recommended failure alone is accepted:\n{text}"
+    );
+    assert_eq!(report.recommended_failed(), 1, "{text}");
+    assert!(text.contains("WARN  status_during_start"), "{text}");
+    assert!(
+        text.contains("the BotMux host accepts this provider"),
+        "{text}"
+    );
+    assert_eq!(report.to_json()["scenarios"][0]["outcome"], "warn");
+
+    config.strict = true;
+    let report = run_with(config).await;
+    assert!(!report.success(), "{}", report.to_text());
+    assert_eq!(report.failed_rules(), vec!["reply_waited_on_start"]);
+}

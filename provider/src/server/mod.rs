@@ -4,15 +4,23 @@
 //! - [`config`]: environment variables (documented in `docs/provider.md`).
 //! - [`writer`]: the single writer that owns stdout.
 //! - [`provider`]: the state machine (handshake, start/resume, fencing, cancel/detach/reattach).
+//! - [`lane`]: engine work queued in order, away from the command loop.
+//! - [`binding`]: which sessions a resumed state may name.
+//! - [`signals`]: SIGTERM, SIGINT and SIGHUP as one future.
 //! - [`turn`]: one turn, streamed as `progress`, ended by `final` or a failure.
 //! - [`screen`]: `terminal_screen` snapshots, only when something changed.
 
+pub mod binding;
 pub mod config;
+pub mod lane;
 pub mod provider;
 pub mod screen;
+pub mod signals;
 pub mod text;
 pub mod turn;
 pub mod writer;
+
+use std::time::Duration;
 
 use futures::StreamExt;
 use remote_runner_protocol::{CommandReader, Event, FailureStatus, FrameError};
@@ -21,9 +29,21 @@ use tokio::io::{AsyncRead, AsyncWrite};
 pub use config::ProviderConfig;
 pub use provider::Provider;
 
+/// Exit status after stdin closed (the host is gone or done).
+pub const EXIT_STDIN_CLOSED: i32 = 0;
+/// Exit status when reading stdin failed.
+pub const EXIT_STDIN_ERROR: i32 = 1;
+/// How long queued session work (a start in flight) may take to finish when stdin closed.
+const SETTLE_AFTER_EOF: Duration = Duration::from_secs(5);
+/// How long queued events may take to reach stdout when stdin closed.
+const FLUSH_AFTER_EOF: Duration = Duration::from_secs(5);
+/// How long queued events may take to reach stdout after a signal (the host waits for the
+/// process, and the bound is one second in every state).
+const FLUSH_AFTER_SIGNAL: Duration = Duration::from_millis(300);
+
 /// The whole provider process: logs to stderr (`RUST_LOG`, default `warn`), a runtime, and
-/// [`run_stdio`]. Returns the exit code; the caller exits without waiting for the blocking
-/// stdin reader thread.
+/// [`run_stdio`]. Returns the exit code without waiting for the runtime's blocking threads
+/// (tokio reads stdin on one, and that read never returns while the host keeps stdin open).
 pub fn main_entry() -> i32 {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -34,7 +54,12 @@ pub fn main_entry() -> i32 {
         .with_ansi(false)
         .init();
     match tokio::runtime::Runtime::new() {
-        Ok(runtime) => runtime.block_on(run_stdio()),
+        Ok(runtime) => {
+            let code = runtime.block_on(run_stdio());
+            // Dropping the runtime would wait for the stdin reader thread: do not.
+            runtime.shutdown_background();
+            code
+        }
         Err(e) => {
             eprintln!("botmux-remote-runner: cannot start the async runtime: {e}");
             1
@@ -42,36 +67,23 @@ pub fn main_entry() -> i32 {
     }
 }
 
-/// Run the provider on the process's stdin/stdout until stdin closes or SIGTERM arrives.
-/// Returns the process exit code.
+/// Run the provider on the process's stdin/stdout until stdin closes or SIGTERM, SIGINT or
+/// SIGHUP arrives. Returns the process exit code (see [`serve`]).
 pub async fn run_stdio() -> i32 {
     let config = ProviderConfig::from_env();
-    let mut sigterm = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-    {
-        Ok(s) => Some(s),
-        Err(e) => {
-            tracing::warn!("cannot listen for SIGTERM: {e}");
-            None
-        }
-    };
-    let term = async move {
-        match sigterm.as_mut() {
-            Some(s) => {
-                s.recv().await;
-            }
-            None => std::future::pending::<()>().await,
-        }
-    };
-    serve(config, tokio::io::stdin(), tokio::io::stdout(), term).await
+    let stop = signals::first_of_term_int_hup();
+    serve(config, tokio::io::stdin(), tokio::io::stdout(), stop).await
 }
 
-/// Serve commands from `input`, writing events to `output`, until `input` ends or `stop`
-/// completes. Separated from [`run_stdio`] so tests can drive it over in-memory pipes.
+/// Serve commands from `input`, writing events to `output`, until `input` ends (exit status
+/// [`EXIT_STDIN_CLOSED`]) or `stop` completes with the exit status to use (for a signal,
+/// 128 + its number). The loop never waits on the engine, so `stop` is noticed at once in
+/// every state. Separated from [`run_stdio`] so tests can drive it over in-memory pipes.
 pub async fn serve<R, W>(
     config: crate::Result<ProviderConfig>,
     input: R,
     output: W,
-    stop: impl std::future::Future<Output = ()>,
+    stop: impl std::future::Future<Output = i32>,
 ) -> i32
 where
     R: AsyncRead + Unpin + Send + 'static,
@@ -81,32 +93,36 @@ where
     let provider = Provider::new(config, out.clone());
     let mut commands = CommandReader::new(input);
     tokio::pin!(stop);
-    loop {
+    let (code, flush) = loop {
         let item = tokio::select! {
-            item = commands.next() => item,
-            _ = &mut stop => {
-                tracing::info!("SIGTERM: leaving the remote session running and exiting");
-                break;
+            biased;
+            code = &mut stop => {
+                tracing::info!(code, "signal: leaving the remote session as detach would, and exiting");
+                break (code, FLUSH_AFTER_SIGNAL);
             }
+            item = commands.next() => item,
         };
         match item {
             None => {
                 tracing::info!("stdin closed: leaving the remote session running and exiting");
-                break;
+                break (EXIT_STDIN_CLOSED, FLUSH_AFTER_EOF);
             }
-            Some(Ok(command)) => provider.handle(command).await,
+            Some(Ok(command)) => provider.dispatch(command),
             Some(Err(FrameError::Io(err))) => {
                 tracing::warn!("reading stdin failed: {err}");
-                break;
+                break (EXIT_STDIN_ERROR, FLUSH_AFTER_EOF);
             }
             Some(Err(err)) => out.send(bad_line_failure(&err)),
         }
+    };
+    if code == EXIT_STDIN_CLOSED {
+        provider.settle(SETTLE_AFTER_EOF).await;
     }
-    provider.shutdown().await;
+    provider.shutdown();
     drop(provider);
     drop(out);
-    writer.finish(std::time::Duration::from_secs(5)).await;
-    0
+    writer.finish(flush).await;
+    code
 }
 
 /// A failure for a line that could not be decoded, correlated when its ids could be read.
@@ -115,15 +131,11 @@ fn bad_line_failure(err: &FrameError) -> Event {
         Some(d) => (d.request_id.clone(), d.turn_id.clone()),
         None => (None, None),
     };
-    let mut message = err.to_string();
-    if message.chars().count() > 4000 {
-        message = message.chars().take(4000).collect();
-    }
     Event::failure(
         request_id,
         turn_id,
         err.code(),
-        message,
+        err.to_string(),
         FailureStatus::Failed,
         false,
     )

@@ -1,22 +1,27 @@
 //! The provider's state machine: one remote session, its protocol state, and the active turn.
 //!
-//! The main loop (see [`super::run`]) hands every decoded command to [`Provider::handle`].
-//! Handlers answer with events through the single writer. Short operations run inline; a turn's
-//! streaming runs in its own task so that `cancel`, `status` and terminal commands are served
-//! while it runs.
+//! The main loop (see [`super::serve`]) hands every decoded command to [`Provider::dispatch`],
+//! which never waits on the engine: `hello` and `status` are answered on the spot, refusals
+//! are decided on the spot, and engine work goes to a [`Lane`] (session work in one, terminal
+//! input in another). A `cancel` cuts short whatever session work is in flight or queued (it
+//! gets a `cancelled` failure) and then runs. A turn's streaming runs in its own task.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use remote_runner_protocol::lifecycle::{self, ProviderLifecycle, Refusal};
 use remote_runner_protocol::{
     Command, Event, FailureStatus, RequestCommand, ResumeCommand, ResumeMode, SessionStatus,
     StartCommand, State, TerminalInputCommand, TerminalResizeCommand, TurnCommand,
 };
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::binding;
 use super::config::ProviderConfig;
+use super::lane::Lane;
 use super::screen::ScreenKick;
 use super::turn::{self, StartedTurn};
 use super::writer::Out;
@@ -27,13 +32,8 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::ssh::ConnectOptions;
 use crate::transport::Transport;
 
-/// Capabilities that work with this provider (terminal ones only when enabled).
-const BASE_CAPABILITIES: &[&str] = &[
-    "start", "resume", "turn", "cancel", "detach", "reattach", "status",
-];
-const TERMINAL_CAPABILITIES: &[&str] = &["terminal_screen", "terminal_input", "terminal_resize"];
-
-/// How long `cancel` waits for a turn task to notice before answering anyway.
+/// How long `cancel` waits for a turn task, or a session create it cut short, before answering
+/// anyway (below the host's default 20 s operation timeout).
 const CANCEL_GRACE: Duration = Duration::from_secs(10);
 
 /// Which remote session the provider drives.
@@ -56,7 +56,8 @@ pub struct TurnSlot {
 /// Mutable provider state, behind one short-lived lock.
 #[derive(Debug)]
 pub struct Inner {
-    pub status: SessionStatus,
+    /// The protocol's rules: status, generation, the accepted turn, a cancel under way.
+    pub lifecycle: ProviderLifecycle,
     pub state: Option<State>,
     pub session: Option<SessionRef>,
     pub turn: Option<TurnSlot>,
@@ -66,6 +67,13 @@ pub struct Inner {
     pub session_lost: bool,
     /// Last terminal_screen sequence sent (sequences are also time-based across restarts).
     pub last_sequence: u64,
+    /// BotMux `sessionId` of the `start`/`resume` that made the session (bindings name it).
+    pub owner: Option<String>,
+    /// Session work queued before the latest `cancel` watches this token; `cancel` fires it
+    /// and puts a fresh one in its place.
+    pub epoch: CancellationToken,
+    /// A session create that a `cancel` cut short: the cancel destroys what it made.
+    pub orphan: Option<JoinHandle<Result<(SessionRef, State)>>>,
 }
 
 /// Everything a handler or task needs, cheaply cloneable.
@@ -77,6 +85,10 @@ pub struct Shared {
     pub out: Out,
     pub inner: Arc<Mutex<Inner>>,
     pub screen: ScreenKick,
+    /// Start, resume, turn start-up, cancel, detach, reattach: one at a time, in order.
+    pub session_lane: Lane,
+    /// Terminal input and resize: one at a time, in order, beside the session lane.
+    pub terminal_lane: Lane,
 }
 
 impl Shared {
@@ -111,8 +123,8 @@ impl Provider {
         Provider { setup, out }
     }
 
-    /// Serve one command.
-    pub async fn handle(&self, command: Command) {
+    /// Decide on one command without waiting for the engine: answer it now, or queue its work.
+    pub fn dispatch(&self, command: Command) {
         let shared = match &self.setup {
             Ok(shared) => shared,
             Err(err) => return self.refuse(&command, err),
@@ -121,35 +133,55 @@ impl Provider {
         shared.lock().screen_hold = false;
         match command {
             Command::Hello(c) => {
-                let mut caps: Vec<&str> = BASE_CAPABILITIES.to_vec();
-                if shared.config.terminal {
-                    caps.extend_from_slice(TERMINAL_CAPABILITIES);
-                }
                 self.out.send(Event::hello(
                     c.request_id,
                     shared.config.provider_name.clone(),
-                    caps,
+                    lifecycle::capabilities(shared.config.terminal),
                 ));
             }
-            Command::Start(c) => self.reply(&c.request_id.clone(), start(shared, c).await),
-            Command::Resume(c) => self.reply(&c.request_id.clone(), resume(shared, c).await),
-            Command::Turn(c) => turn_command(shared, c).await,
-            Command::Cancel(c) => cancel(shared, c).await,
-            Command::Detach(c) => detach(shared, c).await,
-            Command::Reattach(c) => self.reply(&c.request_id.clone(), reattach(shared, &c).await),
             Command::Status(c) => {
                 let inner = shared.lock();
                 self.out.send(Event::status(
                     c.request_id,
-                    inner.status,
+                    inner.lifecycle.status(),
                     inner.state.clone(),
                 ));
             }
+            Command::Start(c) => session_job(shared, c.request_id.clone(), |s, token| async move {
+                start(&s, c, &token).await
+            }),
+            Command::Resume(c) => {
+                session_job(shared, c.request_id.clone(), |s, token| async move {
+                    resume(&s, c, &token).await
+                })
+            }
+            Command::Turn(c) => turn_command(shared, c),
+            Command::Cancel(c) => cancel_command(shared, c),
+            Command::Detach(c) => {
+                session_job(shared, c.request_id.clone(), |s, token| async move {
+                    detach(&s, c, &token).await
+                })
+            }
+            Command::Reattach(c) => session_job(shared, c.request_id.clone(), |s, _| async move {
+                reattach(&s, &c).await
+            }),
             Command::TerminalInput(c) => {
-                self.reply(&c.request_id.clone(), terminal_input(shared, c).await)
+                let checked = terminal_session(shared, c.generation);
+                terminal_job(
+                    shared,
+                    c.request_id.clone(),
+                    checked,
+                    move |s, session| async move { terminal_input(&s, &session, c).await },
+                )
             }
             Command::TerminalResize(c) => {
-                self.reply(&c.request_id.clone(), terminal_resize(shared, c).await)
+                let checked = terminal_session(shared, c.generation);
+                terminal_job(
+                    shared,
+                    c.request_id.clone(),
+                    checked,
+                    move |s, session| async move { terminal_resize(&s, &session, c).await },
+                )
             }
             Command::OutboundMessageResult(c) => {
                 // Not advertised; the host allows no reply to a settlement notice.
@@ -161,8 +193,17 @@ impl Provider {
         }
     }
 
-    /// Stdin closed or SIGTERM: leave the remote session alive, as `detach` would, and stop.
-    pub async fn shutdown(&self) {
+    /// Stdin closed: let queued session work (a start in flight, say) finish, up to `bound`,
+    /// so that a session it creates is recorded rather than abandoned half made.
+    pub async fn settle(&self, bound: Duration) {
+        if let Ok(shared) = &self.setup {
+            let _ = tokio::time::timeout(bound, shared.session_lane.drained()).await;
+        }
+    }
+
+    /// Stdin closed or a signal: leave the remote session alive, as `detach` would, and stop.
+    /// Queued or in-flight session work is abandoned with the process.
+    pub fn shutdown(&self) {
         if let Ok(shared) = &self.setup {
             shared.screen.stop();
             let turn = shared.lock().turn.as_ref().map(|t| t.cancel.clone());
@@ -170,14 +211,6 @@ impl Provider {
                 // The remote command goes on; only our streaming of it stops.
                 token.cancel();
             }
-        }
-    }
-
-    /// Answer with `event` or a correlated failure.
-    fn reply(&self, request_id: &str, result: Result<Event>) {
-        match result {
-            Ok(event) => self.out.send(event),
-            Err(err) => self.out.send(failure_for(Some(request_id), None, &err)),
         }
     }
 
@@ -206,13 +239,16 @@ fn build_shared(config: ProviderConfig, out: Out) -> Result<Shared> {
         EngineOptions::default(),
     )?);
     let inner = Arc::new(Mutex::new(Inner {
-        status: SessionStatus::Starting,
+        lifecycle: ProviderLifecycle::new(),
         state: None,
         session: None,
         turn: None,
         screen_hold: false,
         session_lost: false,
         last_sequence: 0,
+        owner: None,
+        epoch: CancellationToken::new(),
+        orphan: None,
     }));
     let config = Arc::new(config);
     let screen = ScreenKick::new();
@@ -223,6 +259,8 @@ fn build_shared(config: ProviderConfig, out: Out) -> Result<Shared> {
         out,
         inner,
         screen,
+        session_lane: Lane::spawn(),
+        terminal_lane: Lane::spawn(),
     };
     super::screen::spawn(shared.clone());
     Ok(shared)
@@ -236,25 +274,89 @@ pub fn failure_for(request_id: Option<&str>, turn_id: Option<&str>, err: &Error)
         ErrorCode::Cancelled => FailureStatus::Cancelled,
         _ => FailureStatus::Failed,
     };
-    let mut message = err.message.clone();
-    if message.trim().is_empty() {
-        message = err.code.as_str().to_string();
-    }
-    truncate_chars(&mut message, 4000);
+    // The protocol crate fits the message to the host's limit (UTF-16 units, never blank).
     Event::failure(
         request_id.map(str::to_owned),
         turn_id.map(str::to_owned),
         err.code.as_str(),
-        message,
+        err.message.clone(),
         status,
         err.retryable,
     )
 }
 
-fn truncate_chars(s: &mut String, max: usize) {
-    if s.chars().count() > max {
-        *s = s.chars().take(max).collect();
+/// The failure for a command the protocol's rules refuse.
+fn refusal_failure(request_id: &str, turn_id: Option<&str>, refusal: &Refusal) -> Event {
+    Event::failure(
+        Some(request_id.to_string()),
+        turn_id.map(str::to_owned),
+        refusal.code(),
+        refusal.message(),
+        FailureStatus::Failed,
+        refusal.retryable(),
+    )
+}
+
+/// Answer `request_id` with `event` or a correlated failure.
+fn reply(out: &Out, request_id: &str, result: Result<Event>) {
+    match result {
+        Ok(event) => out.send(event),
+        Err(err) => out.send(failure_for(Some(request_id), None, &err)),
     }
+}
+
+/// The failure for work a `cancel` cut short.
+fn cut_by_cancel() -> Error {
+    Error::new(
+        ErrorCode::Cancelled,
+        "cut short by the host's cancel, which closes the session; resume with resumeMode \
+         rebuild to open a new one",
+    )
+}
+
+/// Queue session work: it runs after what is already queued. A `cancel` received before it
+/// runs cuts it short (a `cancelled` failure for its requestId); once running, the work watches
+/// the token itself, so that it can hand over anything half made to the cancel.
+fn session_job<F, Fut>(shared: &Shared, request_id: String, work: F)
+where
+    F: FnOnce(Shared, CancellationToken) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<Event>> + Send + 'static,
+{
+    let token = shared.lock().epoch.clone();
+    let s = shared.clone();
+    shared.session_lane.push(async move {
+        let result = if token.is_cancelled() {
+            Err(cut_by_cancel())
+        } else {
+            work(s.clone(), token).await
+        };
+        reply(&s.out, &request_id, result);
+    });
+}
+
+/// Queue terminal work for a generation already checked (or answer the refusal now).
+fn terminal_job<F, Fut>(
+    shared: &Shared,
+    request_id: String,
+    checked: std::result::Result<SessionRef, Refusal>,
+    work: F,
+) where
+    F: FnOnce(Shared, SessionRef) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<Event>> + Send + 'static,
+{
+    let session = match checked {
+        Ok(session) => session,
+        Err(refusal) => {
+            return shared
+                .out
+                .send(refusal_failure(&request_id, None, &refusal));
+        }
+    };
+    let s = shared.clone();
+    shared.terminal_lane.push(async move {
+        let result = work(s.clone(), session).await;
+        reply(&s.out, &request_id, result);
+    });
 }
 
 /// `remoteSessionId` for a session: names the machine and the tmux session.
@@ -274,9 +376,11 @@ fn provider_state(session: &SessionRef, cwd: &str) -> Map<String, Value> {
     map
 }
 
-/// Create a new remote session and the state for it at `generation`.
+/// Create a new remote session and the state for it at `generation`, and bind it to the BotMux
+/// session `owner` (see [`binding`]).
 async fn new_session(
     shared: &Shared,
+    owner: &str,
     host_cwd: &str,
     generation: u64,
     agent_thread_id: Option<String>,
@@ -284,14 +388,21 @@ async fn new_session(
     let machine = shared.connector.machine(&shared.config.machine_id)?;
     let cwd = shared.config.remote_cwd_for(host_cwd, &machine);
     let rec = shared.engine.create_session(&machine, Some(&cwd)).await?;
-    let (cols, rows) = (shared.config.terminal_cols, shared.config.terminal_rows);
-    if let Err(e) = shared.engine.resize(&rec.session_id, cols, rows).await {
-        tracing::warn!("cannot set the terminal to {cols}x{rows}: {e}");
-    }
     let session = SessionRef {
         session_id: rec.session_id.clone(),
         machine_id: rec.machine_id.clone(),
     };
+    if let Err(e) = binding::record(&shared.config.state_dir, &session, owner) {
+        // Unbound, it could never be resumed: do not leave it running.
+        if let Err(d) = shared.engine.destroy(&session.session_id).await {
+            tracing::warn!(session = %session.session_id, "destroying an unbound session failed: {d}");
+        }
+        return Err(e);
+    }
+    let (cols, rows) = (shared.config.terminal_cols, shared.config.terminal_rows);
+    if let Err(e) = shared.engine.resize(&rec.session_id, cols, rows).await {
+        tracing::warn!("cannot set the terminal to {cols}x{rows}: {e}");
+    }
     let mut state = State::new(shared.config.provider_name.clone(), generation)
         .with_remote_session_id(remote_session_id(&session))
         .with_provider_state(provider_state(&session, &rec.cwd));
@@ -299,40 +410,66 @@ async fn new_session(
     Ok((session, state))
 }
 
+/// Create a session in its own task, so that a `cancel` can end the `start`/`resume` at once
+/// and still destroy what the create makes (see [`Inner::orphan`]).
+async fn create_unless_cancelled(
+    shared: &Shared,
+    owner: &str,
+    host_cwd: &str,
+    generation: u64,
+    agent_thread_id: Option<String>,
+    token: &CancellationToken,
+) -> Result<(SessionRef, State)> {
+    let (s, owner, cwd) = (shared.clone(), owner.to_string(), host_cwd.to_string());
+    let mut create =
+        tokio::spawn(
+            async move { new_session(&s, &owner, &cwd, generation, agent_thread_id).await },
+        );
+    let finished = tokio::select! {
+        biased;
+        _ = token.cancelled() => None,
+        joined = &mut create => Some(joined),
+    };
+    match finished {
+        None => {
+            shared.lock().orphan = Some(create);
+            Err(cut_by_cancel())
+        }
+        Some(Ok(result)) => result,
+        Some(Err(e)) => Err(Error::internal(format!(
+            "the session create task failed: {e}"
+        ))),
+    }
+}
+
 fn install(shared: &Shared, session: SessionRef, state: State, hold_screen: bool) {
     let mut inner = shared.lock();
     inner.session = Some(session);
+    inner.lifecycle.ready(state.generation);
     inner.state = Some(state);
-    inner.status = SessionStatus::Ready;
     inner.session_lost = false;
     inner.screen_hold = hold_screen;
 }
 
-async fn start(shared: &Shared, c: StartCommand) -> Result<Event> {
-    if shared.lock().session.is_some() {
-        return Err(Error::new(
-            ErrorCode::AlreadyExists,
-            "this provider already runs a session; start is sent once per provider process",
-        ));
+async fn start(shared: &Shared, c: StartCommand, token: &CancellationToken) -> Result<Event> {
+    {
+        let mut inner = shared.lock();
+        if inner.session.is_some() || inner.owner.is_some() {
+            return Err(Error::new(
+                ErrorCode::AlreadyExists,
+                "this provider already runs a session; start is sent once per provider process",
+            ));
+        }
+        inner.owner = Some(c.session_id.clone());
     }
-    let (session, state) = new_session(shared, &c.cwd, 1, None).await?;
+    let (session, state) =
+        create_unless_cancelled(shared, &c.session_id, &c.cwd, 1, None, token).await?;
     install(shared, session, state.clone(), false);
     shared.screen.kick();
     Ok(Event::ready(c.request_id, state))
 }
 
-/// The session named by a persisted state, if it is ours and still known locally.
-fn session_from_state(state: &State) -> Option<SessionRef> {
-    let ps = state.provider_state.as_ref()?;
-    let session_id = ps.get("sessionId")?.as_str()?.to_string();
-    let machine_id = ps.get("machineId")?.as_str()?.to_string();
-    Some(SessionRef {
-        session_id,
-        machine_id,
-    })
-}
-
-async fn resume(shared: &Shared, c: ResumeCommand) -> Result<Event> {
+async fn resume(shared: &Shared, c: ResumeCommand, token: &CancellationToken) -> Result<Event> {
     let old = c.state.clone();
     if old.provider != shared.config.provider_name {
         return Err(Error::new(
@@ -344,7 +481,13 @@ async fn resume(shared: &Shared, c: ResumeCommand) -> Result<Event> {
             ),
         ));
     }
-    let previous = session_from_state(&old);
+    // Only a session this provider made for this BotMux session, on this machine, may be
+    // adopted or destroyed; anything else is refused before the engine is touched.
+    let previous = match binding::check(&shared.config.state_dir, &shared.config.machine_id, &c) {
+        Ok(previous) => previous,
+        Err(refusal) => return Ok(refusal.into_event(&c.request_id)),
+    };
+    shared.lock().owner = Some(c.session_id.clone());
     if c.mode() == ResumeMode::Reattach
         && let Some(session) = &previous
         && session_alive(shared, session).await
@@ -360,23 +503,71 @@ async fn resume(shared: &Shared, c: ResumeCommand) -> Result<Event> {
         }
         return Ok(Event::ready(c.request_id, state));
     }
-    if c.mode() == ResumeMode::Rebuild
-        && let Some(session) = &previous
-    {
-        // The old compute was cancelled; make sure nothing of it keeps running.
-        if let Err(e) = shared.engine.destroy(&session.session_id).await {
-            tracing::info!(session = %session.session_id, "old session not destroyed: {e}");
-        }
-    }
-    let (session, state) = new_session(
+    let old_session = match (c.mode(), &previous) {
+        (ResumeMode::Rebuild, Some(session)) => retire(shared, session).await,
+        _ => OldSession::None,
+    };
+    let created = create_unless_cancelled(
         shared,
+        &c.session_id,
         &c.cwd,
         old.generation + 1,
         old.agent_thread_id.clone(),
+        token,
     )
-    .await?;
+    .await;
+    let (session, state) = created.map_err(|e| old_session.explain(e))?;
     install(shared, session, state.clone(), true);
     Ok(Event::ready(c.request_id, state))
+}
+
+/// What a rebuild did to the session the state named.
+enum OldSession {
+    None,
+    Destroyed(String),
+    AlreadyGone(String),
+    NotDestroyed(String, String),
+}
+
+impl OldSession {
+    /// A failed rebuild says truthfully what became of the old session.
+    fn explain(&self, err: Error) -> Error {
+        let what = match self {
+            OldSession::None => return err,
+            OldSession::Destroyed(id) => format!("the old session {id} was destroyed"),
+            OldSession::AlreadyGone(id) => format!("the old session {id} had already ended"),
+            OldSession::NotDestroyed(id, why) => {
+                format!("the old session {id} was NOT destroyed ({why}); it may still be running")
+            }
+        };
+        Error {
+            message: format!("{}; {what}", err.message),
+            ..err
+        }
+    }
+}
+
+/// Rebuild: the old compute was cancelled; make sure nothing of it keeps running. Destroys only
+/// a session it could reach: an unreachable one is reported as not destroyed, not marked so.
+async fn retire(shared: &Shared, session: &SessionRef) -> OldSession {
+    let id = session.session_id.clone();
+    match shared.engine.check_alive(&id).await {
+        Ok(false) => OldSession::AlreadyGone(id),
+        Ok(true) => match shared.engine.destroy(&id).await {
+            Ok(_) => OldSession::Destroyed(id),
+            Err(e) => {
+                tracing::warn!(session = %id, "old session not destroyed: {e}");
+                OldSession::NotDestroyed(id, e.message)
+            }
+        },
+        Err(e) if e.code == ErrorCode::SessionLost || e.code == ErrorCode::UnknownSession => {
+            OldSession::AlreadyGone(id)
+        }
+        Err(e) => {
+            tracing::warn!(session = %id, "old session unreachable, not destroyed: {e}");
+            OldSession::NotDestroyed(id, e.message)
+        }
+    }
 }
 
 async fn session_alive(shared: &Shared, session: &SessionRef) -> bool {
@@ -389,71 +580,64 @@ async fn session_alive(shared: &Shared, session: &SessionRef) -> bool {
     }
 }
 
-async fn turn_command(shared: &Shared, c: TurnCommand) {
-    let rejected = {
-        let inner = shared.lock();
-        match (&inner.status, &inner.session, &inner.turn) {
-            (_, _, Some(active)) => Some(Error::new(
-                ErrorCode::Busy,
-                format!(
-                    "turn {} is still running; send one turn at a time",
-                    active.turn_id
-                ),
-            )),
-            (SessionStatus::Detached, _, _) => Some(Error::new(
-                ErrorCode::NotReady,
-                "the provider is detached; send reattach before the next turn",
-            )),
-            (SessionStatus::Closed, _, _) => Some(Error::new(
-                ErrorCode::NotReady,
-                "the session was cancelled; resume with resumeMode rebuild to start a new one",
-            )),
-            (_, None, _) => Some(Error::new(
-                ErrorCode::NotReady,
-                "no session yet: send start (or resume) and wait for ready before a turn",
-            )),
-            _ => None,
-        }
+/// A turn: refused at once when the rules say so, else its start-up is queued on the session
+/// lane.
+fn turn_command(shared: &Shared, c: TurnCommand) {
+    let (admitted, token) = {
+        let mut inner = shared.lock();
+        (inner.lifecycle.admit_turn(&c.turn_id), inner.epoch.clone())
     };
-    if let Some(err) = rejected {
+    if let Err(refusal) = admitted {
         shared
             .out
-            .send(failure_for(Some(&c.request_id), Some(&c.turn_id), &err));
+            .send(refusal_failure(&c.request_id, Some(&c.turn_id), &refusal));
         return;
     }
-    if shared.lock().session_lost
-        && let Err(err) = rebuild_lost_session(shared).await
-    {
-        shared
-            .out
-            .send(failure_for(Some(&c.request_id), Some(&c.turn_id), &err));
-        return;
+    let s = shared.clone();
+    shared.session_lane.push(async move {
+        let begun = tokio::select! {
+            biased;
+            _ = token.cancelled() => Err(cut_by_cancel()),
+            begun = begin_turn(&s, &c) => begun,
+        };
+        match begun {
+            Ok(started) => accept_turn(&s, &c, started),
+            // Pre-ACK failure: correlated, and the provider stays usable.
+            Err(err) => {
+                s.lock().lifecycle.turn_ended(&c.turn_id);
+                s.out
+                    .send(failure_for(Some(&c.request_id), Some(&c.turn_id), &err))
+            }
+        }
+    });
+}
+
+/// Rebuild a lost session if needed, then start the turn's command.
+async fn begin_turn(shared: &Shared, c: &TurnCommand) -> Result<StartedTurn> {
+    if shared.lock().session_lost {
+        rebuild_lost_session(shared).await?;
     }
-    match turn::begin(shared, &c).await {
-        Ok(started) => accept_turn(shared, &c, started),
-        // Pre-ACK failure: correlated, and the provider stays usable.
-        Err(err) => shared
-            .out
-            .send(failure_for(Some(&c.request_id), Some(&c.turn_id), &err)),
-    }
+    turn::begin(shared, c).await
 }
 
 /// The previous session ended: start a new one at the next generation, keeping the thread.
 async fn rebuild_lost_session(shared: &Shared) -> Result<()> {
-    let old = shared
-        .state()
-        .ok_or_else(|| Error::internal("no state for a lost session"))?;
-    let cwd = shared
-        .lock()
-        .state
+    let (old, owner) = {
+        let inner = shared.lock();
+        (inner.state.clone(), inner.owner.clone())
+    };
+    let old = old.ok_or_else(|| Error::internal("no state for a lost session"))?;
+    let owner = owner.ok_or_else(|| Error::internal("no BotMux session for a lost session"))?;
+    let cwd = old
+        .provider_state
         .as_ref()
-        .and_then(|s| s.provider_state.as_ref())
         .and_then(|p| p.get("cwd"))
         .and_then(Value::as_str)
         .unwrap_or("/")
         .to_string();
     let (session, state) = new_session(
         shared,
+        &owner,
         &cwd,
         old.generation + 1,
         old.agent_thread_id.clone(),
@@ -469,7 +653,7 @@ fn accept_turn(shared: &Shared, c: &TurnCommand, started: StartedTurn) {
     let cancel = CancellationToken::new();
     let state = {
         let mut inner = shared.lock();
-        inner.status = SessionStatus::Busy;
+        inner.lifecycle.acked(&c.turn_id);
         inner.turn = Some(TurnSlot {
             turn_id: c.turn_id.clone(),
             session_id: started.session_id.clone(),
@@ -494,9 +678,22 @@ fn accept_turn(shared: &Shared, c: &TurnCommand, started: StartedTurn) {
     });
 }
 
+/// `cancel`: cut short everything queued or in flight on the session lane now, then queue the
+/// close itself (stop the turn, destroy the session, answer `closed`).
+fn cancel_command(shared: &Shared, c: RequestCommand) {
+    {
+        let mut inner = shared.lock();
+        inner.lifecycle.cancel_received();
+        let old = std::mem::replace(&mut inner.epoch, CancellationToken::new());
+        old.cancel();
+    }
+    let s = shared.clone();
+    shared.session_lane.push(async move { cancel(&s, c).await });
+}
+
 async fn cancel(shared: &Shared, c: RequestCommand) {
-    let (turn, session) = {
-        let inner = shared.lock();
+    let (turn, orphan) = {
+        let mut inner = shared.lock();
         let turn = inner.turn.as_ref().map(|t| {
             (
                 t.turn_id.clone(),
@@ -506,7 +703,7 @@ async fn cancel(shared: &Shared, c: RequestCommand) {
                 t.done.clone(),
             )
         });
-        (turn, inner.session.clone())
+        (turn, inner.orphan.take())
     };
     if let Some((turn_id, session_id, command_id, token, mut done)) = turn {
         token.cancel();
@@ -524,54 +721,76 @@ async fn cancel(shared: &Shared, c: RequestCommand) {
             false,
         ));
     }
-    if let Some(session) = session
-        && let Err(e) = shared.engine.destroy(&session.session_id).await
-    {
-        tracing::warn!(session = %session.session_id, "destroying the session failed: {e}");
+    let mut doomed: Vec<SessionRef> = shared.lock().session.clone().into_iter().collect();
+    if let Some(orphan) = orphan {
+        doomed.extend(settle_orphan(orphan).await);
+    }
+    for session in doomed {
+        if let Err(e) = shared.engine.destroy(&session.session_id).await {
+            tracing::warn!(session = %session.session_id, "destroying the session failed: {e}");
+        }
     }
     shared.screen.stop();
-    let state = set_status(shared, SessionStatus::Closed);
+    let state = {
+        let mut inner = shared.lock();
+        inner.lifecycle.closed();
+        inner.turn = None;
+        inner.state.clone()
+    };
     shared
         .out
         .send(Event::status(c.request_id, SessionStatus::Closed, state));
 }
 
-/// Move to `status` and return the state to report with it.
-fn set_status(shared: &Shared, status: SessionStatus) -> Option<State> {
-    let mut inner = shared.lock();
-    inner.status = status;
-    inner.state.clone()
+/// The session a cut-short create made, once it settles (bounded; aborted past the bound).
+async fn settle_orphan(mut orphan: JoinHandle<Result<(SessionRef, State)>>) -> Option<SessionRef> {
+    match tokio::time::timeout(CANCEL_GRACE, &mut orphan).await {
+        Ok(Ok(Ok((session, _)))) => Some(session),
+        Ok(_) => None,
+        Err(_) => {
+            tracing::warn!("a session create cut short by cancel did not settle; aborting it");
+            orphan.abort();
+            None
+        }
+    }
 }
 
-async fn detach(shared: &Shared, c: RequestCommand) {
+async fn detach(shared: &Shared, c: RequestCommand, token: &CancellationToken) -> Result<Event> {
     let done = shared.lock().turn.as_ref().map(|t| t.done.clone());
     if let Some(mut done) = done {
-        // Let the current turn settle; the remote session stays.
-        let _ = done.wait_for(|d| *d).await;
+        // Let the current turn settle; the remote session stays. A cancel ends the wait.
+        tokio::select! {
+            biased;
+            _ = token.cancelled() => return Err(cut_by_cancel()),
+            _ = done.wait_for(|d| *d) => {}
+        }
     }
-    let state = set_status(shared, SessionStatus::Detached);
-    shared
-        .out
-        .send(Event::status(c.request_id, SessionStatus::Detached, state));
+    let state = {
+        let mut inner = shared.lock();
+        inner.lifecycle.detached();
+        inner.state.clone()
+    };
+    Ok(Event::status(c.request_id, SessionStatus::Detached, state))
 }
 
 async fn reattach(shared: &Shared, c: &RequestCommand) -> Result<Event> {
-    let (status, session) = {
+    let (admitted, session) = {
         let inner = shared.lock();
-        (inner.status, inner.session.clone())
+        (inner.lifecycle.admit_reattach(), inner.session.clone())
     };
-    if status != SessionStatus::Detached {
-        return Err(Error::new(
-            ErrorCode::NotDetached,
-            "reattach is only valid after detach; the provider is not detached",
-        ));
+    if let Err(refusal) = admitted {
+        return Ok(refusal_failure(&c.request_id, None, &refusal));
     }
     if let Some(session) = &session
         && !session_alive(shared, session).await
     {
         shared.lock().session_lost = true;
     }
-    let state = set_status(shared, SessionStatus::Ready);
+    let state = {
+        let mut inner = shared.lock();
+        inner.lifecycle.reattached();
+        inner.state.clone()
+    };
     shared.screen.kick();
     Ok(Event::status(
         c.request_id.clone(),
@@ -580,26 +799,21 @@ async fn reattach(shared: &Shared, c: &RequestCommand) -> Result<Event> {
     ))
 }
 
-fn check_generation(shared: &Shared, generation: u64) -> Result<SessionRef> {
+/// The session terminal input for `generation` goes to, if the rules admit it.
+fn terminal_session(shared: &Shared, generation: u64) -> std::result::Result<SessionRef, Refusal> {
     let inner = shared.lock();
-    let current = inner.state.as_ref().map(|s| s.generation);
-    if current != Some(generation) {
-        return Err(Error::new(
-            ErrorCode::InvalidArgument,
-            format!(
-                "terminal input for generation {generation} refused: the current generation is {}",
-                current.map_or("none (no session yet)".to_string(), |g| g.to_string())
-            ),
-        ));
-    }
-    inner
-        .session
-        .clone()
-        .ok_or_else(|| Error::invalid("no session yet: send start or resume first"))
+    inner.lifecycle.admit_terminal(generation)?;
+    inner.session.clone().ok_or(Refusal::StaleGeneration {
+        asked: generation,
+        current: None,
+    })
 }
 
-async fn terminal_input(shared: &Shared, c: TerminalInputCommand) -> Result<Event> {
-    let session = check_generation(shared, c.generation).map_err(stale)?;
+async fn terminal_input(
+    shared: &Shared,
+    session: &SessionRef,
+    c: TerminalInputCommand,
+) -> Result<Event> {
     shared
         .engine
         .send_raw(&session.session_id, c.data.as_bytes())
@@ -608,13 +822,16 @@ async fn terminal_input(shared: &Shared, c: TerminalInputCommand) -> Result<Even
     let inner = shared.lock();
     Ok(Event::status(
         c.request_id,
-        inner.status,
+        inner.lifecycle.status(),
         inner.state.clone(),
     ))
 }
 
-async fn terminal_resize(shared: &Shared, c: TerminalResizeCommand) -> Result<Event> {
-    let session = check_generation(shared, c.generation).map_err(stale)?;
+async fn terminal_resize(
+    shared: &Shared,
+    session: &SessionRef,
+    c: TerminalResizeCommand,
+) -> Result<Event> {
     let cols = u16::try_from(c.cols).unwrap_or(1000);
     let rows = u16::try_from(c.rows).unwrap_or(1000);
     shared
@@ -625,15 +842,7 @@ async fn terminal_resize(shared: &Shared, c: TerminalResizeCommand) -> Result<Ev
     let inner = shared.lock();
     Ok(Event::status(
         c.request_id,
-        inner.status,
+        inner.lifecycle.status(),
         inner.state.clone(),
     ))
-}
-
-/// A generation mismatch on terminal input, under the code the reference runner uses.
-fn stale(err: Error) -> Error {
-    Error {
-        code: ErrorCode::StaleGeneration,
-        ..err
-    }
 }

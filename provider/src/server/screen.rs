@@ -88,7 +88,10 @@ pub fn spawn(shared: Shared) {
 async fn publish(shared: &Shared, last: &mut Option<(u64, String)>) {
     let (session_id, generation) = {
         let inner = shared.lock();
-        let usable = matches!(inner.status, SessionStatus::Ready | SessionStatus::Busy);
+        let usable = matches!(
+            inner.lifecycle.status(),
+            SessionStatus::Ready | SessionStatus::Busy
+        );
         match (&inner.session, &inner.state) {
             (Some(s), Some(st)) if usable && !inner.screen_hold && !inner.session_lost => {
                 (s.session_id.clone(), st.generation)

@@ -28,6 +28,8 @@ const READ_CHUNK: usize = 512 * 1024;
 const SUMMARY_TAIL: usize = 3 * 1024;
 /// Cap on an agent reply carried in `final.content`.
 const MAX_REPLY: usize = 1024 * 1024;
+/// Failure code: the turn's command was lost but the session lives on (retry the turn).
+pub const COMMAND_LOST: &str = "command_lost";
 /// Reconnect attempts while streaming before the turn is reported ambiguous.
 const STREAM_RETRIES: u32 = 5;
 
@@ -60,13 +62,21 @@ pub async fn begin(shared: &Shared, c: &TurnCommand) -> Result<StartedTurn> {
         Ok(record) => record,
         // The command ran and ended the shell (`exit`): that is the turn's result (streamed,
         // then reported as a lost session), not a failed start.
-        Err(err) if err.code == ErrorCode::SessionLost => {
-            shared.lock().session_lost = true;
-            match lost_command(shared, &session_id) {
-                Some(record) => record,
-                None => return Err(err),
+        Err(err) if err.code == ErrorCode::SessionLost => match lost_command(shared, &session_id) {
+            // Streamed, then `finish` decides whether the session itself is gone.
+            Some(record) => record,
+            None => {
+                if !shared
+                    .engine
+                    .check_alive(&session_id)
+                    .await
+                    .unwrap_or(false)
+                {
+                    shared.lock().session_lost = true;
+                }
+                return Err(err);
             }
-        }
+        },
         Err(err) => return Err(err),
     };
     Ok(StartedTurn {
@@ -166,9 +176,7 @@ fn end_turn(shared: &Shared, turn_id: &str) {
     let mut inner = shared.lock();
     if inner.turn.as_ref().is_some_and(|t| t.turn_id == turn_id) {
         inner.turn = None;
-        if inner.status == remote_runner_protocol::SessionStatus::Busy {
-            inner.status = remote_runner_protocol::SessionStatus::Ready;
-        }
+        inner.lifecycle.turn_ended(turn_id);
     }
 }
 
@@ -298,11 +306,28 @@ fn push_tail(tail: &mut String, chunk: &str) {
 async fn finish(shared: &Shared, turn_id: &str, started: &StartedTurn, end: StreamEnd) -> Event {
     let rec = &end.record;
     if rec.status == CommandStatus::Lost {
-        shared.lock().session_lost = true;
         let why = rec
             .error
             .clone()
             .unwrap_or_else(|| "the session shell ended".into());
+        // The engine restarts a pane whose shell ended: if the session is still there, only
+        // this command was lost, and the next turn runs in the same generation.
+        if shared
+            .engine
+            .check_alive(&started.session_id)
+            .await
+            .unwrap_or(false)
+        {
+            return Event::failure(
+                None,
+                Some(turn_id.to_string()),
+                COMMAND_LOST,
+                format!("{why}; the session is still there: send the turn again"),
+                FailureStatus::Failed,
+                true,
+            );
+        }
+        shared.lock().session_lost = true;
         return failure_for(
             None,
             Some(turn_id),

@@ -91,11 +91,11 @@ fn invalid_event_failure(event: &Event, why: &str) -> Option<Event> {
     if request_id.is_none() && turn_id.is_none() {
         return None;
     }
-    let mut message = format!(
+    // Event::failure fits the message to the host's limit (UTF-16 units, on a char boundary).
+    let message = format!(
         "internal error: the provider built an invalid {} event ({why})",
         event.type_name()
     );
-    message.truncate(4000);
     Some(Event::failure(
         request_id,
         turn_id,

@@ -51,7 +51,7 @@ __rr_save() {
 # for this). The exit file is one line written by one printf, so readers treat it as there once
 # it is non-empty (`-s`), and no rename process is needed.
 __rr_fin() {
-  local c=$1 how=$2 d=${__rr_cur:-} st='done'
+  local c=$1 how=$2 hold=${3-} d=${__rr_cur:-} st='done'
   \builtin set +euC
   __rr_cur=
   if [ -z "$d" ]; then return 0; fi
@@ -60,7 +60,9 @@ __rr_fin() {
   \builtin printf 'code=%s how=%s state=%s ended=%s\n' "$c" "$how" "$st" "$__rr_t" >|"$d/exit"
   __rr_wake "$d"
   if [ -n "${__rr_keep:-}" ]; then __rr_save; fi
-  if [ -n "${__rr_lock:-}" ]; then \command -p rm -f -- "$__rr_sdir/busy"; fi
+  # Held (third argument) when the shell is ending: the next shell releases it once it is up,
+  # so a command typed meanwhile can never land in the dying one.
+  if [ -n "${__rr_lock:-}" ] && [ -z "$hold" ]; then \command -p rm -f -- "$__rr_sdir/busy"; fi
 }
 
 __rr_prompt() {
@@ -70,7 +72,7 @@ __rr_prompt() {
 
 __rr_on_exit() {
   local s=$?
-  if [ -n "${__rr_cur:-}" ]; then __rr_fin "$s" shell_exit; fi
+  if [ -n "${__rr_cur:-}" ]; then __rr_fin "$s" shell_exit hold; fi
 }
 
 # A failure under `set -e` ends the command (return from the sourced cmd.sh), not the shell.
@@ -232,11 +234,11 @@ pane)
       __rr_cur=$__rr_cdir/$__rr_o
       __rr_lock=1
       if [ ! -e "$__rr_cur/started" ]; then
-        __rr_fin 255 not_started
+        __rr_fin 255 not_started hold
       elif [ "$__rr_s" -gt 128 ]; then
-        __rr_fin "$__rr_s" shell_killed
+        __rr_fin "$__rr_s" shell_killed hold
       else
-        __rr_fin "$__rr_s" shell_exit
+        __rr_fin "$__rr_s" shell_exit hold
       fi
     fi
     if [ -e "$__rr_sdir/closing" ]; then break; fi
@@ -298,6 +300,10 @@ pane)
   # How this shell was started: a command that replaces it (`exec bash`) changes it.
   \builtin mapfile -d '' __rr_argv <"/proc/$$/cmdline" && { \builtin printf '%s ' "${__rr_argv[@]}"; \builtin printf '\n'; } >|"$__rr_sdir/shell.cmdline"
   __rr_arm
+  # A lock the previous shell held as it ended: released now that this one is up.
+  __rr_o=
+  read -r __rr_o 2>/dev/null <"$__rr_sdir/busy"
+  if [ -n "$__rr_o" ] && [ -s "$__rr_cdir/$__rr_o/exit" ]; then \command -p rm -f -- "$__rr_sdir/busy"; fi
   "$__rr_tmux" -L "$__rr_sock" wait-for -S "rr-$__rr_sid-ready" >/dev/null 2>&1
   ;;
 esac

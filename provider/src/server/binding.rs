@@ -1,0 +1,197 @@
+//! What a resumed state is allowed to name: only a session this provider created, for the same
+//! BotMux session, on the machine it is configured for.
+//!
+//! `providerState` comes back from the host, which stores it; the host is trusted to route it,
+//! but the state itself proves nothing (any JSON with the right keys looks the same). So when
+//! the provider creates a session it writes a binding, `<state dir>/provider/bindings/<engine
+//! session id>.json`, naming the BotMux `sessionId` and the machine. `resume` adopts or destroys
+//! a session only when the binding says it is this chat's session on this machine. Sessions the
+//! CLI made have no binding, so a state naming one is refused and nothing is touched.
+
+use std::path::{Path, PathBuf};
+
+use remote_runner_protocol::{Event, FailureStatus, ResumeCommand, State};
+use serde::{Deserialize, Serialize};
+
+use super::provider::SessionRef;
+use crate::error::{Error, Result};
+
+/// Failure code: the state names a session this provider did not create for this chat.
+pub const NOT_BOUND: &str = "state_not_bound";
+/// Failure code: the state names a machine other than the one this provider is configured for.
+pub const FOREIGN_MACHINE: &str = "state_foreign_machine";
+
+/// The record written next to a session this provider created.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Binding {
+    /// BotMux `sessionId` from the `start` or `resume` that created the session.
+    pub botmux_session_id: String,
+    /// Engine machine id the session runs on.
+    pub machine_id: String,
+    /// Engine session id.
+    pub session_id: String,
+}
+
+/// Where bindings live.
+pub fn dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("provider").join("bindings")
+}
+
+/// Engine session ids are `[A-Za-z0-9_-]`; anything else (a path, say) is never a file name.
+fn file_name_ok(session_id: &str) -> bool {
+    !session_id.is_empty()
+        && session_id.len() <= 128
+        && session_id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Record that `session` was created for BotMux session `botmux_session_id`.
+pub fn record(state_dir: &Path, session: &SessionRef, botmux_session_id: &str) -> Result<()> {
+    if !file_name_ok(&session.session_id) {
+        return Err(Error::internal(format!(
+            "engine session id {:?} cannot name a binding file",
+            session.session_id
+        )));
+    }
+    let dir = dir(state_dir);
+    std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
+    let binding = Binding {
+        botmux_session_id: botmux_session_id.to_string(),
+        machine_id: session.machine_id.clone(),
+        session_id: session.session_id.clone(),
+    };
+    let bytes = serde_json::to_vec_pretty(&binding)
+        .map_err(|e| Error::internal(format!("binding to JSON: {e}")))?;
+    let path = dir.join(format!("{}.json", session.session_id));
+    let tmp = dir.join(format!(".{}.json.tmp", session.session_id));
+    write_private(&tmp, &bytes).map_err(|e| io_error(&tmp, e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| io_error(&path, e))
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
+}
+
+fn io_error(path: &Path, e: std::io::Error) -> Error {
+    Error::new(
+        crate::error::ErrorCode::Io,
+        format!(
+            "cannot write the session binding {}: {e}; check that the state directory is writable",
+            path.display()
+        ),
+    )
+}
+
+fn read(state_dir: &Path, session_id: &str) -> Option<Binding> {
+    if !file_name_ok(session_id) {
+        return None;
+    }
+    let bytes = std::fs::read(dir(state_dir).join(format!("{session_id}.json"))).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Why a resume's state was refused: a failure code and a message saying what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl Refusal {
+    /// The failure answering the `resume` (nothing was touched, so not retryable as is).
+    pub fn into_event(self, request_id: &str) -> Event {
+        Event::failure(
+            Some(request_id.to_string()),
+            None,
+            self.code,
+            self.message,
+            FailureStatus::Failed,
+            false,
+        )
+    }
+}
+
+/// The session a resumed state names, once it is proven to be this chat's session on this
+/// machine; `Ok(None)` when the state names no session (nothing to adopt or destroy).
+pub fn check(
+    state_dir: &Path,
+    machine_id: &str,
+    c: &ResumeCommand,
+) -> std::result::Result<Option<SessionRef>, Refusal> {
+    let Some(named) = named_session(&c.state)? else {
+        return Ok(None);
+    };
+    if named.machine_id != machine_id {
+        return Err(Refusal {
+            code: FOREIGN_MACHINE,
+            message: format!(
+                "the persisted state names machine {:?}, but this provider is configured for {:?}; \
+                 resume it with a provider configured for that machine (REMOTE_RUNNER_MACHINE), \
+                 or start a new session",
+                named.machine_id, machine_id
+            ),
+        });
+    }
+    let not_bound = |why: &str| Refusal {
+        code: NOT_BOUND,
+        message: format!(
+            "the persisted state names session {:?}, which {why}; nothing was adopted or \
+             destroyed. Start a new session for this chat",
+            named.session_id
+        ),
+    };
+    match read(state_dir, &named.session_id) {
+        None => Err(not_bound(
+            "this provider did not create (a CLI session, another provider's state directory, \
+             or a forged state)",
+        )),
+        Some(b) if b.botmux_session_id != c.session_id => Err(not_bound(&format!(
+            "belongs to another BotMux session, not {:?}",
+            c.session_id
+        ))),
+        Some(b) if b.machine_id != machine_id || b.session_id != named.session_id => {
+            Err(not_bound("was created on another machine"))
+        }
+        Some(_) => Ok(Some(named)),
+    }
+}
+
+/// The session a state's `providerState` names: both `sessionId` and `machineId` strings, or
+/// neither key.
+fn named_session(state: &State) -> std::result::Result<Option<SessionRef>, Refusal> {
+    let Some(ps) = state.provider_state.as_ref() else {
+        return Ok(None);
+    };
+    let session_id = ps.get("sessionId");
+    let machine_id = ps.get("machineId");
+    if session_id.is_none() && machine_id.is_none() {
+        return Ok(None);
+    }
+    match (
+        session_id.and_then(|v| v.as_str()),
+        machine_id.and_then(|v| v.as_str()),
+    ) {
+        (Some(s), Some(m)) if file_name_ok(s) => Ok(Some(SessionRef {
+            session_id: s.to_string(),
+            machine_id: m.to_string(),
+        })),
+        _ => Err(Refusal {
+            code: NOT_BOUND,
+            message: "the persisted state's providerState does not name a session this provider \
+                      could have made (sessionId and machineId must both be present and \
+                      sessionId must be an engine session id); start a new session"
+                .to_string(),
+        }),
+    }
+}
