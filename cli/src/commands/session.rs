@@ -2,14 +2,13 @@
 //!
 //! The argument structs follow the contract in full; each handler is one engine call plus a
 //! [`Report`]: `lifecycle` (create, list, show, send, read, logs, destroy), `commands` (exec and
-//! `session command ...`), `attach`, with the human renderings in `render` and the terminal-safe
-//! transcript printing in `terminal_text`.
+//! `session command ...`), `attach`, with the human renderings in `render` (remote text is made
+//! terminal-safe by `output::neutralize`).
 
 mod attach;
 mod commands;
 mod lifecycle;
 mod render;
-pub mod terminal_text;
 
 use clap::{Args, Subcommand, ValueEnum};
 use remote_runner_provider::Result;

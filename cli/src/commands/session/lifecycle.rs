@@ -6,10 +6,9 @@ use remote_runner_provider::Result;
 use remote_runner_provider::engine::session::MAX_READ;
 use serde_json::json;
 
-use super::terminal_text::neutralize;
 use super::{CreateArgs, ListArgs, ReadArgs, SendArgs, SessionArg, render};
 use crate::context::Context;
-use crate::output::{Block, Cell, Report, Tone, to_json};
+use crate::output::{Block, Cell, Report, Tone, neutralize, to_json};
 
 pub async fn create(ctx: &Context, args: CreateArgs) -> Result<Report> {
     let wired = ctx.engine()?;
