@@ -63,9 +63,9 @@ pub enum SessionCommand {
     Logs(SessionArg),
     /// Stop the session's shell; records, logs and transcript are kept
     #[command(
-        after_help = "Examples:\n  remote-runner session destroy --session sess_abc123 --json"
+        after_help = "Examples:\n  remote-runner session destroy --session sess_abc123 --json\n  remote-runner session destroy --session sess_abc123 --force"
     )]
-    Destroy(SessionArg),
+    Destroy(DestroyArgs),
     /// Open the session in this terminal (detach with Ctrl-b d; it keeps running)
     #[command(after_help = "Examples:\n  remote-runner session attach --session sess_abc123")]
     Attach(SessionArg),
@@ -93,6 +93,17 @@ pub struct SessionArg {
     /// Session id (sess_...)
     #[arg(long, value_name = "SESSION_ID")]
     pub session: String,
+}
+
+#[derive(Debug, Args)]
+pub struct DestroyArgs {
+    /// Session id (sess_...)
+    #[arg(long, value_name = "SESSION_ID")]
+    pub session: String,
+    /// When the machine cannot be reached, mark the session destroyed here anyway (its shell
+    /// may still run there; the result says so)
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

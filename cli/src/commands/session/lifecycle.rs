@@ -6,7 +6,7 @@ use remote_runner_provider::Result;
 use remote_runner_provider::engine::session::MAX_READ;
 use serde_json::json;
 
-use super::{CreateArgs, ListArgs, ReadArgs, SendArgs, SessionArg, render};
+use super::{CreateArgs, DestroyArgs, ListArgs, ReadArgs, SendArgs, SessionArg, render};
 use crate::context::Context;
 use crate::output::{Block, Cell, Report, Tone, neutralize, to_json};
 
@@ -105,9 +105,13 @@ pub fn logs(ctx: &Context, args: SessionArg) -> Result<Report> {
     Ok(Report::new(json).human(render::log_table(&logs)))
 }
 
-pub async fn destroy(ctx: &Context, args: SessionArg) -> Result<Report> {
+pub async fn destroy(ctx: &Context, args: DestroyArgs) -> Result<Report> {
     let wired = ctx.engine()?;
-    let result = wired.engine.destroy(&args.session).await?;
+    let result = if args.force {
+        wired.engine.destroy_forced(&args.session).await?
+    } else {
+        wired.engine.destroy(&args.session).await?
+    };
     let mut fields = vec![
         ("session", Cell::new(&result.session_id, Tone::Bold)),
         ("status", render::session_status(result.status)),
@@ -120,5 +124,12 @@ pub async fn destroy(ctx: &Context, args: SessionArg) -> Result<Report> {
             Cell::plain(result.stopped_commands.join(", ")),
         ));
     }
-    Ok(Report::new(to_json(&result)?).human(vec![Block::Fields(fields)]))
+    let mut human = vec![Block::Fields(fields)];
+    if let Some(warning) = &result.warning {
+        human.push(Block::Line(Cell::new(
+            format!("warning: marked destroyed here only; {warning}"),
+            Tone::Warn,
+        )));
+    }
+    Ok(Report::new(to_json(&result)?).human(human))
 }
