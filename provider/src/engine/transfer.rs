@@ -13,6 +13,7 @@ mod get;
 pub mod paths;
 mod put;
 mod record;
+mod sparse;
 mod stream;
 mod verify;
 
@@ -409,8 +410,12 @@ impl Engine {
         rec.skipped = out.skipped;
         rec.ended_at = Some(now_rfc3339());
         let error = match result {
-            Ok(()) => {
+            Ok(()) if rec.skipped.is_empty() => {
                 rec.status = TransferStatus::Succeeded;
+                None
+            }
+            Ok(()) => {
+                rec.status = TransferStatus::Partial;
                 None
             }
             Err(e) => {

@@ -156,7 +156,7 @@ async fn get_file(
         .await
         .map_err(|e| name_user_path(e, &src.cmd, &src.file))?;
     let reader = reader.take(read_limit(size, u64::MAX));
-    let (writer, tmp) = stream::create_local_temp(dest)
+    let (writer, tmp) = stream::create_local_temp(dest, &job.transfer_id)
         .await
         .map_err(|e| local_io("create a file next to", dest, &e))?;
     let copied = stream::pump_to_file(
@@ -233,22 +233,24 @@ async fn get_small_file(
     let sha = hex::encode(Sha256::digest(&data));
     let len = data.len() as u64;
     let dest = dest.to_path_buf();
-    tokio::task::spawn_blocking(move || write_small(&dest, &data, mode))
+    let tag = job.transfer_id.clone();
+    tokio::task::spawn_blocking(move || write_small(&dest, &data, mode, &tag))
         .await
         .map_err(|e| Error::internal(format!("file task failed: {e}")))??;
     job.add_bytes(len);
     Ok(Some((len, sha)))
 }
 
-/// Write `data` to a new temporary file next to `dest`, apply `mode`, rename over `dest`.
-fn write_small(dest: &Path, data: &[u8], mode: u32) -> Result<()> {
+/// Write `data` to a new temporary file (of transfer `transfer_id`) next to `dest`, apply
+/// `mode`, rename over `dest`.
+fn write_small(dest: &Path, data: &[u8], mode: u32, transfer_id: &str) -> Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let name = dest
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dest.with_file_name(stream::temp_name(&name));
+    let tmp = dest.with_file_name(stream::temp_name_for(&name, transfer_id));
     let written = (|| {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
@@ -273,11 +275,23 @@ async fn walk(job: &Job, root: &RemotePath, out: &mut Outcome) -> Result<Vec<Rem
     let mut pending = vec![String::new()];
     while let Some(rel) = pending.pop() {
         let dir = root.join(&rel);
-        let mut listed = job
-            .t
-            .read_dir(&dir.file)
-            .await
-            .map_err(|e| name_user_path(e, &dir.cmd, &dir.file))?;
+        let mut listed = match job.t.read_dir(&dir.file).await {
+            Ok(listed) => listed,
+            // A directory inside the tree that cannot be listed (too long a path there, no
+            // permission) is reported and the rest goes on; the root, or a lost link, fails.
+            Err(e) if !rel.is_empty() && job.t.is_connected() => {
+                out.skip(
+                    &rel,
+                    &format!(
+                        "its contents could not be listed on the machine ({}); only the \
+                         directory itself was created",
+                        e.message
+                    ),
+                );
+                continue;
+            }
+            Err(e) => return Err(name_user_path(e, &dir.cmd, &dir.file)),
+        };
         listed.sort_by(|a, b| a.name.cmp(&b.name));
         let mut seen = HashSet::new();
         for e in listed {
@@ -374,6 +388,21 @@ fn ensure_real_dir(dir: &Path) -> std::result::Result<(), String> {
     }
 }
 
+/// Longest path this host accepts (Linux `PATH_MAX` less the terminating NUL).
+const LOCAL_PATH_MAX: usize = 4095;
+
+/// Why `path` cannot be written here, when it is longer than this host accepts (a deep remote
+/// tree under a long local destination).
+fn too_long_here(path: &Path) -> Option<String> {
+    let len = path.as_os_str().len();
+    (len > LOCAL_PATH_MAX).then(|| {
+        format!(
+            "not written: its local path would be {len} bytes, over this host's limit of \
+             {LOCAL_PATH_MAX}; download this part to a shorter destination"
+        )
+    })
+}
+
 fn parent_rel(rel: &str) -> &str {
     rel.rsplit_once('/').map(|(p, _)| p).unwrap_or("")
 }
@@ -412,6 +441,10 @@ async fn get_tree(job: &Job, src: &RemotePath, local: &Path, out: &mut Outcome) 
             continue;
         }
         let path = local.join(&e.rel);
+        if let Some(why) = too_long_here(&path) {
+            out.skip(&e.rel, &why);
+            continue;
+        }
         match e.kind {
             FileKind::Dir => match ensure_real_dir(&path) {
                 Ok(()) => {
@@ -490,7 +523,7 @@ async fn recreate_links(
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let tmp = path.with_file_name(stream::temp_name(&name));
+        let tmp = path.with_file_name(stream::temp_name_for(&name, &job.transfer_id));
         let made =
             std::os::unix::fs::symlink(&target, &tmp).and_then(|()| std::fs::rename(&tmp, &path));
         match made {

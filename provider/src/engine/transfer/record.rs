@@ -19,6 +19,9 @@ pub enum TransferStatus {
     /// In progress (or the process running it was killed: the record was never finished).
     Running,
     Succeeded,
+    /// Finished, but some entries were not written: each is listed in `skipped` with the
+    /// reason (a special file, a symlink leaving the tree, a path too long here, ...).
+    Partial,
     Failed,
     /// Stopped on request (a cancelled run).
     Cancelled,
@@ -29,6 +32,7 @@ impl TransferStatus {
         match self {
             TransferStatus::Running => "running",
             TransferStatus::Succeeded => "succeeded",
+            TransferStatus::Partial => "partial",
             TransferStatus::Failed => "failed",
             TransferStatus::Cancelled => "cancelled",
         }
