@@ -10,6 +10,7 @@
 //! `running` while it goes on), with size, sha256 and the error when it failed.
 
 mod get;
+mod interrupted;
 pub mod paths;
 mod put;
 mod record;
@@ -25,7 +26,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 pub use record::{
-    ErrorInfo, FileEntry, FileListing, SkippedEntry, TransferDirection, TransferKind,
+    ErrorInfo, FileEntry, FileListing, PartialFiles, SkippedEntry, TransferDirection, TransferKind,
     TransferRecord, TransferStatus,
 };
 
@@ -300,6 +301,7 @@ impl Engine {
         if let Some(id) = session_id {
             self.load_session(id)?;
         }
+        self.reap_interrupted();
         self.with_store(|s| store::transfers::list(s, session_id))
     }
 
@@ -372,7 +374,12 @@ impl Engine {
             verified: None,
             skipped: Vec::new(),
             error: None,
+            partial_files: None,
         };
+        self.reap_interrupted();
+        // Locked before the record says `running`, so a running record is never taken for one
+        // whose process died (see `interrupted`).
+        let alive = interrupted::Alive::take(&self.state_dir, &rec.transfer_id)?;
         self.with_store(|s| store::transfers::upsert(s, &rec))?;
         let mut out = Outcome::default();
         let result = async {
@@ -395,11 +402,27 @@ impl Engine {
                 }
                 TransferDirection::Get => {
                     let into = local_shown.ends_with('/');
-                    get::get(&job, &remote_path, local, into, &mut out).await
+                    let source = get::examine(&job, &remote_path).await?;
+                    rec.partial_files = Some(interrupted::partial_files_of_get(
+                        &rec.transfer_id,
+                        &remote_path,
+                        &source,
+                        local,
+                        into,
+                    )?);
+                    self.with_store(|s| store::transfers::upsert(s, &rec))?;
+                    get::get(&job, &remote_path, source, local, into, &mut out).await
                 }
             }
         }
         .await;
+        // Files still in flight when a download failed or was cancelled were dropped half
+        // written: remove their temporaries.
+        if let Some(partial) = rec.partial_files.take()
+            && result.is_err()
+        {
+            interrupted::remove_partials(&partial);
+        }
         rec.kind = out.kind;
         rec.bytes = out.bytes;
         rec.files = out.files;
@@ -432,6 +455,7 @@ impl Engine {
             }
         };
         self.with_store(|s| store::transfers::upsert(s, &rec))?;
+        drop(alive);
         Ok((rec, error))
     }
 }

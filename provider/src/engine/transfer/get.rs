@@ -18,7 +18,7 @@ use super::stream::{self, PumpError};
 use super::verify;
 use super::{FILES_IN_FLIGHT, Job, Outcome, TransferKind};
 use crate::error::{Error, ErrorCode, Result};
-use crate::transport::{ExecOptions, FileKind, shell_quote};
+use crate::transport::{ExecOptions, FileKind, FileStat, shell_quote};
 
 /// One entry of a remote tree, relative to its root.
 #[derive(Debug, Clone)]
@@ -29,13 +29,21 @@ struct RemoteEntry {
     mode: u32,
 }
 
-pub async fn get(
-    job: &Job,
-    src: &RemotePath,
-    local: &Path,
-    into_dir: bool,
-    out: &mut Outcome,
-) -> Result<()> {
+/// The remote source of a download, examined before anything is written.
+pub struct Source {
+    st: FileStat,
+    is_dir: bool,
+}
+
+impl Source {
+    pub fn is_dir(&self) -> bool {
+        self.is_dir
+    }
+}
+
+/// Stat the remote source: missing is `remote_not_found`; a symlink the user named is followed
+/// (a directory if it can be listed).
+pub async fn examine(job: &Job, src: &RemotePath) -> Result<Source> {
     let st = job
         .t
         .stat(&src.file)
@@ -52,10 +60,34 @@ pub async fn get(
         })?;
     let is_dir = match st.kind {
         FileKind::Dir => true,
-        // The user named the link: follow it (a directory if it can be listed).
         FileKind::Symlink => job.t.read_dir(&src.file).await.is_ok(),
         _ => false,
     };
+    Ok(Source { st, is_dir })
+}
+
+/// Where a single file from `src` lands for the local path `local`.
+pub fn file_destination(src: &RemotePath, local: &Path, into_dir: bool) -> Result<PathBuf> {
+    if into_dir || local.is_dir() {
+        let name = src
+            .split()
+            .map(|(_, n)| n)
+            .ok_or_else(|| Error::invalid(format!("{} has no file name", src.cmd)))?;
+        Ok(local.join(name))
+    } else {
+        Ok(local.to_path_buf())
+    }
+}
+
+pub async fn get(
+    job: &Job,
+    src: &RemotePath,
+    source: Source,
+    local: &Path,
+    into_dir: bool,
+    out: &mut Outcome,
+) -> Result<()> {
+    let Source { st, is_dir } = source;
     if is_dir {
         out.kind = Some(TransferKind::Dir);
         get_tree(job, src, local, out).await
@@ -67,15 +99,7 @@ pub async fn get(
                 src.cmd
             )));
         }
-        let dest = if into_dir || local.is_dir() {
-            let name = src
-                .split()
-                .map(|(_, n)| n)
-                .ok_or_else(|| Error::invalid(format!("{} has no file name", src.cmd)))?;
-            local.join(name)
-        } else {
-            local.to_path_buf()
-        };
+        let dest = file_destination(src, local, into_dir)?;
         // Missing parent directories are created (like `mkdir -p`).
         if let Some(parent) = dest.parent().filter(|p| !p.as_os_str().is_empty())
             && !parent.exists()

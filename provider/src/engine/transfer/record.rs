@@ -105,6 +105,20 @@ pub struct TransferRecord {
     #[serde(default)]
     pub skipped: Vec<SkippedEntry>,
     pub error: Option<ErrorInfo>,
+    /// Set while a download runs: where its temporary files are. A record still `running` with
+    /// this set after its process was killed names the partial files it left; the next
+    /// transfer or `file history` removes them and marks the record `failed` (`interrupted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial_files: Option<PartialFiles>,
+}
+
+/// Where the temporary files of one download are: names containing `name_contains` in `dir`
+/// (and below it when `recursive`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartialFiles {
+    pub dir: String,
+    pub recursive: bool,
+    pub name_contains: String,
 }
 
 /// One entry of `file list`.
