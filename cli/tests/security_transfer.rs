@@ -101,3 +101,50 @@ fn a_killed_get_leaves_no_partial_file_and_its_record_says_interrupted() {
     assert!(!dest.join("big.img").exists());
     sb.ok_json(&["session", "destroy", "--session", session]);
 }
+
+#[test]
+fn a_download_that_skipped_entries_says_partial_and_exits_1() {
+    let sb = Sandbox::new();
+    let work = sb.path().join("work");
+    let tree = work.join("tree");
+    std::fs::create_dir_all(&tree).unwrap();
+    std::fs::write(tree.join("a.txt"), "a").unwrap();
+    let _socket = std::os::unix::net::UnixListener::bind(tree.join("sock")).unwrap();
+    let created = sb.ok_json(&[
+        "session",
+        "create",
+        "--machine",
+        "local",
+        "--cwd",
+        work.to_str().unwrap(),
+    ]);
+    let session = created["session_id"].as_str().unwrap();
+    let get = |dest: &str, json: bool| {
+        let dest = sb.path().join(dest);
+        let mut args = vec![
+            "file",
+            "get",
+            "--session",
+            session,
+            "--remote",
+            "tree",
+            "--local",
+            dest.to_str().unwrap(),
+        ];
+        if json {
+            args.push("--json");
+        }
+        sb.run(&args)
+    };
+    let r = get("out-json", true);
+    assert_eq!(r.code, 1, "{r:?}");
+    let rec = r.json();
+    assert_eq!(rec["status"], "partial", "{rec}");
+    assert_eq!(rec["skipped"][0]["path"], "sock", "{rec}");
+    let human = get("out-human", false);
+    assert_eq!(human.code, 1, "{human:?}");
+    assert!(human.stdout.contains("partial"), "{human:?}");
+    assert!(human.stdout.contains("SKIPPED"), "{human:?}");
+    assert!(human.stdout.contains("device, socket or FIFO"), "{human:?}");
+    sb.ok_json(&["session", "destroy", "--session", session]);
+}
