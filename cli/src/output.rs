@@ -390,7 +390,7 @@ mod tests {
                 rows: vec![vec![Cell::plain(format!("a{osc52}\nforged row"))]],
                 empty: String::new(),
             },
-            Block::Fields(vec![("cwd", Cell::plain(format!("/x\x1b]0;title\x07")))]),
+            Block::Fields(vec![("cwd", Cell::plain("/x\x1b]0;title\x07"))]),
             Block::Line(Cell::plain("\x1bc clear")),
             Block::Table {
                 headers: vec!["NAME"],
