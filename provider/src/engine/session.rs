@@ -45,7 +45,6 @@ pub struct DestroyResult {
     pub stopped_commands: Vec<String>,
     /// Only after a forced destroy that could not reach the machine: the session is marked
     /// destroyed here, but its shell may still run there.
-    #[serde(default)]
     pub remote_may_still_run: bool,
     /// What was not done, when `remote_may_still_run`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -388,7 +387,8 @@ fn not_destroyed(rec: &SessionRecord, cause: Error) -> Error {
 
 fn remote_may_still_run(rec: &SessionRecord, cause: &Error) -> String {
     format!(
-        "machine {} was not reached ({}: {}); tmux session {} (socket {}) may still run there",
+        "the shell on machine {} could not be ended ({}: {}); tmux session {} (socket {}) may \
+         still run there",
         rec.machine_id,
         cause.code.as_str(),
         cause.message,

@@ -417,11 +417,10 @@ impl Engine {
         }
         .await;
         // Files still in flight when a download failed or was cancelled were dropped half
-        // written: remove their temporaries.
-        if let Some(partial) = rec.partial_files.take()
-            && result.is_err()
-        {
-            interrupted::remove_partials(&partial);
+        // written: remove their temporaries. A finished record names none.
+        let partial = rec.partial_files.take();
+        if let (Some(partial), Err(_)) = (&partial, &result) {
+            interrupted::remove_partials(partial);
         }
         rec.kind = out.kind;
         rec.bytes = out.bytes;
