@@ -38,6 +38,12 @@ pub fn open_state_dir(dir: &Path) -> Result<()> {
     let real = dir
         .canonicalize()
         .map_err(|e| Error::io(format!("cannot resolve {}", dir.display()), &e))?;
+    // The path as given too: a symlink to the state dir is only as safe as where it lives.
+    let given = std::path::absolute(dir)
+        .map_err(|e| Error::io(format!("cannot resolve {}", dir.display()), &e))?;
+    if given != real {
+        check_ancestors(&given, uid)?;
+    }
     check_ancestors(&real, uid)?;
     check_private(&real, uid)?;
     for entry in entries(&real)? {
@@ -123,10 +129,10 @@ fn check_private(path: &Path, uid: u32) -> Result<()> {
     Ok(())
 }
 
-/// Every directory above `real` (a canonical path) must be owned by `uid` or root, and not
-/// writable by group or others unless sticky.
-fn check_ancestors(real: &Path, uid: u32) -> Result<()> {
-    for dir in real.ancestors().skip(1) {
+/// Every directory above `path` (absolute) must be owned by `uid` or root, and not writable by
+/// group or others unless sticky.
+fn check_ancestors(path: &Path, uid: u32) -> Result<()> {
+    for dir in path.ancestors().skip(1) {
         let meta = dir
             .metadata()
             .map_err(|e| Error::io(format!("cannot inspect {}", dir.display()), &e))?;
@@ -136,7 +142,7 @@ fn check_ancestors(real: &Path, uid: u32) -> Result<()> {
                 &format!(
                     "(a directory above the state dir {}) is owned by user id {}, who could \
                      replace the state dir",
-                    real.display(),
+                    path.display(),
                     meta.uid()
                 ),
                 "use a state dir under a directory only you (or root) control",
@@ -149,7 +155,7 @@ fn check_ancestors(real: &Path, uid: u32) -> Result<()> {
                 &format!(
                     "(a directory above the state dir {}) is writable by group or others (mode \
                      {:04o}), so they could replace the state dir",
-                    real.display(),
+                    path.display(),
                     meta.mode() & 0o7777
                 ),
                 &format!(
