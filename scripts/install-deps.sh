@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the test suite and the demo need on a fresh Debian/Ubuntu machine:
 # OpenSSH server and client, tmux, iproute2 and nftables (fault-injection tests), jq (the
-# examples in docs/cli.md, run as written by a test).
+# examples in docs/cli.md, run as written by a test), and for the login-shell test accounts
+# (testkit's ensure_login_account) and the remote scripts: zsh, fish, git, busybox (its sh is a
+# shell the remote scripts are tested under) and shellcheck.
 # Safe to run again: installs only what is missing. Needs root (or sudo) for apt-get.
 set -euo pipefail
 
@@ -12,6 +14,11 @@ command -v tmux >/dev/null 2>&1 || need+=(tmux)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v nft >/dev/null 2>&1 || need+=(nftables)
 command -v jq >/dev/null 2>&1 || need+=(jq)   # docs/cli.md examples use it
+[ -x /usr/bin/zsh ] || need+=(zsh)             # login-shell test account rrtest-zsh
+[ -x /usr/bin/fish ] || need+=(fish)           # login-shell test account rrtest-fish
+command -v git >/dev/null 2>&1 || need+=(git)  # a session cwd that is a git repository
+command -v busybox >/dev/null 2>&1 || need+=(busybox)        # remote scripts under busybox sh
+command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)  # remote scripts are shellchecked
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

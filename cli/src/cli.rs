@@ -42,10 +42,7 @@ pub struct GlobalArgs {
     #[arg(long, global = true)]
     pub json: bool,
 
-    /// Bound the call in seconds: how long `session exec` and `command wait` wait (the command
-    /// itself goes on: the result says `wait_timed_out`), the command limit of `run once`, the
-    /// connect timeout of `machine doctor`
-    #[arg(long, global = true, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, global = true, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..), help = crate::timeout::HELP_SHORT, long_help = crate::timeout::HELP)]
     pub timeout: Option<u64>,
 
     /// Where records, logs and credentials live [default: ~/.remote-runner]

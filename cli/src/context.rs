@@ -16,6 +16,7 @@ use remote_runner_provider::{Error, ErrorCode, Result};
 
 use crate::cli::GlobalArgs;
 use crate::output::Output;
+use crate::timeout::{self, Scope};
 
 /// Name of the state dir under the home directory when `--state-dir` is not given.
 const DEFAULT_STATE_DIR_NAME: &str = ".remote-runner";
@@ -26,11 +27,13 @@ pub struct Context {
     pub state_dir: PathBuf,
     /// `--timeout`.
     pub timeout: Option<Duration>,
+    /// What `--timeout` bounds for this command.
+    pub timeout_scope: Scope,
     pub out: Output,
 }
 
 impl Context {
-    pub fn new(global: &GlobalArgs, out: Output) -> Result<Context> {
+    pub fn new(global: &GlobalArgs, out: Output, timeout_scope: Scope) -> Result<Context> {
         let state_dir = match &global.state_dir {
             Some(dir) if dir.as_os_str().is_empty() => {
                 return Err(Error::invalid(
@@ -51,18 +54,43 @@ impl Context {
         Ok(Context {
             state_dir,
             timeout: global.timeout.map(Duration::from_secs),
+            timeout_scope,
             out,
         })
     }
 
     /// Open the record store (creates the state dir with mode 0700).
     pub fn store(&self) -> Result<Store> {
+        self.check_state_dir()?;
         Store::open(&self.state_dir)
     }
 
     /// The credential file beside the store.
     pub fn credentials(&self) -> Result<CredentialStore> {
+        self.check_state_dir()?;
         CredentialStore::open(&self.state_dir)
+    }
+
+    /// A state dir path that exists but is not a directory is a configuration mistake that no
+    /// retry fixes: say so, rather than a retryable `io_error` from deep inside the store.
+    fn check_state_dir(&self) -> Result<()> {
+        match std::fs::metadata(&self.state_dir) {
+            Ok(meta) if !meta.is_dir() => Err(Error::new(
+                ErrorCode::ConfigInvalid,
+                format!(
+                    "the state dir {} is a file, not a directory; pass --state-dir DIR (or set \
+                     REMOTE_RUNNER_STATE_DIR) to a directory, or move the file away",
+                    self.state_dir.display()
+                ),
+            )
+            .retryable(false)),
+            _ => Ok(()),
+        }
+    }
+
+    /// How long a listing may spend refreshing records from the machine.
+    pub fn refresh_bound(&self) -> Duration {
+        self.timeout.unwrap_or(timeout::DEFAULT_REFRESH)
     }
 
     /// The engine over real machines: `local` on this host, stored machines over SSH with their
@@ -74,8 +102,10 @@ impl Context {
             } else {
                 PassphraseSource::Never
             },
+            connect_timeout: timeout::connect_bound(self.timeout_scope, self.timeout),
             ..ConnectOptions::default()
         };
+        self.check_state_dir()?;
         let connector = Arc::new(MachineConnector::new(self.state_dir.clone(), options));
         let engine = Engine::new(&self.state_dir, connector.clone())?;
         Ok(Wired { engine, connector })

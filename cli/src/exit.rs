@@ -42,7 +42,8 @@ pub fn for_error(code: ErrorCode) -> u8 {
         Timeout => 6,
         Cancelled => 7,
         ConnectionFailed | ConnectionLost | AuthFailed | HostKeyUnknown | HostKeyChanged => 8,
-        SessionLost | TmuxMissing | RemoteError => 9,
+        SessionLost | TmuxMissing | TmuxTooOld | BashMissing | BashTooOld | InsecureRemoteDir
+        | StartupCommandFailed | RemoteError => 9,
         ConfigInvalid | Io | Store | PermissionDenied => 10,
         NotImplemented => 11,
         NotReady | NotDetached | StaleGeneration | StateProviderMismatch => 12,

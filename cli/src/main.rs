@@ -9,11 +9,12 @@ mod context;
 mod exit;
 mod output;
 mod prompt;
+mod timeout;
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use clap::error::ErrorKind;
+use clap::{CommandFactory, FromArgMatches};
 use remote_runner_provider::Error;
 
 use crate::cli::Cli;
@@ -21,7 +22,10 @@ use crate::context::Context;
 use crate::output::{ColorMode, Output};
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let parsed = timeout::annotate(Cli::command())
+        .try_get_matches()
+        .and_then(|matches| Cli::from_arg_matches(&matches));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(err) => return ExitCode::from(usage_error(err)),
     };
@@ -35,13 +39,18 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli, out: Output) -> remote_runner_provider::Result<output::Report> {
-    let ctx = Context::new(&cli.global, out)?;
+    let scope = timeout::scope(&cli.command);
+    let ctx = Context::new(&cli.global, out, scope)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| Error::io("cannot start the async runtime", &e))?;
-    runtime.block_on(commands::dispatch(&ctx, cli.command))
+    runtime.block_on(timeout::bounded(
+        scope,
+        ctx.timeout,
+        commands::dispatch(&ctx, cli.command),
+    ))
 }
 
 /// clap's errors: help and version go to stdout with exit 0; usage errors exit 2, as one JSON

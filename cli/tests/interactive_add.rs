@@ -195,6 +195,55 @@ fn interactive_replacement_needs_the_id_typed_again() {
     assert_eq!(sb.ok_json(&["machine", "show", "dup"])["host"], "192.0.2.2");
 }
 
+/// The contract's replace form on a terminal: the id comes from --confirm-replace, the stored
+/// record (and its stored password) is kept where no flag changes it, and nothing is asked.
+#[test]
+fn the_contract_replace_form_works_on_a_terminal() {
+    let sb = Sandbox::new();
+    let added = sb.run_with_stdin(
+        &[
+            "machine",
+            "add",
+            "kept",
+            "--host",
+            "192.0.2.9",
+            "--port",
+            "2200",
+            "--user",
+            "ely",
+            "--default-cwd",
+            "/srv",
+            "--auth",
+            "password",
+            "--password-stdin",
+            "--json",
+        ],
+        "kept-secret\n",
+    );
+    assert_eq!(added.code, 0, "{added:?}");
+    let (line, out, code) = pane_command(
+        &sb,
+        "machine add --replace --confirm-replace kept --accept-new --json",
+        "contract",
+    );
+    let pane = Pane::start(sb.path(), "contract", &line);
+    assert_eq!(
+        wait_for_file(&code).trim(),
+        "0",
+        "screen:\n{}",
+        pane.screen()
+    );
+    let v = common::one_json_object(&std::fs::read_to_string(&out).unwrap());
+    assert_eq!(v["replaced"], true);
+    assert_eq!(v["host"], "192.0.2.9");
+    assert_eq!(v["port"], 2200);
+    assert_eq!(v["default_cwd"], "/srv");
+    assert_eq!(v["host_key_policy"], "accept-new");
+    assert_eq!(v["has_password"], true);
+    let creds = std::fs::read_to_string(sb.state_dir().join("credentials.json")).unwrap();
+    assert!(creds.contains("kept-secret"));
+}
+
 #[test]
 fn doctor_asks_for_an_encrypted_keys_passphrase_on_a_terminal_and_never_shows_it() {
     let sshd = Sshd::start().unwrap_or_else(|e| panic!("cannot start the sshd test bed: {e:#}"));

@@ -46,6 +46,17 @@ pub enum ErrorCode {
     SessionLost,
     /// tmux is not installed on the remote host.
     TmuxMissing,
+    /// tmux on the remote host is older than the session mechanism needs.
+    TmuxTooOld,
+    /// bash is not installed on the remote host (sessions run in bash whatever the login shell).
+    BashMissing,
+    /// bash on the remote host is older than the session mechanism needs.
+    BashTooOld,
+    /// A remote directory or script of the engine is not owned by the account, or others can
+    /// write to it.
+    InsecureRemoteDir,
+    /// A machine's startup command failed when a session was created.
+    StartupCommandFailed,
     /// A remote path does not exist.
     RemoteNotFound,
     /// Permission denied on a local or remote path.
@@ -96,6 +107,11 @@ impl ErrorCode {
             HostKeyChanged => "host_key_changed",
             SessionLost => "session_lost",
             TmuxMissing => "tmux_missing",
+            TmuxTooOld => "tmux_too_old",
+            BashMissing => "bash_missing",
+            BashTooOld => "bash_too_old",
+            InsecureRemoteDir => "insecure_remote_dir",
+            StartupCommandFailed => "startup_command_failed",
             RemoteNotFound => "remote_not_found",
             PermissionDenied => "permission_denied",
             RemoteError => "remote_error",

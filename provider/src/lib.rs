@@ -8,6 +8,7 @@ pub mod connect;
 pub mod engine;
 pub mod error;
 pub mod machine;
+pub mod remote;
 pub mod secret;
 pub mod server;
 pub mod ssh;

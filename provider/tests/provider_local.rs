@@ -306,34 +306,25 @@ fn bad_input_gets_failures_and_the_provider_keeps_serving() {
 }
 
 #[test]
-fn exit_in_a_turn_reports_a_lost_session_and_the_next_turn_rebuilds() {
+fn exit_in_a_turn_ends_the_turn_and_keeps_the_session() {
     let dir = tempfile::tempdir().unwrap();
     let work = work_dir(&dir);
     let mut host = provider(&dir, &[]);
     host.hello();
     assert_eq!(host.start(&work)["type"], "ready");
-    let (ack, progress, f) = host.turn(1, "echo before-exit; exit 7");
-    assert_eq!(
-        ack["status"], "busy",
-        "the turn ran, so it is acknowledged: {ack}"
-    );
+    let (ack, progress, f) = host.turn(1, "echo before-exit; export RR_KEPT=yes; exit 7");
+    assert_eq!(ack["status"], "busy", "{ack}");
     assert_eq!(progress, "before-exit\n");
-    assert_eq!(
-        (f["type"].as_str(), f["code"].as_str()),
-        (Some("failure"), Some("session_lost")),
+    assert_eq!(f["type"], "final", "{f}");
+    let summary = f["content"].to_string();
+    assert!(
+        summary.contains("exit 7") && summary.contains("fresh one took over"),
         "{f}"
     );
-    assert!(f["message"].as_str().unwrap().contains('7'), "{f}");
-
-    let (_, progress, fin) = host.turn(2, "echo rebuilt");
-    assert_eq!(progress, "rebuilt\n");
-    assert_eq!(state_of(&fin)["generation"], 2, "{fin}");
-    let lineage = host
-        .seen
-        .iter()
-        .find(|v| v["type"] == "lineage_changed")
-        .expect("lineage_changed before the new generation is used");
-    assert_eq!(state_of(lineage)["generation"], 2);
+    // The same session (generation 1) in a fresh shell with the exported environment.
+    let (_, progress, fin) = host.turn(2, "echo $RR_KEPT");
+    assert_eq!(progress, "yes\n");
+    assert_eq!(state_of(&fin)["generation"], 1, "{fin}");
     host.send("cancel", json!({"requestId": "c:1"}));
     assert_eq!(host.next_non_screen(T)["status"], "closed");
 }

@@ -8,6 +8,10 @@
 //! lock.
 //!
 //! [`Agent`] starts an `ssh-agent` with one key loaded, for agent-auth tests.
+//!
+//! [`ensure_login_account`] creates accounts unlike [`TEST_USER`]: login shells bash, zsh, fish
+//! and sh (dash), each with noisy startup files that set PATH and variables the way real users'
+//! files do. Every test bed's sshd accepts the test client keys for them too.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -155,6 +159,8 @@ impl Sshd {
         )?;
         keygen(&keys.unauthorized, "ed25519", "", "rr-test-unauthorized")?;
 
+        // One authorized_keys file for every login user: `AuthorizedKeysFile` is an absolute path
+        // (no %h/%u), so each account in `AllowUsers` accepts the same client keys.
         let mut authorized = String::new();
         for k in [&keys.ed25519, &keys.rsa, &keys.ed25519_encrypted] {
             authorized.push_str(&fs::read_to_string(pub_path(k))?);
@@ -338,6 +344,11 @@ impl Sshd {
 
     /// A fresh directory owned by [`TEST_USER`] for remote file tests.
     pub fn remote_dir(&self, name: &str) -> Result<PathBuf> {
+        self.remote_dir_as(name, TEST_USER)
+    }
+
+    /// A fresh directory owned by `user` (e.g. an [`Account`]'s) for remote tests.
+    pub fn remote_dir_as(&self, name: &str, user: &str) -> Result<PathBuf> {
         let p = self.dir.path().join("remote").join(name);
         fs::create_dir_all(&p)?;
         fs::set_permissions(
@@ -346,7 +357,7 @@ impl Sshd {
         )?;
         let status = Command::new("chown")
             .arg("-R")
-            .arg(format!("{TEST_USER}:{TEST_USER}"))
+            .arg(format!("{user}:{user}"))
             .arg(&p)
             .status()?;
         if !status.success() {
@@ -453,6 +464,11 @@ pub fn check_tools() -> Result<()> {
 /// Make sure [`TEST_USER`] exists with [`SENTINEL_PASSWORD`]. Idempotent and safe across
 /// parallel tests and processes (serialised by a lock file).
 pub fn ensure_test_user() -> Result<()> {
+    with_user_lock(|| ensure_user_locked(TEST_USER, "/bin/bash"))
+}
+
+/// Run `f` holding the lock file that serialises user creation across tests and processes.
+fn with_user_lock<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
     let lock_path = std::env::temp_dir().join("remote-runner-testkit-user.lock");
     let lock = fs::OpenOptions::new()
         .create(true)
@@ -461,56 +477,366 @@ pub fn ensure_test_user() -> Result<()> {
         .open(&lock_path)
         .with_context(|| format!("open {}", lock_path.display()))?;
     lock.lock().context("lock the test-user lock file")?;
-    let result = ensure_test_user_locked();
+    let result = f();
     let _ = lock.unlock();
     result
 }
 
-fn ensure_test_user_locked() -> Result<()> {
-    let exists = Command::new("id")
-        .arg("-u")
-        .arg(TEST_USER)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()?
-        .success();
-    let is_root = Command::new("id").arg("-u").output()?.stdout == b"0\n";
-    if !exists {
-        if !is_root {
+fn is_root() -> Result<bool> {
+    Ok(Command::new("id").arg("-u").output()?.stdout == b"0\n")
+}
+
+/// The login shell of `user` from the passwd database, or `None` when there is no such user.
+fn passwd_shell(user: &str) -> Result<Option<String>> {
+    let out = Command::new("getent").arg("passwd").arg(user).output()?;
+    if !out.status.success() {
+        return Ok(None);
+    }
+    let line = String::from_utf8_lossy(&out.stdout);
+    Ok(line.trim_end().rsplit(':').next().map(str::to_string))
+}
+
+/// The home directory of `user` from the passwd database.
+fn passwd_home(user: &str) -> Result<PathBuf> {
+    let out = Command::new("getent").arg("passwd").arg(user).output()?;
+    if !out.status.success() {
+        bail!("user {user} not found in the passwd database");
+    }
+    let line = String::from_utf8_lossy(&out.stdout).trim_end().to_string();
+    line.split(':')
+        .nth(5)
+        .filter(|h| h.starts_with('/'))
+        .map(PathBuf::from)
+        .ok_or_else(|| anyhow!("no home directory for {user} in {line:?}"))
+}
+
+/// Create `user` (login shell `shell`, a home directory) when missing, fix its shell when it
+/// differs, and give it [`SENTINEL_PASSWORD`]. The caller holds the user lock.
+fn ensure_user_locked(user: &str, shell: &str) -> Result<()> {
+    let current = passwd_shell(user)?;
+    let root = is_root()?;
+    if !root {
+        return match current {
+            Some(s) if s == shell => Ok(()),
+            _ => bail!(
+                "the test login user {user} (login shell {shell}) does not exist and we are not \
+                 root; create it with: sudo useradd -m -s {shell} {user} && echo '{user}:<password>' \
+                 | sudo chpasswd"
+            ),
+        };
+    }
+    if !Path::new(shell).exists() {
+        bail!(
+            "login shell {shell} for {user} is not installed; install it with: scripts/install-deps.sh"
+        );
+    }
+    let created = match current.as_deref() {
+        None => {
+            let out = Command::new("useradd")
+                .args(["-m", "-s", shell, user])
+                .output()?;
+            if !out.status.success() {
+                bail!(
+                    "useradd {user} failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            true
+        }
+        Some(s) if s != shell => {
+            let out = Command::new("usermod").args(["-s", shell, user]).output()?;
+            if !out.status.success() {
+                bail!(
+                    "usermod -s {shell} {user} failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            false
+        }
+        Some(_) => false,
+    };
+    let marker = std::env::temp_dir().join(format!("remote-runner-testkit-user-{user}.pw"));
+    let want = format!("{}\n", SENTINEL_PASSWORD.len());
+    if fs::read_to_string(&marker).ok().as_deref() != Some(want.as_str()) || created {
+        let mut child = Command::new("chpasswd")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        child
+            .stdin
+            .take()
+            .ok_or_else(|| anyhow!("chpasswd stdin"))?
+            .write_all(format!("{user}:{SENTINEL_PASSWORD}\n").as_bytes())?;
+        let out = child.wait_with_output()?;
+        if !out.status.success() {
             bail!(
-                "the test login user {TEST_USER} does not exist and we are not root; create it with: \
-                 sudo useradd -m -s /bin/bash {TEST_USER} && echo '{TEST_USER}:<password>' | sudo chpasswd"
+                "chpasswd for {user} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
             );
         }
-        let out = Command::new("useradd")
-            .args(["-m", "-s", "/bin/bash", TEST_USER])
-            .output()?;
-        if !out.status.success() {
-            bail!("useradd failed: {}", String::from_utf8_lossy(&out.stderr));
-        }
-    }
-    if is_root {
-        let marker = std::env::temp_dir().join("remote-runner-testkit-user.pw");
-        let want = format!("{}\n", SENTINEL_PASSWORD.len());
-        if fs::read_to_string(&marker).ok().as_deref() != Some(want.as_str()) || !exists {
-            let mut child = Command::new("chpasswd")
-                .stdin(Stdio::piped())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()?;
-            child
-                .stdin
-                .take()
-                .ok_or_else(|| anyhow!("chpasswd stdin"))?
-                .write_all(format!("{TEST_USER}:{SENTINEL_PASSWORD}\n").as_bytes())?;
-            let out = child.wait_with_output()?;
-            if !out.status.success() {
-                bail!("chpasswd failed: {}", String::from_utf8_lossy(&out.stderr));
-            }
-            fs::write(&marker, want)?;
-        }
+        fs::write(&marker, want)?;
     }
     Ok(())
+}
+
+/// What every startup file of a [`LoginShell`] account prints, on stdout and on stderr (followed
+/// by the file's name in parentheses). It must never reach a command's output.
+pub const GREETING: &str = "Welcome to the lab host";
+/// An executable in `$HOME/rr-tools/bin` of every [`LoginShell`] account, a directory that only
+/// the account's own startup files add to PATH.
+pub const PATH_PROBE: &str = "rr-path-probe";
+/// What [`PATH_PROBE`] prints (followed by a newline).
+pub const PATH_PROBE_OUTPUT: &str = "probe-ok";
+
+/// The login shell of a test account made by [`ensure_login_account`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LoginShell {
+    /// `/bin/bash`; `.bashrc` prints a greeting at its top, defines an alias `ll` and a
+    /// function `rr_user_fn`, exports `RR_FROM_BASHRC=1` and PATH; `.bash_profile` and
+    /// `.profile` print too (Debian's chain: `.bash_profile` -> `.profile` -> `.bashrc`).
+    Bash,
+    /// `/usr/bin/zsh`; `.zshenv` exports `RR_FROM_ZSHENV=1`, `.zprofile` adds PATH, `.zshrc`
+    /// sets a prompt; each prints.
+    Zsh,
+    /// `/usr/bin/fish`; `~/.config/fish/config.fish` prints, exports `RR_FROM_FISH=1` and PATH.
+    Fish,
+    /// `/bin/sh` (dash on Debian); `.profile` prints, exports `RR_FROM_PROFILE=1` and PATH.
+    Sh,
+}
+
+impl LoginShell {
+    /// Every kind, in a fixed order.
+    pub const ALL: [LoginShell; 4] = [
+        LoginShell::Bash,
+        LoginShell::Zsh,
+        LoginShell::Fish,
+        LoginShell::Sh,
+    ];
+
+    /// The account's user name: `rrtest-bash`, `rrtest-zsh`, `rrtest-fish`, `rrtest-sh`.
+    pub fn user(self) -> &'static str {
+        match self {
+            LoginShell::Bash => "rrtest-bash",
+            LoginShell::Zsh => "rrtest-zsh",
+            LoginShell::Fish => "rrtest-fish",
+            LoginShell::Sh => "rrtest-sh",
+        }
+    }
+
+    /// The login shell's path in the passwd database.
+    pub fn path(self) -> &'static str {
+        match self {
+            LoginShell::Bash => "/bin/bash",
+            LoginShell::Zsh => "/usr/bin/zsh",
+            LoginShell::Fish => "/usr/bin/fish",
+            LoginShell::Sh => "/bin/sh",
+        }
+    }
+
+    /// The variable (value `1`) that the account's startup files export.
+    pub fn env_var(self) -> &'static str {
+        match self {
+            LoginShell::Bash => "RR_FROM_BASHRC",
+            LoginShell::Zsh => "RR_FROM_ZSHENV",
+            LoginShell::Fish => "RR_FROM_FISH",
+            LoginShell::Sh => "RR_FROM_PROFILE",
+        }
+    }
+
+    /// The startup files (relative to the home directory) and their contents.
+    pub fn startup_files(self) -> Vec<(&'static str, String)> {
+        fn hello(file: &str) -> String {
+            format!("echo \"{GREETING} ({file})\"\necho \"{GREETING} ({file}, stderr)\" >&2\n")
+        }
+        match self {
+            LoginShell::Bash => vec![
+                (
+                    ".bashrc",
+                    format!(
+                        "# ~/.bashrc of a lab host user: greets on every run, interactive or not.\n\
+                         {}\
+                         case \":$PATH:\" in *\":$HOME/rr-tools/bin:\"*) ;; *) PATH=\"$HOME/rr-tools/bin:$PATH\" ;; esac\n\
+                         export PATH\n\
+                         export RR_FROM_BASHRC=1\n\
+                         alias ll='ls -l'\n\
+                         rr_user_fn() {{ echo user-fn-ok; }}\n\
+                         \n\
+                         # If not running interactively, don't do anything more.\n\
+                         case $- in\n    *i*) ;;\n      *) return;;\nesac\n\
+                         HISTCONTROL=ignoreboth\n\
+                         shopt -s histappend checkwinsize\n\
+                         PS1='\\u@lab:\\w\\$ '\n",
+                        hello(".bashrc")
+                    ),
+                ),
+                (
+                    ".bash_profile",
+                    format!(
+                        "# ~/.bash_profile: read by login shells.\n{}\
+                         if [ -f \"$HOME/.profile\" ]; then . \"$HOME/.profile\"; fi\n",
+                        hello(".bash_profile")
+                    ),
+                ),
+                (
+                    ".profile",
+                    format!(
+                        "# ~/.profile: Debian's, plus a greeting.\n{}\
+                         if [ -n \"$BASH_VERSION\" ] && [ -f \"$HOME/.bashrc\" ]; then . \"$HOME/.bashrc\"; fi\n",
+                        hello(".profile")
+                    ),
+                ),
+            ],
+            LoginShell::Zsh => vec![
+                (
+                    ".zshenv",
+                    format!(
+                        "# ~/.zshenv: read by every zsh.\n{}export RR_FROM_ZSHENV=1\n",
+                        hello(".zshenv")
+                    ),
+                ),
+                (
+                    ".zprofile",
+                    format!(
+                        "# ~/.zprofile: read by login zsh.\n{}\
+                         typeset -U path\n\
+                         path=(\"$HOME/rr-tools/bin\" $path)\n\
+                         export PATH\n",
+                        hello(".zprofile")
+                    ),
+                ),
+                (
+                    ".zshrc",
+                    format!(
+                        "# ~/.zshrc: read by interactive zsh.\n{}\
+                         PROMPT='%n@lab %~ %# '\n\
+                         setopt interactive_comments\n",
+                        hello(".zshrc")
+                    ),
+                ),
+            ],
+            LoginShell::Fish => vec![(
+                ".config/fish/config.fish",
+                format!(
+                    "# ~/.config/fish/config.fish: read by every fish.\n{}\
+                     set -gx RR_FROM_FISH 1\n\
+                     if not contains -- $HOME/rr-tools/bin $PATH\n    set -gx PATH $HOME/rr-tools/bin $PATH\nend\n",
+                    hello("config.fish")
+                ),
+            )],
+            LoginShell::Sh => vec![(
+                ".profile",
+                format!(
+                    "# ~/.profile: read by login sh.\n{}\
+                     PATH=\"$HOME/rr-tools/bin:$PATH\"\n\
+                     export PATH\n\
+                     export RR_FROM_PROFILE=1\n",
+                    hello(".profile")
+                ),
+            )],
+        }
+    }
+}
+
+/// A login account made by [`ensure_login_account`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    pub user: String,
+    pub home: PathBuf,
+    pub shell: LoginShell,
+}
+
+/// Make sure the account for `shell` exists (see [`LoginShell`]): user [`LoginShell::user`] with
+/// login shell [`LoginShell::path`], password [`SENTINEL_PASSWORD`], its startup files (which
+/// print [`GREETING`] on stdout and stderr, and set PATH and [`LoginShell::env_var`]) and
+/// `$HOME/rr-tools/bin/`[`PATH_PROBE`]. Idempotent and safe across parallel tests and processes
+/// (the same lock as [`ensure_test_user`]); files are rewritten only when their content differs,
+/// atomically. Every [`Sshd`] accepts the test client keys for these accounts.
+pub fn ensure_login_account(shell: LoginShell) -> Result<Account> {
+    with_user_lock(|| {
+        let user = shell.user();
+        ensure_user_locked(user, shell.path())?;
+        let home = passwd_home(user)?;
+        if !home.is_dir() {
+            bail!("home directory {} of {user} is missing", home.display());
+        }
+        if is_root()? {
+            let mut files = shell.startup_files();
+            files.push((
+                "rr-tools/bin/rr-path-probe",
+                format!("#!/bin/sh\necho {PATH_PROBE_OUTPUT}\n"),
+            ));
+            for (rel, text) in &files {
+                let mode = if rel.ends_with(PATH_PROBE) {
+                    0o755
+                } else {
+                    0o644
+                };
+                write_owned(&home, rel, text, mode, user)?;
+            }
+        } else if !home.join("rr-tools/bin").join(PATH_PROBE).exists() {
+            bail!(
+                "{user} exists but its startup files are not set up, and only root can write them; \
+                 run this test suite once as root"
+            );
+        }
+        Ok(Account {
+            user: user.to_string(),
+            home,
+            shell,
+        })
+    })
+}
+
+/// Write `home/rel` (creating its parent directories) when its content or mode differs, through
+/// a temp file and a rename, and give every created path to `user`.
+fn write_owned(home: &Path, rel: &str, text: &str, mode: u32, user: &str) -> Result<()> {
+    let path = home.join(rel);
+    let mut dir = home.to_path_buf();
+    if let Some(parent) = Path::new(rel).parent() {
+        for part in parent.components() {
+            dir.push(part);
+            if !dir.is_dir() {
+                fs::create_dir(&dir).with_context(|| format!("mkdir {}", dir.display()))?;
+                fs::set_permissions(&dir, fs::Permissions::from_mode(0o755))?;
+                chown(&dir, user)?;
+            }
+        }
+    }
+    let same = fs::read(&path).ok().as_deref() == Some(text.as_bytes())
+        && fs::metadata(&path)
+            .map(|m| m.permissions().mode() & 0o7777 == mode)
+            .unwrap_or(false);
+    if same {
+        return Ok(());
+    }
+    let tmp = dir.join(format!(
+        ".{}.rr-testkit-tmp",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("file")
+    ));
+    fs::write(&tmp, text).with_context(|| format!("write {}", tmp.display()))?;
+    fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))?;
+    chown(&tmp, user)?;
+    fs::rename(&tmp, &path).with_context(|| format!("rename onto {}", path.display()))?;
+    Ok(())
+}
+
+fn chown(path: &Path, user: &str) -> Result<()> {
+    let status = Command::new("chown")
+        .arg(format!("{user}:{user}"))
+        .arg(path)
+        .status()?;
+    if !status.success() {
+        bail!("chown {user} {} failed", path.display());
+    }
+    Ok(())
+}
+
+/// Every user a test bed's sshd lets in: [`TEST_USER`] and the [`LoginShell`] accounts.
+fn allowed_users() -> Vec<&'static str> {
+    let mut users = vec![TEST_USER];
+    users.extend(LoginShell::ALL.iter().map(|s| s.user()));
+    users
 }
 
 fn pub_path(key: &Path) -> PathBuf {
@@ -606,12 +932,13 @@ fn write_sshd_config(
          UsePAM yes\n\
          StrictModes no\n\
          PermitRootLogin no\n\
-         AllowUsers {TEST_USER}\n\
+         AllowUsers {}\n\
          Subsystem sftp internal-sftp\n\
          LogLevel VERBOSE\n\
          MaxStartups 100:30:200\n",
         dir.join("sshd.pid").display(),
         authorized_keys.display(),
+        allowed_users().join(" "),
     ));
     if let Some(n) = opts.max_sessions {
         cfg.push_str(&format!("MaxSessions {n}\n"));

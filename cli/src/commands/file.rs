@@ -8,10 +8,10 @@ pub mod progress;
 use std::path::Path;
 
 use clap::{Args, Subcommand};
-use remote_runner_provider::Result;
 use remote_runner_provider::engine::transfer::{
     FileListing, TransferDirection, TransferOptions, TransferRecord, TransferStatus,
 };
+use remote_runner_provider::{Error, ErrorCode, Result};
 use serde_json::json;
 
 use self::progress::{ProgressBar, bytes};
@@ -21,19 +21,21 @@ use crate::output::{Block, Cell, Report, Tone, relative_time, to_json};
 
 pub const GROUP_EXAMPLES: &str = "\
 Examples:
-  remote-runner file put --session sess_abc123 --local ./input.txt --remote /home/ely/project/input.txt --json
-  remote-runner file get --session sess_abc123 --remote /home/ely/project/output.txt --local ./output.txt --json";
+  remote-runner file put --session sess_abc123 --local ./input.txt \\
+      --remote /home/ely/project/input.txt --json
+  remote-runner file get --session sess_abc123 --remote /home/ely/project/output.txt \\
+      --local ./output.txt --json";
 
 #[derive(Debug, Subcommand)]
 pub enum FileCommand {
     /// Upload a local file or directory
     #[command(
-        after_help = "Examples:\n  remote-runner file put --session sess_abc123 --local ./input.txt --remote /home/ely/project/input.txt --json"
+        after_help = "Examples:\n  remote-runner file put --session sess_abc123 --local ./input.txt \\\n      --remote /home/ely/project/input.txt --json"
     )]
     Put(TransferArgs),
     /// Download a remote file or directory
     #[command(
-        after_help = "Examples:\n  remote-runner file get --session sess_abc123 --remote /home/ely/project/output.txt --local ./output.txt --json"
+        after_help = "Examples:\n  remote-runner file get --session sess_abc123 --remote /home/ely/project/output.txt \\\n      --local ./output.txt --json"
     )]
     Get(TransferArgs),
     /// List remote file metadata
@@ -50,6 +52,7 @@ pub enum FileCommand {
 
 #[derive(Debug, Args)]
 pub struct TransferArgs {
+    /// Session id (sess_...; see `remote-runner session list`)
     #[arg(long, value_name = "SESSION_ID")]
     pub session: String,
     /// Path on this host
@@ -65,6 +68,7 @@ pub struct TransferArgs {
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
+    /// Session id (sess_...; see `remote-runner session list`)
     #[arg(long, value_name = "SESSION_ID")]
     pub session: String,
     #[arg(long, value_name = "PATH")]
@@ -105,6 +109,15 @@ async fn transfer(ctx: &Context, args: TransferArgs, upload: bool) -> Result<Rep
         progress: bar.as_ref().map(ProgressBar::callback),
         cancel: interrupt.token(),
     };
+    // `--timeout` bounds the transfer: when it runs out the transfer is cancelled the same clean
+    // way (recorded `cancelled`, nothing under the final name) and the call fails with `timeout`.
+    let deadline = ctx.timeout.map(|limit| {
+        let cancel = interrupt.token();
+        tokio::spawn(async move {
+            tokio::time::sleep(limit).await;
+            cancel.cancel();
+        })
+    });
     let local = Path::new(&args.local);
     let result = if upload {
         wired
@@ -120,7 +133,24 @@ async fn transfer(ctx: &Context, args: TransferArgs, upload: bool) -> Result<Rep
     if let Some(bar) = &bar {
         bar.finish();
     }
-    let rec = result?;
+    let timed_out = deadline
+        .as_ref()
+        .is_some_and(tokio::task::JoinHandle::is_finished);
+    if let Some(timer) = deadline {
+        timer.abort();
+    }
+    let rec = result.map_err(|e| match (e.code, ctx.timeout) {
+        (ErrorCode::Cancelled, Some(limit)) if timed_out => Error::new(
+            ErrorCode::Timeout,
+            format!(
+                "the transfer did not finish within {} s (--timeout) and was cancelled; nothing \
+                 was left under the final name. Retry with a larger --timeout. ({})",
+                limit.as_secs(),
+                e.message
+            ),
+        ),
+        _ => e,
+    })?;
     let report = Report::new(to_json(&rec)?).human(render_transfer(&rec));
     // Entries were skipped: the work ran and its result says not all of it was done.
     Ok(if rec.status == TransferStatus::Partial {

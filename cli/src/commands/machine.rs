@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
+use remote_runner_provider::engine::Connector;
 use remote_runner_provider::machine::{AuthType, LOCAL_MACHINE_ID, Machine, PathMapping};
 use remote_runner_provider::store::Store;
 use remote_runner_provider::store::machines;
@@ -44,9 +45,12 @@ pub enum MachineCommand {
         after_help = "Examples:\n  remote-runner machine doctor local\n  remote-runner machine doctor lab-gpu-01 --timeout 10 --json"
     )]
     Doctor(MachineIdArg),
-    /// Remove a machine record and its stored password (sessions, logs and runs are kept)
-    #[command(after_help = "Examples:\n  remote-runner machine remove lab-gpu-01 --json")]
-    Remove(MachineIdArg),
+    /// Remove a machine record and its stored password (refused while it has active sessions,
+    /// unless --force destroys them first; session records, logs and runs are kept)
+    #[command(
+        after_help = "Examples:\n  remote-runner machine remove lab-gpu-01 --json\n  remote-runner machine remove lab-gpu-01 --force --json   # destroy its active sessions first"
+    )]
+    Remove(RemoveArgs),
     /// Set the commands run right after login, and the default cwd (credentials kept)
     #[command(
         after_help = "Examples:\n  remote-runner machine configure-startup lab-win-01 --startup-command wsl \\\n      --default-cwd /mnt/c/Users/example/Desktop/SSHRunner --json\n  remote-runner machine configure-startup lab-win-01 --clear-startup-commands"
@@ -80,6 +84,16 @@ pub struct MachineIdArg {
     /// The machine id (`local` is this host)
     #[arg(value_name = "MACHINE_ID")]
     pub machine_id: String,
+}
+
+#[derive(Debug, Args)]
+pub struct RemoveArgs {
+    /// The machine id
+    #[arg(value_name = "MACHINE_ID")]
+    pub machine_id: String,
+    /// Destroy the machine's active sessions first (their remote shells are stopped)
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -197,7 +211,7 @@ pub async fn run(ctx: &Context, command: MachineCommand) -> Result<Report> {
         MachineCommand::List => list(ctx),
         MachineCommand::Show(args) => show(ctx, &args.machine_id),
         MachineCommand::Doctor(args) => doctor::run(ctx, &args.machine_id).await,
-        MachineCommand::Remove(args) => remove(ctx, &args.machine_id),
+        MachineCommand::Remove(args) => remove(ctx, args).await,
         MachineCommand::ConfigureStartup(args) => configure_startup(ctx, args),
         MachineCommand::ConfigurePathMap(args) => configure_path_map(ctx, args),
     }
@@ -255,10 +269,34 @@ fn show(ctx: &Context, machine_id: &str) -> Result<Report> {
 // ---------------------------------------------------------------------------------------------
 // remove, configure-*
 
-fn remove(ctx: &Context, machine_id: &str) -> Result<Report> {
+async fn remove(ctx: &Context, args: RemoveArgs) -> Result<Report> {
+    let machine_id = args.machine_id.as_str();
     let store = ctx.store()?;
-    if !machines::remove(&store, machine_id)? {
-        return Err(machines::unknown_machine(store.conn(), machine_id));
+    let mut destroyed = Vec::new();
+    loop {
+        match machines::remove_unless_active(&store, machine_id)? {
+            machines::Removal::Removed => break,
+            machines::Removal::Unknown => {
+                return Err(machines::unknown_machine(store.conn(), machine_id));
+            }
+            machines::Removal::ActiveSessions(active) if args.force => {
+                // Sessions started meanwhile are found by the next round.
+                destroy_sessions(ctx, machine_id, &active).await?;
+                destroyed.extend(active);
+            }
+            machines::Removal::ActiveSessions(active) => {
+                return Err(Error::new(
+                    ErrorCode::NotReady,
+                    format!(
+                        "machine {machine_id} has {} active session(s): {}; destroy them first \
+                         (`remote-runner session destroy --session ID`), or add --force to \
+                         destroy them and then remove the machine",
+                        active.len(),
+                        active.join(", ")
+                    ),
+                ));
+            }
+        }
     }
     let password_removed = ctx.credentials()?.remove(machine_id)?;
     let retained = session_count(&store, machine_id)?;
@@ -267,15 +305,60 @@ fn remove(ctx: &Context, machine_id: &str) -> Result<Report> {
         "removed": true,
         "sessions_retained": true,
         "retained_session_count": retained,
+        "destroyed_sessions": destroyed,
         "password_removed": password_removed,
     });
-    let human = vec![Block::Line(Cell::new(
+    let mut human = Vec::new();
+    if !destroyed.is_empty() {
+        human.push(Block::Line(Cell::plain(format!(
+            "Destroyed {} active session(s) first: {}.",
+            destroyed.len(),
+            destroyed.join(", ")
+        ))));
+    }
+    human.push(Block::Line(Cell::new(
         format!(
             "Removed machine {machine_id}; its {retained} session record(s), logs and runs are kept."
         ),
         Tone::Good,
-    ))];
+    )));
     Ok(Report::new(json).human(human))
+}
+
+/// `--force`: destroy each session (its remote shell stopped) before the machine goes; the
+/// first failure stops the removal, so no session is left active on a machine that is gone.
+async fn destroy_sessions(ctx: &Context, machine_id: &str, sessions: &[String]) -> Result<()> {
+    let wired = ctx.engine()?;
+    // A session on a machine that cannot be reached would be recorded destroyed while its
+    // shell runs on: reach the machine first, or remove nothing.
+    Connector::connect(wired.connector.as_ref(), machine_id)
+        .await
+        .map_err(|e| {
+            Error::new(
+                e.code,
+                format!(
+                    "machine {machine_id} was not removed: its active sessions ({}) cannot be \
+                     stopped because the machine cannot be reached: {}",
+                    sessions.join(", "),
+                    e.message
+                ),
+            )
+            .retryable(e.retryable)
+        })?;
+    for session_id in sessions {
+        wired.engine.destroy(session_id).await.map_err(|e| {
+            Error::new(
+                e.code,
+                format!(
+                    "machine {machine_id} was not removed: destroying its session {session_id} \
+                     failed: {}",
+                    e.message
+                ),
+            )
+            .retryable(e.retryable)
+        })?;
+    }
+    Ok(())
 }
 
 /// Sessions recorded for a machine (kept on removal so their logs stay readable).

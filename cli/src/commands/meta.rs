@@ -37,7 +37,7 @@ pub struct ManArgs {
 
 /// The script goes to stdout as is; with `--json` it is the `script` field.
 pub fn completions(args: &CompletionsArgs) -> Result<Report> {
-    let mut cmd = Cli::command();
+    let mut cmd = crate::timeout::annotate(Cli::command());
     let mut buf = Vec::new();
     clap_complete::generate(args.shell, &mut cmd, "remote-runner", &mut buf);
     let script = String::from_utf8_lossy(&buf).into_owned();
@@ -48,7 +48,7 @@ pub fn completions(args: &CompletionsArgs) -> Result<Report> {
 }
 
 pub fn man(args: &ManArgs) -> Result<Report> {
-    let cmd = Cli::command();
+    let cmd = crate::timeout::annotate(Cli::command());
     match &args.out_dir {
         None => {
             let mut buf = Vec::new();

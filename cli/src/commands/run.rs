@@ -17,7 +17,8 @@ use crate::output::{Block, Cell, Output, Report, Tone, relative_time, to_json};
 
 pub const GROUP_EXAMPLES: &str = "\
 Examples:
-  remote-runner run once --machine local --cwd /tmp --cmd 'echo hi > out.txt' --artifact /tmp/out.txt=./out.txt --json
+  remote-runner run once --machine local --cwd /tmp --cmd 'echo hi > out.txt' \\
+      --artifact /tmp/out.txt=./out.txt --json
   remote-runner run list --json";
 
 #[derive(Debug, Subcommand)]
@@ -56,6 +57,7 @@ fn parse_pair(s: &str) -> Result<PathPair, Error> {
 
 #[derive(Debug, Args)]
 pub struct OnceArgs {
+    /// Machine to run on (`local` is this host; see `remote-runner machine list`)
     #[arg(long, value_name = "MACHINE_ID")]
     pub machine: String,
     /// Working directory [default: the machine's default cwd]

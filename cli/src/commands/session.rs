@@ -39,13 +39,13 @@ pub enum SessionCommand {
     Show(SessionArg),
     /// Run a command in the session's shell (cd, export, aliases persist)
     #[command(
-        after_help = "Examples:\n  remote-runner session exec --session sess_abc123 --cmd 'pytest -q' --timeout 300 --json\n  remote-runner session exec --session sess_abc123 --cwd /home/ely/project/sub --cmd 'make test'\n  remote-runner session exec --session sess_abc123 --cmd 'docker compose up' --mode background --json\n  remote-runner session exec --session sess_abc123 --cmd 'make' --exit-code   # exit with make's status"
+        after_help = "Examples:\n  remote-runner session exec --session sess_abc123 --cmd 'pytest -q' --timeout 300 --json\n  remote-runner session exec --session sess_abc123 --cwd /home/ely/project/sub --cmd 'make test'\n  remote-runner session exec --session sess_abc123 --cmd 'docker compose up' \\\n      --mode background --json\n  # exit with make's own status\n  remote-runner session exec --session sess_abc123 --cmd 'make' --exit-code\n  remote-runner session exec --session sess_abc123 --cmd - < script.sh        # the text from stdin\n  remote-runner session exec --session sess_abc123 --cmd-file script.sh"
     )]
     Exec(ExecArgs),
     /// Inspect, wait for and stop commands of a session
     #[command(
         subcommand,
-        after_help = "Examples:\n  remote-runner session command list --session sess_abc123 --json\n  remote-runner session command wait --session sess_abc123 --command-id cmd_abc123 --timeout 20 --json"
+        after_help = "Examples:\n  remote-runner session command list --session sess_abc123 --json\n  remote-runner session command wait --session sess_abc123 --command-id cmd_abc123 \\\n      --timeout 20 --json"
     )]
     Command(CommandCommand),
     /// Type raw input into the session's shell (Enter pressed unless --no-enter)
@@ -90,7 +90,7 @@ pub struct ListArgs {
 
 #[derive(Debug, Args)]
 pub struct SessionArg {
-    /// Session id (sess_...)
+    /// Session id (sess_...; see `remote-runner session list`)
     #[arg(long, value_name = "SESSION_ID")]
     pub session: String,
 }
@@ -115,12 +115,17 @@ pub enum ExecMode {
 }
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("text").required(true).args(["cmd", "cmd_file"])))]
 pub struct ExecArgs {
+    /// Session id (sess_...; see `remote-runner session list`)
     #[arg(long, value_name = "SESSION_ID")]
     pub session: String,
-    /// The shell command line to run
+    /// The shell command line to run; `-` reads it from stdin (for texts of any size)
     #[arg(long, value_name = "COMMAND")]
-    pub cmd: String,
+    pub cmd: Option<String>,
+    /// Read the command text from this file (for texts of any size, e.g. a heredoc)
+    #[arg(long, value_name = "PATH")]
+    pub cmd_file: Option<std::path::PathBuf>,
     /// cd here first (the session's shell stays there afterwards)
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<String>,
@@ -146,7 +151,7 @@ pub enum CommandCommand {
     Show(CommandRef),
     /// Wait for a command to finish, at most --timeout seconds (the command is not killed)
     #[command(
-        after_help = "Examples:\n  remote-runner session command wait --session sess_abc123 --command-id cmd_abc123 --timeout 20 --json"
+        after_help = "Examples:\n  remote-runner session command wait --session sess_abc123 --command-id cmd_abc123 \\\n      --timeout 20 --json"
     )]
     Wait(CommandRef),
     /// Stop a command (Ctrl-C, then TERM, then KILL); repeating it is safe
@@ -158,6 +163,7 @@ pub enum CommandCommand {
 
 #[derive(Debug, Args)]
 pub struct CommandRef {
+    /// Session id (sess_...; see `remote-runner session list`)
     #[arg(long, value_name = "SESSION_ID")]
     pub session: String,
     /// Command id (cmd_...)
@@ -167,6 +173,7 @@ pub struct CommandRef {
 
 #[derive(Debug, Args)]
 pub struct SendArgs {
+    /// Session id (sess_...; see `remote-runner session list`)
     #[arg(long, value_name = "SESSION_ID")]
     pub session: String,
     /// Text to type into the shell
@@ -179,6 +186,7 @@ pub struct SendArgs {
 
 #[derive(Debug, Args)]
 pub struct ReadArgs {
+    /// Session id (sess_...; see `remote-runner session list`)
     #[arg(long, value_name = "SESSION_ID")]
     pub session: String,
     /// Transcript byte offset to read from (a cursor from an earlier read)
@@ -190,17 +198,17 @@ pub async fn run(ctx: &Context, command: SessionCommand) -> Result<Report> {
     match command {
         SessionCommand::Create(args) => lifecycle::create(ctx, args).await,
         SessionCommand::List(args) => lifecycle::list(ctx, args),
-        SessionCommand::Show(args) => lifecycle::show(ctx, args),
+        SessionCommand::Show(args) => lifecycle::show(ctx, args).await,
         SessionCommand::Exec(args) => commands::exec(ctx, args).await,
         SessionCommand::Command(c) => match c {
-            CommandCommand::List(args) => commands::list(ctx, args),
+            CommandCommand::List(args) => commands::list(ctx, args).await,
             CommandCommand::Show(args) => commands::show(ctx, args).await,
             CommandCommand::Wait(args) => commands::wait(ctx, args).await,
             CommandCommand::Stop(args) => commands::stop(ctx, args).await,
         },
         SessionCommand::Send(args) => lifecycle::send(ctx, args).await,
         SessionCommand::Read(args) => lifecycle::read(ctx, args).await,
-        SessionCommand::Logs(args) => lifecycle::logs(ctx, args),
+        SessionCommand::Logs(args) => lifecycle::logs(ctx, args).await,
         SessionCommand::Destroy(args) => lifecycle::destroy(ctx, args).await,
         SessionCommand::Attach(args) => attach::attach(ctx, args),
     }

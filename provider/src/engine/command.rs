@@ -84,6 +84,36 @@ pub struct LogEntry {
     pub remote_state_dir: String,
 }
 
+/// Whether a listing's refresh of running commands reached the machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Freshness {
+    /// Every record is as the machine reports it (or none needed a look).
+    Fresh,
+    /// The machine could not be reached: the records are the last stored ones, for this reason.
+    Stale(String),
+}
+
+impl Freshness {
+    /// The reason the records may be out of date, if they may be.
+    pub fn stale_reason(&self) -> Option<&str> {
+        match self {
+            Freshness::Fresh => None,
+            Freshness::Stale(why) => Some(why),
+        }
+    }
+}
+
+/// Result of [`Engine::command_stop_outcome`].
+#[derive(Debug, Clone)]
+pub struct StopOutcome {
+    pub record: CommandRecord,
+    /// The command had ended before this stop (nothing was stopped).
+    pub already_finished: bool,
+}
+
+/// How many commands one listing refresh looks at concurrently.
+const REFRESH_CONCURRENCY: usize = 4;
+
 /// How long a background launch may take to be accepted by the shell.
 const LAUNCH_WAIT: Duration = Duration::from_secs(30);
 
@@ -91,6 +121,11 @@ const LAUNCH_WAIT: Duration = Duration::from_secs(30);
 const RECONNECT_ATTEMPTS: u32 = 5;
 
 /// Whether the record is younger than a start can take; its remote directory may not exist yet.
+/// Every this many commands of a session, its old command directories on the machine are pruned.
+const PRUNE_EVERY: u64 = 50;
+/// How many of a session's newest command directories the machine keeps (running ones always).
+pub const KEEP_COMMAND_DIRS: usize = 500;
+
 fn recently_created(rec: &CommandRecord) -> bool {
     use time::format_description::well_known::Rfc3339;
     match time::OffsetDateTime::parse(&rec.created_at, &Rfc3339) {
@@ -105,6 +140,18 @@ fn is_link_error(e: &Error) -> bool {
         e.code,
         ErrorCode::ConnectionLost | ErrorCode::ConnectionFailed | ErrorCode::Timeout
     )
+}
+
+/// The machine cannot be reached (or is no longer configured): a listing shows stored records.
+fn is_unreachable(e: &Error) -> bool {
+    is_link_error(e)
+        || matches!(
+            e.code,
+            ErrorCode::AuthFailed
+                | ErrorCode::HostKeyUnknown
+                | ErrorCode::HostKeyChanged
+                | ErrorCode::UnknownMachine
+        )
 }
 
 fn run_mode(rec: &CommandRecord) -> RunMode {
@@ -147,7 +194,7 @@ impl Engine {
     ) -> Result<CommandRecord> {
         let text = prepare_command(command)?;
         if let Some(cwd) = &req.cwd
-            && (!cwd.starts_with('/') || cwd.contains('\n') || cwd.contains('\0'))
+            && (!cwd.starts_with('/') || cwd.contains('\0'))
         {
             return Err(Error::invalid(format!(
                 "cwd {cwd:?} must be an absolute path without newlines"
@@ -164,6 +211,16 @@ impl Engine {
         // Stored before anything runs, so a killed caller can find the command again.
         let rec = self.new_record(&session, &command_id, command, &req);
         let mut rec = self.with_store(|s| store::commands::insert_next(s, &rec))?;
+        if rec.seq % PRUNE_EVERY == 0 {
+            // Off the command's path: old ended command directories go (their output was
+            // copied to the local log dir as they ended).
+            let pruner = driver.clone();
+            tokio::spawn(async move {
+                if let Err(e) = pruner.prune_commands(KEEP_COMMAND_DIRS).await {
+                    tracing::debug!("pruning old command directories failed: {e}");
+                }
+            });
+        }
         let mode = run_mode(&rec);
         let background = req.mode == CommandMode::Background;
         let first_wait = if background {
@@ -200,7 +257,7 @@ impl Engine {
             self.wait_more(&session, &mut driver, &rec, state, req.timeout, started)
                 .await?
         };
-        self.apply_state(&session, &driver, &mut rec, &state)
+        self.apply_state(&session, &driver, &mut rec, &state, !background)
             .await?;
         self.lost_as_error(&rec)?;
         Ok(rec)
@@ -351,16 +408,20 @@ impl Engine {
             stop_requested: false,
             end_reason: None,
             error: None,
+            shell_restarted: false,
         }
     }
 
     /// Fold a remote state into the record: status, times, output copies and excerpts; store it.
+    /// `waited`: the caller waited for the end, so a command still running means the wait ran
+    /// out (`wait_timed_out`); a report-only look or a background start never says that.
     async fn apply_state(
         &self,
         session: &SessionRecord,
         driver: &TmuxDriver,
         rec: &mut CommandRecord,
         state: &CommandState,
+        waited: bool,
     ) -> Result<()> {
         if let Some(t) = state.started {
             rec.started_at = Some(epoch_to_rfc3339(t));
@@ -386,7 +447,21 @@ impl Engine {
                 rec.duration_ms = Some(((b - a).max(0.0) * 1000.0).round() as u64);
             }
             rec.wait_timed_out = false;
-            rec.status = if exit.state == "stopped" {
+            // `exit N`, `kill -9 $$`, `exec bash`: the command ended its shell; the session
+            // goes on in a fresh one with the same directory and exported environment.
+            rec.shell_restarted = matches!(
+                exit.how.as_str(),
+                "shell_exit" | "shell_killed" | "shell_replaced"
+            );
+            rec.status = if exit.how == "not_started" {
+                rec.exit_code = None;
+                rec.error = Some(
+                    "the session shell ended before the command started; nothing ran; the \
+                     session goes on in a fresh shell: run it again"
+                        .to_string(),
+                );
+                CommandStatus::Lost
+            } else if exit.state == "stopped" {
                 rec.stop_requested = true;
                 CommandStatus::Stopped
             } else if hung_up {
@@ -396,16 +471,6 @@ impl Engine {
                     "{why}; its output and exit code are kept; create a new session to continue"
                 ));
                 lost_session = Some(why.to_string());
-                CommandStatus::Lost
-            } else if exit.how == "shell_exit" || exit.how == "shell_killed" {
-                let why = format!(
-                    "the command ended the session shell (exit code {}); the session is lost",
-                    exit.code
-                );
-                rec.error = Some(format!(
-                    "{why}; its output and exit code are kept; create a new session to continue"
-                ));
-                lost_session = Some(why);
                 CommandStatus::Lost
             } else if exit.code == 0 {
                 CommandStatus::Completed
@@ -445,7 +510,7 @@ impl Engine {
             rec.error = Some(why.to_string());
         } else {
             rec.status = CommandStatus::Running;
-            rec.wait_timed_out = true;
+            rec.wait_timed_out = waited;
         }
         self.copy_output(driver, rec).await?;
         if rec.status.is_final() {
@@ -589,29 +654,98 @@ impl Engine {
                 .wait_more(&session, &mut driver, &rec, state, Some(wait), started)
                 .await?;
         }
-        self.apply_state(&session, &driver, &mut rec, &state)
+        self.apply_state(&session, &driver, &mut rec, &state, !wait.is_zero())
             .await?;
-        if wait.is_zero() && rec.status == CommandStatus::Running {
-            rec.wait_timed_out = false;
-        }
         Ok(rec)
     }
 
     /// Stop a running command (foreground: Ctrl-C, then TERM, then KILL to its process group;
     /// background: TERM then KILL to its group). On a finished command: returns it unchanged.
     pub async fn command_stop(&self, session_id: &str, command_id: &str) -> Result<CommandRecord> {
+        Ok(self
+            .command_stop_outcome(session_id, command_id)
+            .await?
+            .record)
+    }
+
+    /// [`Engine::command_stop`], also saying whether the command had already ended before the
+    /// stop (known from the record, or found on the machine when the record still said running).
+    pub async fn command_stop_outcome(
+        &self,
+        session_id: &str,
+        command_id: &str,
+    ) -> Result<StopOutcome> {
         let mut rec = self.load_command(session_id, command_id)?;
         if rec.status.is_final() {
             rec.wait_timed_out = false;
-            return Ok(rec);
+            return Ok(StopOutcome {
+                record: rec,
+                already_finished: true,
+            });
         }
         let session = self.load_session(session_id)?;
         let driver = self.driver(&session).await?;
-        rec.stop_requested = true;
         let state = driver.stop_command(command_id, run_mode(&rec)).await?;
-        self.apply_state(&session, &driver, &mut rec, &state)
+        let already_finished = state.exit.as_ref().is_some_and(|e| e.state != "stopped");
+        rec.stop_requested = !already_finished;
+        self.apply_state(&session, &driver, &mut rec, &state, false)
             .await?;
-        Ok(rec)
+        Ok(StopOutcome {
+            record: rec,
+            already_finished,
+        })
+    }
+
+    /// Bring a session's unfinished command records up to date from the machine, so a listing
+    /// shows what really happened: every non-final command is looked at once (report only, no
+    /// waiting), a few at a time, the whole refresh bounded by `bound`. When the machine cannot
+    /// be reached in time the stored records stay as they are and the reason is returned.
+    pub async fn refresh_commands(&self, session_id: &str, bound: Duration) -> Result<Freshness> {
+        let session = self.load_session(session_id)?;
+        let pending: Vec<CommandRecord> = self
+            .with_store(|s| store::commands::list(s, session_id))?
+            .into_iter()
+            .filter(|c| !c.status.is_final())
+            .collect();
+        if pending.is_empty() {
+            return Ok(Freshness::Fresh);
+        }
+        match tokio::time::timeout(bound, self.refresh_each(&session, pending)).await {
+            Ok(Ok(())) => Ok(Freshness::Fresh),
+            Ok(Err(e)) if is_unreachable(&e) => Ok(Freshness::Stale(format!(
+                "machine {} could not be reached to refresh running commands ({}); the \
+                 statuses shown are the last ones recorded",
+                session.machine_id, e.message
+            ))),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Ok(Freshness::Stale(format!(
+                "machine {} did not answer within {} s; the statuses shown are the last ones \
+                 recorded; try again, or raise --timeout",
+                session.machine_id,
+                bound.as_secs_f64().ceil()
+            ))),
+        }
+    }
+
+    /// One report-only look per command through the session's driver, at most
+    /// [`REFRESH_CONCURRENCY`] at once, each folded into its stored record.
+    async fn refresh_each(
+        &self,
+        session: &SessionRecord,
+        pending: Vec<CommandRecord>,
+    ) -> Result<()> {
+        use futures::stream::{self, TryStreamExt};
+        let driver = self.driver(session).await?;
+        let driver = &driver;
+        stream::iter(pending.into_iter().map(Ok))
+            .try_for_each_concurrent(REFRESH_CONCURRENCY, |mut rec| async move {
+                let state = driver
+                    .wait_command(&rec.command_id, run_mode(&rec), Duration::ZERO)
+                    .await?;
+                self.apply_state(session, driver, &mut rec, &state, false)
+                    .await
+            })
+            .await
     }
 
     /// A session's commands in order (stored records; running ones are not refreshed).
@@ -688,25 +822,9 @@ impl Engine {
             return Ok(rec);
         }
         let session = self.load_session(session_id)?;
-        let transport = self.connector.connect(&session.machine_id).await?;
-        let secs = timeout.as_secs_f64().max(0.1);
-        let script = format!(
-            "D={d}; timeout {secs:.1} sh -c 'while [ ! -f \"$1/exit\" ] && \
-             [ \"$(wc -c < \"$1/stdout\" 2>/dev/null || echo 0)\" -le {o} ] && \
-             [ \"$(wc -c < \"$1/stderr\" 2>/dev/null || echo 0)\" -le {e} ]; do sleep 0.1; done' _ \"$D\"; exit 0",
-            d = crate::transport::shell_quote(&rec.remote_state_dir),
-            o = stdout_offset,
-            e = stderr_offset,
-        );
-        transport
-            .exec(
-                &script,
-                crate::transport::ExecOptions {
-                    stdin: None,
-                    timeout: Some(timeout + Duration::from_secs(30)),
-                    max_output: 1 << 16,
-                },
-            )
+        let driver = self.driver(&session).await?;
+        driver
+            .wait_output(&rec.remote_state_dir, stdout_offset, stderr_offset, timeout)
             .await?;
         self.command_show(session_id, command_id).await
     }

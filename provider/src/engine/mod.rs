@@ -27,7 +27,7 @@ use crate::tmux::{SessionPaths, TmuxDriver};
 use crate::transport::Transport;
 use crate::transport::local::LocalTransport;
 
-pub use command::{ExecRequest, LogEntry, OutputStream};
+pub use command::{ExecRequest, Freshness, LogEntry, OutputStream, StopOutcome};
 pub use records::{CommandMode, CommandRecord, CommandStatus, SessionRecord, SessionStatus};
 pub use session::{DestroyResult, Screen, SendResult, TranscriptChunk};
 
@@ -75,6 +75,11 @@ pub struct EngineOptions {
     pub wait_chunk: Duration,
     /// Extra environment for new session shells (`NAME`, `value`), e.g. `HOME` in tests.
     pub session_env: Vec<(String, String)>,
+    /// Give session shells the environment of a login shell of the user's own login shell
+    /// (PATH additions, conda, nvm, ...), resolved once per session start.
+    pub login_env: bool,
+    /// Bound on resolving that environment; past it the session starts without it.
+    pub login_env_bound: Duration,
 }
 
 impl Default for EngineOptions {
@@ -84,6 +89,8 @@ impl Default for EngineOptions {
             excerpt_bytes: 64 * 1024,
             wait_chunk: Duration::from_secs(60),
             session_env: Vec::new(),
+            login_env: std::env::var("REMOTE_RUNNER_LOGIN_ENV").map_or(true, |v| v != "off"),
+            login_env_bound: Duration::from_secs(10),
         }
     }
 }

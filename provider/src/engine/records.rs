@@ -46,9 +46,9 @@ pub struct SessionRecord {
     pub last_command_id: Option<String>,
     #[serde(default)]
     pub last_exit_code: Option<i32>,
-    /// `<cwd>/.remote-runner/sessions/<session_id>` on the machine.
+    /// `<state root>/sessions/<session_id>` on the machine (see `tmux` module docs).
     pub remote_state_dir: String,
-    /// `<cwd>/.remote-runner/commands` on the machine.
+    /// `<state root>/sessions/<session_id>/commands` on the machine.
     pub remote_commands_dir: String,
     pub remote_transcript_file: String,
     /// tmux server socket name (`tmux -L <name>`), session name, and tmux/bash paths.
@@ -61,6 +61,13 @@ pub struct SessionRecord {
     /// Why the session is lost or destroyed.
     #[serde(default)]
     pub status_message: Option<String>,
+    /// How the shell got the user's login environment at start: `applied`, `timed_out`,
+    /// `failed (status N)` or `off`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login_environment: Option<String>,
+    /// The user's login shell on the machine (`$SHELL`); the session shell is bash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login_shell: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -160,4 +167,8 @@ pub struct CommandRecord {
     /// For `lost`: what happened and what to do.
     #[serde(default)]
     pub error: Option<String>,
+    /// The command ended its shell (`exit N`, killed it, replaced it); the session continues
+    /// in a fresh shell with the same directory and exported environment.
+    #[serde(default)]
+    pub shell_restarted: bool,
 }

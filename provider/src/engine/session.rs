@@ -5,8 +5,9 @@ use serde::Serialize;
 use super::{Engine, SessionRecord, SessionStatus, output};
 use crate::error::{Error, ErrorCode, Result};
 use crate::machine::Machine;
+use crate::remote;
 use crate::store::{self, ensure_private_dir};
-use crate::tmux::{self, SessionPaths, TmuxDriver};
+use crate::tmux::{self, LoginEnv, SessionPaths, StartOptions, TmuxDriver};
 use crate::util::{new_id, now_rfc3339};
 
 /// Result of [`Engine::send`].
@@ -63,12 +64,21 @@ pub struct Screen {
 pub const MAX_READ: usize = 4 << 20;
 
 fn validate_dir(cwd: &str) -> Result<()> {
-    if !cwd.starts_with('/') || cwd.contains('\n') || cwd.contains('\0') {
+    if !cwd.starts_with('/') || cwd.contains('\0') {
         return Err(Error::invalid(format!(
-            "cwd {cwd:?} must be an absolute path without newlines"
+            "cwd {cwd:?} must be an absolute path"
         )));
     }
     Ok(())
+}
+
+fn describe_login_env(env: &LoginEnv) -> String {
+    match env {
+        LoginEnv::Applied => "applied".to_string(),
+        LoginEnv::TimedOut => "timed_out".to_string(),
+        LoginEnv::Failed(status) => format!("failed (status {status})"),
+        LoginEnv::Off => "off".to_string(),
+    }
 }
 
 impl Engine {
@@ -79,25 +89,22 @@ impl Engine {
         machine: &Machine,
         cwd: Option<&str>,
     ) -> Result<SessionRecord> {
-        if !machine.startup_commands.is_empty() {
-            return Err(Error::invalid(format!(
-                "machine {} has startup commands, which the tmux session backend does not run; \
-                 clear them (`remote-runner machine configure-startup {} --clear-startup-commands`) or put them \
-                 in the commands you run",
-                machine.machine_id, machine.machine_id
-            )));
-        }
         let cwd = cwd.unwrap_or(&machine.default_cwd).trim_end_matches('/');
         let cwd = if cwd.is_empty() { "/" } else { cwd };
         validate_dir(cwd)?;
         let transport = self.connector.connect(&machine.machine_id).await?;
-        let (tmux_path, bash_path) = tmux::locate_tools(transport.as_ref()).await?;
+        let tools = remote::prepare(transport.as_ref()).await?;
         let session_id = new_id("sess");
-        let paths = SessionPaths::new(&tmux_path, &self.options.tmux_socket, &session_id, cwd);
+        let paths = SessionPaths::new(
+            &tools.tmux_path,
+            &self.options.tmux_socket,
+            &session_id,
+            &tools.root,
+        );
         let log_dir = self.log_dir(&session_id);
         ensure_private_dir(&log_dir)?;
         let transcript = log_dir.join("transcript.txt");
-        let rec = SessionRecord {
+        let mut rec = SessionRecord {
             session_id: session_id.clone(),
             machine_id: machine.machine_id.clone(),
             cwd: cwd.to_string(),
@@ -115,17 +122,83 @@ impl Engine {
             remote_transcript_file: paths.transcript_path(),
             tmux_socket: paths.socket.clone(),
             tmux_session: paths.session_name.clone(),
-            tmux_path,
-            bash_path: bash_path.clone(),
+            tmux_path: tools.tmux_path.clone(),
+            bash_path: tools.bash_path.clone(),
             ended_at: None,
             status_message: None,
+            login_environment: None,
+            login_shell: Some(tools.login_shell.clone()),
         };
         let driver = TmuxDriver::new(transport, paths);
-        driver
-            .start(&bash_path, cwd, &self.options.session_env)
+        let login_env = driver
+            .start(&StartOptions {
+                bash_path: &tools.bash_path,
+                cwd,
+                env: &self.options.session_env,
+                login_env: self.options.login_env,
+                login_env_bound: self.options.login_env_bound,
+            })
             .await?;
+        rec.login_environment = Some(describe_login_env(&login_env));
+        if let Err(e) = self.run_startup_commands(&driver, machine).await {
+            let _ = driver.kill().await;
+            return Err(e);
+        }
         self.save_session(&rec)?;
         Ok(rec)
+    }
+
+    /// The machine's startup commands, in order, in the new session's shell (so what they set
+    /// stays); the first that fails fails the create with its output and exit code.
+    async fn run_startup_commands(&self, driver: &TmuxDriver, machine: &Machine) -> Result<()> {
+        let transport = driver.transport().clone();
+        for (i, command) in machine.startup_commands.iter().enumerate() {
+            let id = new_id("start");
+            let dir = driver.paths().command_dir(&id);
+            transport.create_dir_all(&dir, 0o700).await?;
+            transport
+                .write_new_file(&format!("{dir}/cmd.sh"), command.as_bytes(), 0o600)
+                .await?;
+            let limit = std::time::Duration::from_secs(300);
+            let state = match driver
+                .start_command(&id, tmux::RunMode::Foreground, None, limit)
+                .await?
+            {
+                tmux::StartOutcome::Started(state) => state,
+                _ => return Err(driver.lost_error()),
+            };
+            let failed = |what: String| {
+                Error::new(
+                    ErrorCode::StartupCommandFailed,
+                    format!(
+                        "startup command {} of machine {} ({command:?}) {what}; fix the machine's startup commands and create the \
+                         session again",
+                        i + 1,
+                        machine.machine_id,
+                    ),
+                )
+            };
+            let Some(exit) = state.exit else {
+                return Err(failed("did not finish within 300 s".to_string()));
+            };
+            if exit.code != 0 {
+                let out = transport
+                    .read_file_range(&format!("{dir}/stdout"), 0, 4096)
+                    .await
+                    .unwrap_or_default();
+                let err = transport
+                    .read_file_range(&format!("{dir}/stderr"), 0, 4096)
+                    .await
+                    .unwrap_or_default();
+                return Err(failed(format!(
+                    "exited with code {}; stdout: {:?}; stderr: {:?}",
+                    exit.code,
+                    crate::util::printable_excerpt(&out, 4096),
+                    crate::util::printable_excerpt(&err, 4096)
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// The stored session with its command count and last command filled in.

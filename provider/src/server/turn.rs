@@ -328,7 +328,12 @@ fn shell_summary(rec: &CommandRecord, tail: &str) -> String {
         (status, Some(code)) => format!("{} (exit {code})", status.as_str()),
         (status, None) => status.as_str().to_string(),
     };
-    let mut out = format!("{status} · {duration}");
+    let restarted = if rec.shell_restarted {
+        " · the command ended the shell; a fresh one took over"
+    } else {
+        ""
+    };
+    let mut out = format!("{status} · {duration}{restarted}");
     let (shown, cut) = text::tail(tail, SUMMARY_TAIL);
     if shown.trim().is_empty() {
         out.push_str("\n(no output)");

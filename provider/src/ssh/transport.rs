@@ -96,7 +96,7 @@ impl Transport for SshTransport {
         format!("ssh {}", self.label)
     }
 
-    async fn exec(&self, command: &str, options: ExecOptions) -> Result<ExecOutput> {
+    async fn exec_raw(&self, command: &str, options: ExecOptions) -> Result<ExecOutput> {
         let lease = self.pool.acquire().await?;
         exec::run(lease, command, options).await
     }

@@ -165,6 +165,49 @@ pub fn remove(store: &Store, machine_id: &str) -> Result<bool> {
     })
 }
 
+/// What [`remove_unless_active`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Removal {
+    Removed,
+    /// No machine with that id.
+    Unknown,
+    /// Refused: these sessions on the machine are still active.
+    ActiveSessions(Vec<String>),
+}
+
+/// Remove a machine record unless a session on it is active; the check and the delete are one
+/// transaction, so a session created meanwhile by another process is never orphaned.
+pub fn remove_unless_active(store: &Store, machine_id: &str) -> Result<Removal> {
+    refuse_local(machine_id, "removed")?;
+    write_tx(store.conn(), |tx| {
+        let mut stmt = tx
+            .prepare(
+                "SELECT session_id FROM sessions WHERE machine_id = ?1 AND status = 'active' \
+                 ORDER BY created_at, session_id",
+            )
+            .map_err(query_err)?;
+        let active = stmt
+            .query_map(params![machine_id], |r| r.get::<_, String>(0))
+            .map_err(query_err)?
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(query_err)?;
+        if !active.is_empty() {
+            return Ok(Removal::ActiveSessions(active));
+        }
+        let n = tx
+            .execute(
+                "DELETE FROM machines WHERE machine_id = ?1",
+                params![machine_id],
+            )
+            .map_err(query_err)?;
+        Ok(if n > 0 {
+            Removal::Removed
+        } else {
+            Removal::Unknown
+        })
+    })
+}
+
 /// The machine an id names: the built-in `local` machine, or a stored one. An unknown id is an
 /// `unknown_machine` error that lists the known ids.
 pub fn resolve(store: &Store, machine_id: &str) -> Result<Machine> {

@@ -1,19 +1,24 @@
-//! tmux session driver and the command wrapper. (issue 4)
+//! tmux session driver and the command wrapper.
 //!
 //! One remote-runner session is one tmux session on a private server socket (`tmux -L <socket>`,
 //! default [`DEFAULT_SOCKET`]), started with `-f /dev/null` so the user's tmux.conf plays no part.
-//! The pane runs `bash --noprofile --rcfile rr.sh -i`: the session script [`script`] sets
-//! non-interactive defaults, a fixed prompt, history expansion off and the traps that record a
-//! command's end however it ends (normal, Ctrl-C, `set -e`, `exit`).
+//! The pane runs the session script [`script`] in `pane` mode, which runs
+//! `bash --noprofile --rcfile rr.sh -i` and starts a fresh one when a command ends it. The rc file
+//! gives the shell the user's login environment, non-interactive defaults, a fixed prompt,
+//! history expansion off and the traps that record a command's end however it ends.
 //!
-//! Everything here goes through [`Transport`] only: each operation is one small `sh` script run
-//! with [`Transport::exec`], so the same code drives this host and an SSH host.
+//! Everything here goes through the control plane ([`crate::remote`]): each operation is one
+//! verb of the control script, with every path, id and name passed as data, so the same code
+//! drives this host and an SSH host whatever the login shell.
 //!
-//! Remote layout, under the session cwd:
-//! - `.remote-runner/sessions/<session_id>/`: `rr.sh`, `shell.pid`, `transcript.raw` (pipe-pane),
-//!   `busy` (a symlink to the command id holding the foreground lock).
-//! - `.remote-runner/commands/<command_id>/`: `cmd.sh` (the command text), `started`, `stdout`,
-//!   `stderr`, `pid` (background), `stop_requested`, `waiters/`, and `exit` (written last, atomically).
+//! Remote layout, under the state root (`${XDG_STATE_HOME:-~/.local/state}/remote-runner`, 0700,
+//! never the session cwd):
+//! - `sessions/<session_id>/`: `rr.sh`, `cwd` (the shell's directory, kept for a restart),
+//!   `exports`, `login.env`, `shell.pid`, `transcript.raw` (pipe-pane), `busy` (the foreground
+//!   lock, holding the owner's command id).
+//! - `sessions/<session_id>/commands/<command_id>/`: `cmd.sh` (the command text), `cwd` (an
+//!   override), `started`, `pwd`, `stdout`, `stderr`, `pid` (background), `stop_requested`,
+//!   `waiters/`, and `exit` (written last).
 
 pub mod script;
 pub mod state;
@@ -22,7 +27,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, ErrorCode, Result};
-use crate::transport::{ExecOptions, ExecOutput, Transport, shell_quote};
+use crate::remote::Call;
+use crate::transport::{ExecOutput, Transport, shell_quote};
 
 pub use state::{CommandState, ExitInfo};
 
@@ -38,21 +44,22 @@ pub struct SessionPaths {
     pub tmux_path: String,
     pub socket: String,
     pub session_name: String,
-    /// `<cwd>/.remote-runner/sessions/<session_id>`
+    /// `<root>/sessions/<session_id>`
     pub state_dir: String,
-    /// `<cwd>/.remote-runner/commands`
+    /// `<root>/sessions/<session_id>/commands`
     pub commands_dir: String,
 }
 
 impl SessionPaths {
-    pub fn new(tmux_path: &str, socket: &str, session_id: &str, cwd: &str) -> SessionPaths {
-        let base = format!("{}/.remote-runner", cwd.trim_end_matches('/'));
+    /// Paths of a session under the machine's state root ([`crate::remote::RemoteTools::root`]).
+    pub fn new(tmux_path: &str, socket: &str, session_id: &str, root: &str) -> SessionPaths {
+        let state_dir = format!("{}/sessions/{session_id}", root.trim_end_matches('/'));
         SessionPaths {
             tmux_path: tmux_path.to_string(),
             socket: socket.to_string(),
             session_name: session_id.to_string(),
-            state_dir: format!("{base}/sessions/{session_id}"),
-            commands_dir: format!("{base}/commands"),
+            commands_dir: format!("{state_dir}/commands"),
+            state_dir,
         }
     }
 
@@ -66,23 +73,6 @@ impl SessionPaths {
 
     pub fn transcript_path(&self) -> String {
         format!("{}/transcript.raw", self.state_dir)
-    }
-
-    /// Shell variable assignments every driver script starts with.
-    fn prelude(&self) -> String {
-        format!(
-            "unset TMUX; T={}; S={}; SID={}; SD={}; CD={}\n",
-            shell_quote(&self.tmux_path),
-            shell_quote(&self.socket),
-            shell_quote(&self.session_name),
-            shell_quote(&self.state_dir),
-            shell_quote(&self.commands_dir),
-        )
-    }
-
-    fn target(&self) -> String {
-        // `=name:` is an exact session match, its current window's active pane.
-        format!("={}:", self.session_name)
     }
 }
 
@@ -122,51 +112,42 @@ impl std::fmt::Debug for TmuxDriver {
     }
 }
 
-/// Find tmux and bash on the machine; `tmux_missing` with install advice when tmux is absent.
-pub async fn locate_tools(transport: &dyn Transport) -> Result<(String, String)> {
-    let out = run(
-        transport,
-        "command -v tmux || echo @missing; command -v bash || echo @missing",
-        Duration::from_secs(30),
-    )
-    .await?;
-    let text = out.stdout_lossy();
-    let mut lines = text.lines();
-    let tmux = lines.next().unwrap_or("@missing").trim().to_string();
-    let bash = lines.next().unwrap_or("@missing").trim().to_string();
-    if tmux == "@missing" || tmux.is_empty() {
-        return Err(Error::new(
-            ErrorCode::TmuxMissing,
-            format!(
-                "tmux is not installed on {}; install it (e.g. `apt-get install tmux`) and retry",
-                transport.describe()
-            ),
-        ));
-    }
-    if bash == "@missing" || bash.is_empty() {
-        return Err(Error::new(
-            ErrorCode::RemoteError,
-            format!(
-                "bash is not installed on {}; sessions need bash, install it and retry",
-                transport.describe()
-            ),
-        ));
-    }
-    Ok((tmux, bash))
+/// How the session shell's login environment was resolved at start (see `rr.sh`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoginEnv {
+    /// The environment of a login shell of the user's own shell was applied.
+    Applied,
+    /// Resolving it ran past its bound; the session started without it.
+    TimedOut,
+    /// The login shell failed (status shown); the session started without it.
+    Failed(String),
+    /// Turned off for the machine.
+    Off,
 }
 
-/// Run a driver script, bounded by `limit`; a spawn failure or timeout is an error.
-async fn run(transport: &dyn Transport, script: &str, limit: Duration) -> Result<ExecOutput> {
-    transport
-        .exec(
-            script,
-            ExecOptions {
-                stdin: None,
-                timeout: Some(limit),
-                max_output: 1 << 20,
-            },
-        )
-        .await
+impl LoginEnv {
+    fn parse(line: &str) -> LoginEnv {
+        match line.trim() {
+            "ok" => LoginEnv::Applied,
+            "timeout" => LoginEnv::TimedOut,
+            "off" => LoginEnv::Off,
+            other => LoginEnv::Failed(other.trim_start_matches("failed").trim().to_string()),
+        }
+    }
+}
+
+/// Options of [`TmuxDriver::start`].
+#[derive(Debug, Clone)]
+pub struct StartOptions<'a> {
+    pub bash_path: &'a str,
+    pub cwd: &'a str,
+    /// Extra environment for the session shell (exported after the login environment).
+    pub env: &'a [(String, String)],
+    /// Give the shell the environment of a login shell of the user's own shell.
+    pub login_env: bool,
+    /// Bound on resolving the login environment.
+    pub login_env_bound: Duration,
 }
 
 impl TmuxDriver {
@@ -182,58 +163,69 @@ impl TmuxDriver {
         &self.transport
     }
 
-    async fn script(&self, body: &str, limit: Duration) -> Result<ExecOutput> {
-        let text = format!("{}{body}", self.paths.prelude());
-        run(self.transport.as_ref(), &text, limit).await
+    /// A control-script call with this session's parameters.
+    fn call<'a>(&'a self, verb: &'a str) -> Call<'a> {
+        let p = &self.paths;
+        Call::new(verb)
+            .param("T", p.tmux_path.as_str())
+            .param("S", p.socket.as_str())
+            .param("SID", p.session_name.as_str())
+            .param("SD", p.state_dir.as_str())
+            .param("CD", p.commands_dir.as_str())
     }
 
-    /// Create the remote directories, write the session script, start the tmux session with a
-    /// transcript pipe, and wait (bounded) until the shell has read its rc file.
-    pub async fn start(&self, bash_path: &str, cwd: &str, env: &[(String, String)]) -> Result<()> {
+    /// Create the session's directories, write the session script, resolve the login
+    /// environment (bounded), start the tmux session with a transcript pipe, and wait (bounded)
+    /// until the shell has read its rc file.
+    pub async fn start(&self, opts: &StartOptions<'_>) -> Result<LoginEnv> {
         let p = &self.paths;
-        let check = format!("[ -d {} ] || echo @nocwd\n", shell_quote(cwd));
-        let out = run(self.transport.as_ref(), &check, Duration::from_secs(30)).await?;
-        if out.stdout_lossy().contains("@nocwd") {
+        let text = script::render(p, opts.env);
+        let bound = opts.login_env_bound.as_secs().max(1);
+        let out = self
+            .call("start_session")
+            .param("CWD", opts.cwd)
+            .param("BASH", opts.bash_path)
+            .param("COLS", "200")
+            .param("ROWS", "50")
+            .param("LOGINENV", if opts.login_env { "1" } else { "0" })
+            .param("ENVBOUND", bound.to_string())
+            .data(text.as_bytes())
+            .limit(Duration::from_secs(bound + 60))
+            .run(self.transport.as_ref())
+            .await?;
+        let stdout = out.stdout_lossy();
+        if stdout.lines().any(|l| l == "@nocwd") {
             return Err(Error::new(
                 ErrorCode::RemoteNotFound,
                 format!(
-                    "the session directory {cwd} does not exist on {}; create it or pass another --cwd",
+                    "the session directory {:?} does not exist on {}; create it or pass another \
+                     --cwd",
+                    opts.cwd,
                     self.transport.describe()
                 ),
             ));
         }
-        self.transport.create_dir_all(&p.state_dir, 0o700).await?;
-        self.transport
-            .create_dir_all(&p.commands_dir, 0o700)
-            .await?;
-        let text = script::render(p);
-        self.transport
-            .write_file(&p.script_path(), text.as_bytes(), 0o600)
-            .await?;
-        let env_args: String = env
-            .iter()
-            .map(|(k, v)| format!("-e {} ", shell_quote(&format!("{k}={v}"))))
-            .collect();
-        let body = format!(
-            "\"$T\" -L \"$S\" -f /dev/null new-session -d -s \"$SID\" -x 200 -y 50 {env_args}-c {cwd} -- \
-             {bash} --noprofile --norc \"$SD/rr.sh\" pane \\; \
-             pipe-pane -o -t {target} {pipe} || exit 3\n\
-             timeout 20 \"$T\" -L \"$S\" wait-for \"rr-$SID-ready\" || exit 4\n",
-            cwd = shell_quote(cwd),
-            bash = shell_quote(bash_path),
-            target = shell_quote(&p.target()),
-            pipe = shell_quote(&format!(
-                "exec cat >> {}",
-                shell_quote(&p.transcript_path())
-            )),
-        );
-        let out = self.script(&body, Duration::from_secs(40)).await?;
+        if let Some(why) = stdout.lines().find_map(|l| l.strip_prefix("@insecure ")) {
+            return Err(Error::new(
+                ErrorCode::InsecureRemoteDir,
+                format!(
+                    "refusing the session directory on {}: {why}; it must belong to the account \
+                     and not be writable by others",
+                    self.transport.describe()
+                ),
+            ));
+        }
+        let env = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("env="))
+            .map(LoginEnv::parse)
+            .unwrap_or(LoginEnv::Off);
         match out.status.code() {
-            Some(0) => Ok(()),
+            Some(0) if stdout.lines().any(|l| l == "@ready") => Ok(env),
             Some(4) => Err(Error::new(
                 ErrorCode::RemoteError,
                 format!(
-                    "the session shell did not start within 20 s on {}; check that bash runs there \
+                    "the session shell did not start in time on {}; check that bash runs there \
                      (tmux said: {})",
                     self.transport.describe(),
                     out.stderr_lossy().trim()
@@ -242,23 +234,23 @@ impl TmuxDriver {
             _ => Err(Error::new(
                 ErrorCode::RemoteError,
                 format!(
-                    "tmux could not create the session on {}: {}; check `tmux -L {} ls` there",
+                    "tmux could not create the session on {}: {}",
                     self.transport.describe(),
-                    out.stderr_lossy().trim(),
-                    p.socket
+                    crate::util::printable_excerpt(&out.stderr, 400).trim(),
                 ),
             )),
         }
     }
 
     /// Start a command whose text the caller wrote to `<command dir>/cmd.sh`, in one round
-    /// trip: take the foreground lock ([`state::take_lock`]), check that the terminal is at the shell (a program started with `session
-    /// send` makes it busy; a 0.5 s grace covers the wrapper's own last helper finishing), then
-    /// one tmux client types the one fixed line that sources the wrapper and waits up to `wait`
-    /// for the command's end (foreground) or its launch (background); then report. A refused
-    /// start removes the command directory. The script ignores hang-ups and broken pipes, so a
-    /// caller killed mid-call cannot leave the lock taken with nothing typed. Every step but
-    /// the one tmux client is a shell builtin: this is the hot path of every exec.
+    /// trip: take the foreground lock, check that the terminal is at the shell (a program
+    /// started with `session send` makes it busy; a 0.5 s grace covers the wrapper's own last
+    /// helper finishing), then one tmux client types the one fixed line that sources the wrapper
+    /// and waits up to `wait` for the command's end (foreground) or its launch (background);
+    /// then report. A cwd override goes to the command directory as data: the typed line holds
+    /// nothing but the command id. A refused start removes the command directory. The script
+    /// ignores hang-ups and broken pipes, so a caller killed mid-call cannot leave the lock
+    /// taken with nothing typed.
     pub async fn start_command(
         &self,
         command_id: &str,
@@ -272,47 +264,21 @@ impl TmuxDriver {
             RunMode::Background => ("bg", format!("rr-{command_id}-go")),
         };
         // Short: readline echoes every character of it (and the transcript pipe carries them).
-        // The session shell expands the directory (a session script of any version takes it).
-        let mut line = format!(
-            " . \"$__rr_sdir/rr.sh\" {verb} \"$__rr_cdir/\"{}",
+        // `\builtin .`: an alias or function the user named `.` or `source` cannot take it.
+        let line = format!(
+            " \\builtin . \"$__rr_sdir/rr.sh\" {verb} \"$__rr_cdir/\"{}",
             shell_quote(command_id)
         );
-        if let Some(cwd) = cwd {
-            line.push(' ');
-            line.push_str(&shell_quote(cwd));
-        }
-        let body = format!(
-            "ID={id}; D={dir}\n\
-             trap '' HUP PIPE INT TERM\n\
-             {take_lock}\
-             if [ -r \"$SD/shell.pid\" ] && read -r p < \"$SD/shell.pid\" && [ -r /proc/$p/stat ]; then\n\
-               i=0\n\
-               while read -r st < /proc/$p/stat; st=${{st##*) }}; set -- $st; \
-                 [ \"$6\" != \"$p\" ] && [ \"$6\" -gt 0 ] 2>/dev/null; do\n\
-                 if [ $i -ge 25 ]; then\n\
-                   rm -rf \"$SD/busy\" \"$D\"; read -r n < /proc/$6/comm; echo \"@term $n\"; exit 0\n\
-                 fi\n\
-                 i=$((i+1)); sleep 0.02\n\
-               done\n\
-             fi\n\
-             \"$T\" -L \"$S\" send-keys -t {target} C-e C-u \\; \
-             send-keys -t {target} -l -- {line} \\; send-keys -t {target} Enter \\; \
-             wait-for {channel} 2>/dev/null\n\
-             if [ $? -ne 0 ] && [ ! -e \"$D/started\" ] \
-               && ! \"$T\" -L \"$S\" has-session -t \"=$SID\" 2>/dev/null; then\n\
-               rm -rf \"$SD/busy\" \"$D\"; echo @lost; exit 0\n\
-             fi\n\
-             echo @started\n\
-             {report}",
-            id = shell_quote(command_id),
-            dir = shell_quote(&dir),
-            target = shell_quote(&self.paths.target()),
-            line = shell_quote(&line),
-            channel = shell_quote(&channel),
-            take_lock = state::take_lock(),
-            report = state::report_script(mode),
-        );
-        let out = self.wait_bounded(&body, &channel, wait).await?;
+        let call = self
+            .call("start_command")
+            .param("ID", command_id)
+            .param("D", dir.as_str())
+            .param("MODE", mode_param(mode))
+            .param("LINE", line)
+            .param("CH", channel.as_str())
+            .param("HASCWD", if cwd.is_some() { "1" } else { "0" })
+            .param("CWD", cwd.unwrap_or(""));
+        let out = self.wait_bounded(call, &channel, wait).await?;
         let stdout = out.stdout_lossy();
         let first = stdout.lines().next().unwrap_or("").trim();
         if first == "@started" {
@@ -332,30 +298,33 @@ impl TmuxDriver {
             format!(
                 "could not start the command in {dir} on {}: {}",
                 self.transport.describe(),
-                out.stderr_lossy().trim()
+                crate::util::printable_excerpt(&out.stderr, 400).trim()
             ),
         ))
     }
 
-    /// Run a script whose tmux client waits on `channel`, for at most `wait`: past it, signal
-    /// the channel from a second call so the client returns and the script reports. The bound
-    /// lives here rather than in a remote `timeout` process: no extra process on every exec's
-    /// hot path. (A caller that dies mid-wait leaves the client waiting until the command
-    /// signals the channel as it ends, or the session is destroyed.)
-    async fn wait_bounded(&self, body: &str, channel: &str, wait: Duration) -> Result<ExecOutput> {
-        let call = self.script(body, wait_limit(wait_secs(wait)));
-        tokio::pin!(call);
+    /// Run a call whose tmux client waits on `channel`, for at most `wait`: past it, signal the
+    /// channel from a second call so the client returns and the script reports. The bound lives
+    /// here rather than in a remote `timeout` process: no extra process on every exec's hot
+    /// path. (A caller that dies mid-wait leaves the client waiting until the command signals
+    /// the channel as it ends, or the session is destroyed.)
+    async fn wait_bounded(
+        &self,
+        call: Call<'_>,
+        channel: &str,
+        wait: Duration,
+    ) -> Result<ExecOutput> {
+        let call = call.limit(wait_limit(wait_secs(wait)));
+        let run = call.run(self.transport.as_ref());
+        tokio::pin!(run);
         tokio::select! {
-            out = &mut call => return out,
+            out = &mut run => return out,
             _ = tokio::time::sleep(wait) => {}
         }
-        let release = format!(
-            "\"$T\" -L \"$S\" wait-for -S {} 2>/dev/null; exit 0\n",
-            shell_quote(channel)
-        );
+        let release = self.call("signal").param("CH", channel);
         // A failed release (e.g. the link dropped) shows as the call's own error or limit.
-        let _ = self.script(&release, Duration::from_secs(30)).await;
-        call.await
+        let _ = release.run(self.transport.as_ref()).await;
+        run.await
     }
 
     /// Wait up to `wait` for a command's end, on a waiter channel of its own (so any number of
@@ -368,123 +337,86 @@ impl TmuxDriver {
     ) -> Result<CommandState> {
         let dir = self.paths.command_dir(command_id);
         let secs = wait_secs(wait);
-        let body = if wait.is_zero() {
-            format!("D={}\n{}", shell_quote(&dir), state::report_script(mode))
+        let verb = if wait.is_zero() {
+            "report"
         } else {
-            let alive = match mode {
-                RunMode::Foreground => "\"$T\" -L \"$S\" has-session -t \"=$SID\" 2>/dev/null",
-                RunMode::Background => {
-                    "{ [ ! -f \"$D/pid\" ] || { read -r p < \"$D/pid\" && kill -0 \"$p\" 2>/dev/null; }; }"
-                }
-            };
-            format!(
-                "D={dir}; CH=rr-{id}-w$$\n\
-                 [ -d \"$D\" ] && mkdir -p \"$D/waiters\" && : > \"$D/waiters/$CH\"\n\
-                 if [ -d \"$D\" ] && [ ! -s \"$D/exit\" ] && {alive}; then\n\
-                   timeout {secs} \"$T\" -L \"$S\" wait-for \"$CH\" 2>/dev/null; w=$?\n\
-                   if [ $w -ne 0 ] && [ $w -ne 124 ] && [ ! -s \"$D/exit\" ] && [ -f \"$D/pid\" ]; then\n\
-                     read -r p < \"$D/pid\"\n\
-                     timeout {secs} sh -c 'while [ ! -s \"$1/exit\" ] && kill -0 \"$2\" 2>/dev/null; do sleep 0.2; done' _ \"$D\" \"$p\"\n\
-                   fi\n\
-                 fi\n\
-                 rm -f \"$D/waiters/$CH\"\n\
-                 {report}",
-                dir = shell_quote(&dir),
-                id = command_id,
-                report = state::report_script(mode),
-            )
+            "wait_command"
         };
-        let out = self.script(&body, wait_limit(secs)).await?;
+        let out = self
+            .call(verb)
+            .param("ID", command_id)
+            .param("D", dir.as_str())
+            .param("MODE", mode_param(mode))
+            .param("SECS", secs.to_string())
+            .limit(wait_limit(secs))
+            .run(self.transport.as_ref())
+            .await?;
         state::parse(&out)
     }
 
     /// Stop a running command, escalating: foreground Ctrl-C, then TERM and KILL to the
-    /// terminal's foreground process group, and as a last resort KILL of the shell (the session
-    /// is then lost); background TERM then KILL to its process group. No-op once it has ended.
+    /// terminal's foreground process group, and as a last resort KILL of the shell (the pane
+    /// starts a fresh one); background TERM then KILL to its process group. No-op once it has
+    /// ended.
     pub async fn stop_command(&self, command_id: &str, mode: RunMode) -> Result<CommandState> {
         let dir = self.paths.command_dir(command_id);
         let g = STOP_GRACE_SECS;
-        // Wait for the exit file on our own channel; poll only if the channel itself failed.
-        let wait = format!(
-            "{{ [ -s \"$D/exit\" ] || {{ timeout {g} \"$T\" -L \"$S\" wait-for \"$CH\" 2>/dev/null; w=$?; \
-             if [ $w -ne 0 ] && [ $w -ne 124 ]; then i=0; while [ ! -s \"$D/exit\" ] && [ $i -lt {polls} ]; \
-             do sleep 0.1; i=$((i+1)); done; fi; }}; }}",
-            polls = g * 10
-        );
-        let steps = match mode {
-            RunMode::Foreground => format!(
-                "\"$T\" -L \"$S\" send-keys -t {target} C-c 2>/dev/null\n\
-                 {wait}\n\
-                 if [ ! -s \"$D/exit\" ] && read -r p < \"$SD/shell.pid\" && [ -r /proc/$p/stat ]; then\n\
-                   read -r st < /proc/$p/stat; st=${{st##*) }}; set -- $st; fg=$6\n\
-                   if [ \"$fg\" != \"$p\" ] && [ \"$fg\" -gt 0 ] 2>/dev/null; then\n\
-                     kill -TERM \"-$fg\" 2>/dev/null; {wait}\n\
-                     [ -s \"$D/exit\" ] || {{ kill -KILL \"-$fg\" 2>/dev/null; {wait}; }}\n\
-                   fi\n\
-                   [ -s \"$D/exit\" ] || {{ kill -KILL \"$p\" 2>/dev/null; {wait}; }}\n\
-                 fi\n",
-                target = shell_quote(&self.paths.target()),
-            ),
-            RunMode::Background => format!(
-                "i=0; while [ ! -f \"$D/pid\" ] && [ ! -s \"$D/exit\" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done\n\
-                 if [ ! -s \"$D/exit\" ] && read -r p < \"$D/pid\"; then\n\
-                   kill -TERM \"-$p\" 2>/dev/null; {wait}\n\
-                   if [ ! -s \"$D/exit\" ]; then\n\
-                     kill -KILL \"-$p\" 2>/dev/null; sleep 0.1\n\
-                     if [ ! -s \"$D/exit\" ]; then\n\
-                       printf 'code=137 how=killed state=stopped ended=%s\\n' \"$(date +%s.%N)\" > \"$D/exit.tmp\" && mv -f \"$D/exit.tmp\" \"$D/exit\"\n\
-                     fi\n\
-                   fi\n\
-                   i=0; while kill -0 \"-$p\" 2>/dev/null && [ $i -lt {polls} ]; do sleep 0.1; i=$((i+1)); done\n\
-                   kill -KILL \"-$p\" 2>/dev/null\n\
-                 fi\n",
-                polls = g * 10
-            ),
-        };
-        let body = format!(
-            "D={dir}; CH=rr-{id}-s$$\n\
-             if [ ! -s \"$D/exit\" ] && [ -d \"$D\" ]; then\n\
-               : > \"$D/stop_requested\"; mkdir -p \"$D/waiters\" && : > \"$D/waiters/$CH\"\n\
-               {steps}\
-               rm -f \"$D/waiters/$CH\"\n\
-             fi\n\
-             {report}",
-            dir = shell_quote(&dir),
-            id = command_id,
-            report = state::report_script(mode),
-        );
-        let out = self.script(&body, Duration::from_secs(g * 8 + 30)).await?;
+        let out = self
+            .call("stop_command")
+            .param("ID", command_id)
+            .param("D", dir.as_str())
+            .param("MODE", mode_param(mode))
+            .param("GRACE", g.to_string())
+            .limit(Duration::from_secs(g * 8 + 30))
+            .run(self.transport.as_ref())
+            .await?;
         state::parse(&out)
+    }
+
+    /// Wait (bounded) until a command ends or its output grows past the given sizes.
+    pub async fn wait_output(
+        &self,
+        command_dir: &str,
+        stdout_offset: u64,
+        stderr_offset: u64,
+        wait: Duration,
+    ) -> Result<()> {
+        let secs = wait.as_secs_f64().max(0.1);
+        self.call("wait_output")
+            .param("D", command_dir)
+            .param("OUT", stdout_offset.to_string())
+            .param("ERR", stderr_offset.to_string())
+            .param("SECS", format!("{secs:.1}"))
+            .limit(wait + Duration::from_secs(30))
+            .max_output(1 << 16)
+            .run(self.transport.as_ref())
+            .await
+            .map(|_| ())
+    }
+
+    /// Remove the session's ended command directories beyond the newest `keep` (command ids
+    /// are time-ordered); a command without an exit file is never removed.
+    pub async fn prune_commands(&self, keep: usize) -> Result<()> {
+        self.call("prune")
+            .param("KEEP", keep.to_string())
+            .limit(Duration::from_secs(120))
+            .run(self.transport.as_ref())
+            .await
+            .map(|_| ())
     }
 
     /// Paste `data` into the pane as typed input (through a tmux buffer fed on stdin, so the
     /// text never appears in a process's argv), optionally followed by Enter.
     pub async fn send_input(&self, data: &[u8], enter: bool) -> Result<()> {
-        let target = shell_quote(&self.paths.target());
         let buffer = format!("rr-send-{}", uuid::Uuid::new_v4().simple());
-        let mut body =
-            String::from("\"$T\" -L \"$S\" has-session -t \"=$SID\" 2>/dev/null || exit 5\n");
-        if !data.is_empty() {
-            body.push_str(&format!(
-                "\"$T\" -L \"$S\" load-buffer -b {buffer} - \\; paste-buffer -d -b {buffer} -t {target} || exit 6\n"
-            ));
-        }
-        if enter {
-            body.push_str(&format!(
-                "\"$T\" -L \"$S\" send-keys -t {target} Enter || exit 6\n"
-            ));
-        }
-        let text = format!("{}{body}", self.paths.prelude());
         let out = self
-            .transport
-            .exec(
-                &text,
-                ExecOptions {
-                    stdin: Some(data.to_vec()),
-                    timeout: Some(Duration::from_secs(30)),
-                    max_output: 1 << 16,
-                },
-            )
+            .call("send")
+            .param("BUF", buffer)
+            .param("HASDATA", if data.is_empty() { "0" } else { "1" })
+            .param("ENTER", if enter { "1" } else { "0" })
+            .data(data)
+            .max_output(1 << 16)
+            .run(self.transport.as_ref())
             .await?;
         self.check_pane_op(&out, "send input to")
     }
@@ -498,7 +430,7 @@ impl TmuxDriver {
                 format!(
                     "tmux could not {what} the session on {}: {}",
                     self.transport.describe(),
-                    out.stderr_lossy().trim()
+                    crate::util::printable_excerpt(&out.stderr, 400).trim()
                 ),
             )),
         }
@@ -519,13 +451,7 @@ impl TmuxDriver {
 
     /// Snapshot of the visible screen: (cols, rows, text with one line per row).
     pub async fn capture_screen(&self) -> Result<(u16, u16, String)> {
-        let target = shell_quote(&self.paths.target());
-        let body = format!(
-            "\"$T\" -L \"$S\" has-session -t \"=$SID\" 2>/dev/null || exit 5\n\
-             \"$T\" -L \"$S\" display-message -p -t {target} '#{{pane_width}} #{{pane_height}}' \\; \
-             capture-pane -p -t {target} || exit 6\n"
-        );
-        let out = self.script(&body, Duration::from_secs(30)).await?;
+        let out = self.call("capture").run(self.transport.as_ref()).await?;
         self.check_pane_op(&out, "capture")?;
         let text = out.stdout_lossy();
         let (first, rest) = text.split_once('\n').unwrap_or((&text, ""));
@@ -542,34 +468,57 @@ impl TmuxDriver {
         if cols == 0 || rows == 0 {
             return Err(Error::invalid("terminal size must be at least 1x1"));
         }
-        let body = format!(
-            "\"$T\" -L \"$S\" has-session -t \"=$SID\" 2>/dev/null || exit 5\n\
-             \"$T\" -L \"$S\" resize-window -t {target} -x {cols} -y {rows} || exit 6\n",
-            target = shell_quote(&self.paths.target())
-        );
-        let out = self.script(&body, Duration::from_secs(30)).await?;
+        let out = self
+            .call("resize")
+            .param("COLS", cols.to_string())
+            .param("ROWS", rows.to_string())
+            .run(self.transport.as_ref())
+            .await?;
         self.check_pane_op(&out, "resize")
     }
 
     /// Whether the tmux session exists.
     pub async fn is_alive(&self) -> Result<bool> {
-        let out = self
-            .script(
-                "\"$T\" -L \"$S\" has-session -t \"=$SID\" 2>/dev/null",
-                Duration::from_secs(30),
-            )
-            .await?;
+        let out = self.call("alive").run(self.transport.as_ref()).await?;
         Ok(out.status.success())
     }
 
-    /// Kill the tmux session (the shell and its foreground job). Idempotent.
+    /// End the tmux session (the shell and its foreground job) and remove the session's state
+    /// directory on the machine. Idempotent. An error when the session is still there after.
     pub async fn kill(&self) -> Result<()> {
-        self.script(
-            "\"$T\" -L \"$S\" kill-session -t \"=$SID\" 2>/dev/null; exit 0",
-            Duration::from_secs(30),
-        )
-        .await
-        .map(|_| ())
+        self.end(true).await
+    }
+
+    /// [`TmuxDriver::kill`], keeping the session's remote state directory (logs, commands).
+    pub async fn kill_keeping_state(&self) -> Result<()> {
+        self.end(false).await
+    }
+
+    async fn end(&self, purge: bool) -> Result<()> {
+        let out = self
+            .call("kill")
+            .param("PURGE", if purge { "1" } else { "0" })
+            .run(self.transport.as_ref())
+            .await?;
+        if out.stdout_lossy().lines().any(|l| l == "@gone") {
+            return Ok(());
+        }
+        Err(Error::new(
+            ErrorCode::RemoteError,
+            format!(
+                "the tmux session {} is still running on {} after kill-session: {}",
+                self.paths.session_name,
+                self.transport.describe(),
+                crate::util::printable_excerpt(&out.stderr, 400).trim()
+            ),
+        ))
+    }
+}
+
+fn mode_param(mode: RunMode) -> &'static str {
+    match mode {
+        RunMode::Foreground => "fg",
+        RunMode::Background => "bg",
     }
 }
 

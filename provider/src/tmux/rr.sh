@@ -1,17 +1,23 @@
-# remote-runner session script. Written by remote-runner for one session; do not edit.
+# remote-runner session script (bash). Written by remote-runner for one session; do not edit.
 # Modes:
-#   (no arguments)    the rc file of the session shell (bash --rcfile): defaults, traps, ready
-#   run DIR [CWD]     sourced by the session shell: run DIR/cmd.sh in this shell (state persists);
-#                     typed as "$__rr_cdir/<id>" (short: readline echoes every character)
-#   bg DIR [CWD]      sourced by the session shell: start DIR/cmd.sh detached (setsid)
-#   bgrun DIR [CWD]   executed (new process group): the detached side of `bg`
-#   pane              executed by tmux as the pane process: the session shell, then `dead`
-# Every command DIR gets: started, stdout, stderr, then exit (one write, last; non-empty = there).
+#   (no arguments)  the rc file of the session shell (bash --rcfile): the user's login
+#                   environment, defaults, traps, ready
+#   run DIR         sourced by the session shell: run DIR/cmd.sh in this shell (state persists);
+#                   typed as "$__rr_cdir/<id>" (short: readline echoes every character)
+#   bg DIR          sourced by the session shell: start DIR/cmd.sh detached (setsid)
+#   bgrun DIR       executed (new process group): the detached side of `bg`
+#   pane            executed by tmux as the pane process: runs the session shell, and starts a
+#                   fresh one (same cwd and exported environment) when a command ends it
+# Every command DIR gets: started, pwd, stdout, stderr, then exit (one write, last; non-empty =
+# there). A cwd override is read from DIR/cwd (data, never typed).
+# shellcheck disable=SC2034,SC1090,SC1091
 __rr_tmux=@TMUX@
 __rr_sock=@SOCK@
 __rr_sid=@SID@
 __rr_sdir=@SDIR@
 __rr_cdir=@CDIR@
+# Exported so a command that replaces the shell with another bash (`exec bash`) keeps working.
+export __rr_sdir __rr_cdir
 
 __rr_now() {
   __rr_t=${EPOCHREALTIME:-}
@@ -19,28 +25,41 @@ __rr_now() {
 }
 
 # Wake the command's own channel and every registered waiter's channel, in one tmux call.
+# Safe under the user's failglob/nullglob.
 __rr_wake() {
-  local w
+  local w fg=0
   local -a a=(wait-for -S "rr-${1##*/}")
-  for w in "$1"/waiters/rr-*; do
-    if [ -e "$w" ]; then a+=(';' wait-for -S "${w##*/}"); fi
-  done
+  if [ -d "$1/waiters" ]; then
+    \builtin shopt -q failglob && fg=1
+    \builtin shopt -u failglob
+    for w in "$1"/waiters/rr-*; do
+      if [ -e "$w" ]; then a+=(';' wait-for -S "${w##*/}"); fi
+    done
+    if [ $fg = 1 ]; then \builtin shopt -s failglob; fi
+  fi
   "$__rr_tmux" -L "$__rr_sock" "${a[@]}" >/dev/null 2>&1
 }
 
-# Record the end of the current command: exit file, wake the waiters, then release the lock
-# (off the hot path: a start that finds the lock of an ended owner waits for this). The exit
-# file is one line written by one printf (bash flushes per line: one small write), so readers
-# treat it as there once it is non-empty (`-s`), and no rename process is needed.
+# The shell's directory and exported environment, for a fresh shell after `exit`.
+__rr_save() {
+  \builtin printf '%s' "$PWD" >|"$__rr_sdir/cwd"
+  \builtin export -p >|"$__rr_sdir/exports" 2>/dev/null
+}
+
+# Record the end of the current command: exit file, wake the waiters, then save the shell state
+# and release the lock (off the hot path: a start that finds the lock of an ended owner waits
+# for this). The exit file is one line written by one printf, so readers treat it as there once
+# it is non-empty (`-s`), and no rename process is needed.
 __rr_fin() {
-  local c=$1 how=$2 d=${__rr_cur:-} st=done
-  set +e
+  local c=$1 how=$2 d=${__rr_cur:-} st='done'
+  \builtin set +euC
   __rr_cur=
   if [ -z "$d" ]; then return 0; fi
   __rr_now
   if [ -e "$d/stop_requested" ]; then st=stopped; fi
-  printf 'code=%s how=%s state=%s ended=%s\n' "$c" "$how" "$st" "$__rr_t" >"$d/exit"
+  \builtin printf 'code=%s how=%s state=%s ended=%s\n' "$c" "$how" "$st" "$__rr_t" >|"$d/exit"
   __rr_wake "$d"
+  if [ -n "${__rr_keep:-}" ]; then __rr_save; fi
   if [ -n "${__rr_lock:-}" ]; then \command -p rm -f -- "$__rr_sdir/busy"; fi
 }
 
@@ -55,6 +74,7 @@ __rr_on_exit() {
 }
 
 # A failure under `set -e` ends the command (return from the sourced cmd.sh), not the shell.
+# (`set -e` lasts for the command that sets it; `set -u` and `set -C` stay set, as typed.)
 __rr_arm() {
   PROMPT_COMMAND=__rr_prompt
   trap __rr_on_exit EXIT
@@ -69,58 +89,104 @@ __rr_arm() {
 __rr_parses() {
   local f=$1/cmd.sh o
   local -a opts=()
+  # shellcheck disable=SC2016 # literal patterns
   case $(<"$f") in *'$('* | *'`'* | *'<('* | *'>('*) ;; *) return 0 ;; esac
   while read -r o _; do
     if [ "$o" != login_shell ]; then opts+=(-O "$o"); fi
-  done < <(shopt -s)
-  "$BASH" --noprofile --norc "${opts[@]}" -n -- "$f" 2>"$1/stderr"
+  done < <(\builtin shopt -s)
+  "$BASH" --noprofile --norc "${opts[@]}" -n -- "$f" 2>|"$1/stderr"
 }
 
 __rr_started() {
   __rr_now
-  printf 'started=%s\npwd=%s\n' "$__rr_t" "$PWD" >"$1/started"
+  \builtin printf 'started=%s\n' "$__rr_t" >|"$1/started"
+  \builtin printf '%s' "$PWD" >|"$1/pwd"
+}
+
+# The cwd override of command dir $1 into __rr_cd (empty: none).
+__rr_read_cwd() {
+  __rr_cd=
+  if [ -f "$1/cwd" ]; then IFS= \builtin read -r -d '' __rr_cd <"$1/cwd"; fi
+}
+
+# Show a finished command in the terminal as a person would have seen it: its text, its output
+# (capped) and how it ended. Builtins only: the terminal stays at the shell.
+__rr_show() {
+  local d=$1 code=$2 f t n
+  IFS= \builtin read -r -d '' -N 4096 t <"$d/cmd.sh"
+  \builtin printf '\r\033[K$ %s\n' "${t%$'\n'}"
+  for f in stdout stderr; do
+    [ -s "$d/$f" ] || continue
+    IFS= \builtin read -r -d '' -N 65537 t <"$d/$f"
+    if [ ${#t} -gt 65536 ]; then
+      t=${t:0:65536}
+      n=$(($(\command -p wc -c <"$d/$f") - 65536))
+    else
+      n=0
+    fi
+    \builtin printf '%s' "$t"
+    [ "${t: -1}" = $'\n' ] || \builtin printf '\n'
+    if [ "$n" -gt 0 ] 2>/dev/null; then \builtin printf '[... about %s more bytes in the command log]\n' "$n"; fi
+  done
+  if [ "$code" != 0 ]; then \builtin printf '[exit %s]\n' "$code"; fi
 }
 
 case ${1-} in
 run)
+  __rr_uf=$-
+  \builtin set +euC
   __rr_lock=1
+  __rr_keep=1
   __rr_arm
   trap - INT
-  set +e
   # A job started with `&` by an earlier command and ended since is reported ("[1]+  Done ...")
   # by bash at its next chance, which would be inside this command's redirected stderr: report
   # it now, to nowhere (the job table stays, so `wait`, `%1` and `jobs` still work).
-  jobs -n >/dev/null 2>&1
+  \builtin jobs -n >/dev/null 2>&1
   case $2 in /*) __rr_cur=$2 ;; *) __rr_cur=$__rr_cdir/$2 ;; esac
-  __rr_cd=${3-}
-  set --
-  if [ -n "$__rr_cd" ] && ! cd -- "$__rr_cd" 2>"$__rr_cur/stderr"; then
+  __rr_d=$__rr_cur
+  __rr_read_cwd "$__rr_cur"
+  \builtin set --
+  if [ -n "$__rr_cd" ] && ! \builtin cd -- "$__rr_cd" 2>|"$__rr_cur/stderr"; then
     __rr_started "$__rr_cur"
-    : >"$__rr_cur/stdout"
+    : >|"$__rr_cur/stdout"
     __rr_fin 1 cd_failed
+    __rr_s=1
   else
     __rr_started "$__rr_cur"
     if __rr_parses "$__rr_cur"; then
-      . "$__rr_cur/cmd.sh" >"$__rr_cur/stdout" 2>"$__rr_cur/stderr"
-      __rr_fin $? normal
+      case $__rr_uf in *u*) \builtin set -u ;; esac
+      case $__rr_uf in *C*) \builtin set -C ;; esac
+      \builtin . "$__rr_cur/cmd.sh" >|"$__rr_cur/stdout" 2>|"$__rr_cur/stderr"
+      __rr_s=$?
+      __rr_uf=$-
+      __rr_fin "$__rr_s" normal
     else
-      : >"$__rr_cur/stdout"
+      : >|"$__rr_cur/stdout"
       __rr_fin 2 syntax_error
+      __rr_s=2
     fi
   fi
+  __rr_show "$__rr_d" "$__rr_s"
+  if [[ $- == *i* ]]; then \builtin set -o emacs; fi
+  case $__rr_uf in *u*) \builtin set -u ;; esac
+  case $__rr_uf in *C*) \builtin set -C ;; esac
   ;;
 bg)
   __rr_arm
-  \command -p setsid -f "$BASH" --noprofile --norc "$__rr_sdir/rr.sh" bgrun "$2" "${3-}" \
+  \command -p setsid -f "$BASH" --noprofile --norc "$__rr_sdir/rr.sh" bgrun "$2" \
     </dev/null >/dev/null 2>&1
   \command -p rm -f -- "$__rr_sdir/busy"
   "$__rr_tmux" -L "$__rr_sock" wait-for -S "rr-${2##*/}-go" >/dev/null 2>&1
+  IFS= \builtin read -r -d '' -N 4096 __rr_t <"$2/cmd.sh"
+  \builtin printf '\r\033[K$ %s &\n[background %s]\n' "${__rr_t%$'\n'}" "${2##*/}"
   ;;
 bgrun)
   trap : TERM INT HUP
   __rr_cur=$2
   printf '%s\n' "$$" >"$2/pid.tmp" && \command -p mv -f -- "$2/pid.tmp" "$2/pid"
-  if [ -n "${3-}" ] && ! cd -- "$3" 2>"$2/stderr"; then
+  __rr_read_cwd "$2"
+  if [ -n "$__rr_cd" ] && ! cd -- "$__rr_cd" 2>"$2/stderr"; then
     __rr_started "$2"
     : >"$2/stdout"
     __rr_fin 1 cd_failed
@@ -131,27 +197,86 @@ bgrun)
   fi
   ;;
 pane)
-  "$BASH" --noprofile --rcfile "$__rr_sdir/rr.sh" -i
-  __rr_s=$?
-  __rr_o=
-  read -r __rr_o 2>/dev/null <"$__rr_sdir/busy"
-  if [ -n "$__rr_o" ] && [ ! -s "$__rr_cdir/$__rr_o/exit" ]; then
-    __rr_cur=$__rr_cdir/$__rr_o
-    __rr_lock=1
-    __rr_fin "$__rr_s" shell_killed
-  fi
+  # Restart the session shell when a command ends it (`exit 4`, `kill -9 $$`), unless the
+  # session is being destroyed or the shell keeps dying at once (5 starts within 10 s).
+  # Job control: each shell gets the terminal as its own process group, and this loop takes the
+  # terminal back when one dies, so the next one can have it.
+  set -m
+  __rr_starts=0
+  __rr_since=$SECONDS
+  while :; do
+    "$BASH" --noprofile --rcfile "$__rr_sdir/rr.sh" -i
+    __rr_s=$?
+    __rr_o=
+    read -r __rr_o 2>/dev/null <"$__rr_sdir/busy"
+    if [ -n "$__rr_o" ] && [ ! -s "$__rr_cdir/$__rr_o/exit" ]; then
+      __rr_cur=$__rr_cdir/$__rr_o
+      __rr_lock=1
+      if [ ! -e "$__rr_cur/started" ]; then
+        __rr_fin 255 not_started
+      elif [ "$__rr_s" -gt 128 ]; then
+        __rr_fin "$__rr_s" shell_killed
+      else
+        __rr_fin "$__rr_s" shell_exit
+      fi
+    fi
+    if [ -e "$__rr_sdir/closing" ]; then break; fi
+    if [ $((SECONDS - __rr_since)) -gt 10 ]; then
+      __rr_starts=0
+      __rr_since=$SECONDS
+    fi
+    __rr_starts=$((__rr_starts + 1))
+    if [ "$__rr_starts" -ge 5 ]; then
+      printf 'remote-runner: the session shell keeps exiting at once; the session ends\n'
+      break
+    fi
+    printf '[remote-runner: the shell ended (status %s); a fresh shell starts in the same directory]\n' "$__rr_s"
+  done
   ;;
 '')
   set +H
   bind 'set bell-style none' 2>/dev/null
-  # Commands that run `tmux` reach the user's own server, not the session's private one.
   unset HISTFILE PROMPT_COMMAND TMUX TMUX_PANE
+  # The environment a login shell of the user's own shell has (PATH, conda, nvm, ...).
+  if [ -s "$__rr_sdir/login.env" ]; then
+    while IFS= read -r -d '' __rr_kv; do
+      __rr_k=${__rr_kv%%=*}
+      case $__rr_k in
+      PWD | OLDPWD | SHLVL | _ | TMUX | TMUX_PANE | PS1 | PS2 | PS4 | PROMPT_COMMAND | BASH_ENV | ENV | \
+        SHELLOPTS | BASHOPTS | HISTFILE | TERM | COLUMNS | LINES | __rr_* | BASH_FUNC_*) continue ;;
+      esac
+      # shellcheck disable=SC2163 # exports NAME=VALUE
+      if [[ $__rr_k =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]]; then export "$__rr_kv" 2>/dev/null; fi
+    done <"$__rr_sdir/login.env"
+  fi
+  if [ ! -e "$__rr_sdir/shell.pid" ] && [ -s "$__rr_sdir/startup.out" ]; then
+    \command -p cat -- "$__rr_sdir/startup.out"
+  fi
+  # bash users get their ~/.bashrc (aliases, functions), unless resolving the login environment
+  # timed out (it read the same file: it would hang here too).
+  __rr_ls=
+  read -r __rr_ls 2>/dev/null <"$__rr_sdir/login.shell"
+  if [ "$__rr_ls" = bash ] && [ -s "$__rr_sdir/login.env" ] && [ -r ~/.bashrc ]; then
+    . ~/.bashrc
+    set +euC
+    unset PROMPT_COMMAND
+  fi
+  # After a command ended the shell: its exported environment.
+  if [ -r "$__rr_sdir/exports" ]; then . "$__rr_sdir/exports" 2>/dev/null; fi
   HISTCONTROL=ignorespace
   PS1='$ '
   PS2='> '
   export PAGER=cat GIT_PAGER=cat MANPAGER=cat SYSTEMD_PAGER=cat GIT_EDITOR=true
   export GIT_TERMINAL_PROMPT=0 DEBIAN_FRONTEND=noninteractive
-  printf '%s\n' "$$" >"$__rr_sdir/shell.pid"
+  : @ENV@
+  if [ -f "$__rr_sdir/cwd" ]; then
+    IFS= read -r -d '' __rr_c <"$__rr_sdir/cwd"
+    \builtin cd -- "$__rr_c" 2>/dev/null || \builtin printf 'remote-runner: %q is gone; the shell starts in %s\n' "$__rr_c" "$PWD"
+  fi
+  \builtin printf '%s\n' "$$" >|"$__rr_sdir/shell.pid"
+  read -r __rr_comm <"/proc/$$/comm" && \builtin printf '%s\n' "$__rr_comm" >|"$__rr_sdir/shell.comm"
+  # How this shell was started: a command that replaces it (`exec bash`) changes it.
+  \builtin mapfile -d '' __rr_argv <"/proc/$$/cmdline" && \builtin printf '%s ' "${__rr_argv[@]}" >|"$__rr_sdir/shell.cmdline"
   __rr_arm
   "$__rr_tmux" -L "$__rr_sock" wait-for -S "rr-$__rr_sid-ready" >/dev/null 2>&1
   ;;

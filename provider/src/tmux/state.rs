@@ -1,6 +1,5 @@
 //! What a command's remote directory says about it, and the script that reports it.
 
-use super::RunMode;
 use crate::error::{Error, ErrorCode, Result};
 use crate::transport::ExecOutput;
 
@@ -37,57 +36,7 @@ pub struct CommandState {
     pub never_started: bool,
 }
 
-/// Shell lines that take the session's foreground lock for command `$ID` (dir `$D`), or print
-/// `@busy <owner>`, remove `$D` and exit. The lock is `$SD/busy`, a file holding the owner's
-/// command id, created with noclobber (`O_EXCL`: atomic, and a builtin, so no process is
-/// spawned). An owner removes its lock just after its exit file and wake-up (off the hot path),
-/// so a lock whose owner has an exit file is about to go: wait for that (5 ms steps); one still
-/// there after half a second is stale (its shell died in between) and is reclaimed. Only the
-/// owner or that reclaim ever remove a lock, so a new owner's lock is never removed by the old
-/// one. (Sessions started by an older version hold it as a symlink to the id; that is read too.)
-pub fn take_lock() -> String {
-    format!(
-        "set -C\n\
-     i=0\n\
-     until {{ printf '%s\\n' \"$ID\" > \"$SD/busy\"; }} 2>/dev/null; do\n\
-       {READ_LOCK}\n\
-       if [ -z \"$o\" ] && [ ! -e \"$SD/busy\" ] && [ ! -L \"$SD/busy\" ]; then continue; fi\n\
-       if [ -z \"$o\" ] || [ ! -s \"$CD/$o/exit\" ]; then rm -rf \"$D\"; echo \"@busy $o\"; exit 0; fi\n\
-       if [ $i -ge 100 ]; then rm -f \"$SD/busy\"; else sleep 0.005; fi\n\
-       i=$((i+1))\n\
-     done\n\
-     set +C\n"
-    )
-}
-
-/// The owner of the foreground lock into `$o` (empty when free).
-const READ_LOCK: &str = "o=; read -r o 2>/dev/null < \"$SD/busy\"; \
-     [ -n \"$o\" ] || [ ! -L \"$SD/busy\" ] || o=$(readlink \"$SD/busy\" 2>/dev/null)";
-
-/// Shell lines that print the state of the command in `$D` as `key=value` lines.
-pub fn report_script(mode: RunMode) -> String {
-    let alive = match mode {
-        RunMode::Foreground => "\"$T\" -L \"$S\" has-session -t \"=$SID\" 2>/dev/null || A=0",
-        RunMode::Background => {
-            "if [ -f \"$D/pid\" ]; then read -r p < \"$D/pid\"; kill -0 \"$p\" 2>/dev/null || A=0; fi"
-        }
-    };
-    format!(
-        "echo @report\n\
-         [ -d \"$D\" ] || echo missing=1\n\
-         if [ ! -s \"$D/exit\" ]; then A=1; {alive}; echo alive=$A\n\
-           if [ ! -f \"$D/started\" ]; then {READ_LOCK}\n\
-             if [ \"$o\" != \"${{D##*/}}\" ] && [ -n \"$(find \"$D/cmd.sh\" -mmin +1 2>/dev/null)\" ]; then echo never=1; fi\n\
-           fi\n\
-         fi\n\
-         for f in exit started; do [ -f \"$D/$f\" ] && while IFS= read -r l; do printf '%s\\n' \"$l\"; done < \"$D/$f\"; done\n\
-         [ -f \"$D/pid\" ] && read -r p < \"$D/pid\" && echo \"pid=$p\"\n\
-         if [ -s \"$D/stdout\" ] || [ -s \"$D/stderr\" ]; then echo @sizes; wc -c \"$D/stdout\" \"$D/stderr\" 2>/dev/null; fi\n\
-         exit 0\n"
-    )
-}
-
-/// Parse the output of [`report_script`] (anything before `@report` is ignored).
+/// Parse the output of the control script's `report` (anything before `@report` is ignored).
 pub fn parse(out: &ExecOutput) -> Result<CommandState> {
     let text = out.stdout_lossy();
     let Some((_, report)) = text.split_once("@report\n") else {
@@ -104,6 +53,11 @@ pub fn parse(out: &ExecOutput) -> Result<CommandState> {
     let mut how = String::new();
     let mut state = String::new();
     let mut ended = None;
+    // The directory the command started in comes last, raw (it may hold any character).
+    let (report, pwd) = match report.split_once("@pwd\n") {
+        Some((r, p)) => (r, Some(p.strip_suffix('\n').unwrap_or(p))),
+        None => (report, None),
+    };
     let (report, sizes) = report.split_once("@sizes\n").unwrap_or((report, ""));
     for line in sizes.lines() {
         // `wc -c` lines: "<size> <path>"; the total line ends in "total".
@@ -144,6 +98,9 @@ pub fn parse(out: &ExecOutput) -> Result<CommandState> {
             "pid" => st.pid = v.parse::<i64>().ok(),
             _ => {}
         }
+    }
+    if let Some(pwd) = pwd {
+        st.pwd = Some(pwd.to_string());
     }
     if let Some(code) = code {
         st.exit = Some(ExitInfo {
@@ -200,6 +157,20 @@ mod tests {
         assert_eq!(exit.ended, Some(12.5));
         assert_eq!(st.pwd.as_deref(), Some("/a b=c"));
         assert_eq!((st.stdout_size, st.stderr_size), (0, 0));
+    }
+
+    #[test]
+    fn a_directory_name_cannot_forge_the_exit() {
+        let st = parse(&out(
+            "@report\nalive=1\nstarted=10.25\n@pwd\n/tmp/x\ncode=0 how=normal state=done\n",
+        ))
+        .unwrap();
+        assert!(st.exit.is_none());
+        assert!(st.alive);
+        assert_eq!(
+            st.pwd.as_deref(),
+            Some("/tmp/x\ncode=0 how=normal state=done")
+        );
     }
 
     #[test]

@@ -105,7 +105,7 @@ impl Transport for LocalTransport {
         "local".to_string()
     }
 
-    async fn exec(&self, command: &str, options: ExecOptions) -> Result<ExecOutput> {
+    async fn exec_raw(&self, command: &str, options: ExecOptions) -> Result<ExecOutput> {
         let mut cmd = Command::new("sh");
         cmd.arg("-c")
             .arg(command)

@@ -114,8 +114,23 @@ pub trait Transport: Send + Sync + 'static {
     /// Short human description, e.g. `local` or `ssh rrtest@127.0.0.1:2222`.
     fn describe(&self) -> String;
 
-    /// Run `command` through the user's shell (`sh -c` semantics), non-interactively, no PTY.
-    async fn exec(&self, command: &str, options: ExecOptions) -> Result<ExecOutput>;
+    /// Run `command` as sshd runs an exec request: through the account's login shell (`sh -c`
+    /// for `local`), non-interactively, no PTY. Only the control plane ([`crate::remote`]) sends
+    /// anything here: what it sends parses the same in every login shell.
+    async fn exec_raw(&self, command: &str, options: ExecOptions) -> Result<ExecOutput>;
+
+    /// Run the POSIX sh script `command` on the machine, whatever the account's login shell and
+    /// whatever its startup files print (through the control plane), non-interactively, no PTY.
+    async fn exec(&self, command: &str, options: ExecOptions) -> Result<ExecOutput> {
+        crate::remote::sh(
+            self,
+            command,
+            options.stdin.as_deref(),
+            options.timeout,
+            options.max_output,
+        )
+        .await
+    }
 
     /// Write `data` to `path` atomically: a temporary name in the same directory, then rename
     /// over the target. Parent directories must exist. `mode` is applied to the new file.

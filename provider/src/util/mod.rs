@@ -24,3 +24,22 @@ pub fn rfc3339(t: OffsetDateTime) -> String {
 pub fn now_unix_ms() -> i64 {
     (OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64
 }
+
+/// At most `max` bytes of `bytes` as text fit for a message: lossily decoded, control characters
+/// (other than newline and tab) shown as `\u{..}` escapes, so remote text cannot drive a terminal.
+pub fn printable_excerpt(bytes: &[u8], max: usize) -> String {
+    let cut = &bytes[..bytes.len().min(max)];
+    let text = String::from_utf8_lossy(cut);
+    let mut out = String::with_capacity(text.len());
+    for ch in text.chars() {
+        if ch.is_control() && ch != '\n' && ch != '\t' {
+            out.extend(ch.escape_unicode());
+        } else {
+            out.push(ch);
+        }
+    }
+    if bytes.len() > max {
+        out.push_str("...");
+    }
+    out
+}

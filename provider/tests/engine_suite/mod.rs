@@ -297,37 +297,30 @@ pub async fn set_e_ends_command_not_session(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn exit_reports_session_lost(t: Arc<dyn Transport>, dir: &str) {
+pub async fn exit_keeps_session(t: Arc<dyn Transport>, dir: &str) {
     let b = bed(t, dir).await;
-    let err = b
-        .engine
-        .exec(
-            b.sid(),
-            "echo bye; exit 7",
-            ExecRequest::wait().with_timeout(Duration::from_secs(60)),
-        )
-        .await
-        .unwrap_err();
-    assert_eq!(err.code, ErrorCode::SessionLost, "{err}");
-    assert!(err.message.contains("exit code 7"), "{err}");
-    let cmds = b.engine.command_list(b.sid()).unwrap();
-    let rec = b
-        .engine
-        .command_show(b.sid(), &cmds[0].command_id)
-        .await
-        .unwrap();
-    assert_eq!((rec.status, rec.exit_code), (CommandStatus::Lost, Some(7)));
-    assert_eq!(rec.stdout, "bye\n");
+    b.run(&format!("cd {dir} && export RR_KEPT=kept-value"))
+        .await;
+    let rec = b.run("echo bye; echo err >&2; exit 7").await;
+    assert_eq!(
+        (rec.status, rec.exit_code),
+        (CommandStatus::Failed, Some(7)),
+        "{rec:?}"
+    );
+    assert_eq!(
+        (rec.stdout.as_str(), rec.stderr.as_str()),
+        ("bye\n", "err\n")
+    );
+    assert!(rec.shell_restarted, "{rec:?}");
+    assert_eq!(rec.end_reason.as_deref(), Some("shell_exit"));
     assert_eq!(
         b.engine.session_show(b.sid()).unwrap().status,
-        SessionStatus::Lost
+        SessionStatus::Active
     );
-    let err = b
-        .engine
-        .exec(b.sid(), "true", ExecRequest::wait())
-        .await
-        .unwrap_err();
-    assert_eq!(err.code, ErrorCode::SessionLost);
+    // A fresh shell, in the same directory, with the exported environment.
+    let rec = b.run("pwd; echo $RR_KEPT").await;
+    assert_eq!(rec.stdout, format!("{dir}\nkept-value\n"));
+    assert!(!rec.shell_restarted);
     b.finish().await;
 }
 
@@ -806,27 +799,18 @@ pub async fn screen_and_resize(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn shell_killed_is_lost(t: Arc<dyn Transport>, dir: &str) {
+pub async fn shell_killed_restarts(t: Arc<dyn Transport>, dir: &str) {
     let b = bed(t, dir).await;
-    let err = b
-        .engine
-        .exec(
-            b.sid(),
-            "echo x; ( kill -9 $$ )",
-            ExecRequest::wait().with_timeout(Duration::from_secs(60)),
-        )
-        .await
-        .unwrap_err();
-    assert_eq!(err.code, ErrorCode::SessionLost, "{err}");
-    let cmd = &b.engine.command_list(b.sid()).unwrap()[0];
-    assert_eq!(
-        (cmd.status, cmd.exit_code),
-        (CommandStatus::Lost, Some(137))
-    );
-    assert_eq!(cmd.end_reason.as_deref(), Some("shell_killed"));
+    b.run("export RR_KEPT=after-kill").await;
+    let rec = b.run("echo x; ( kill -9 $$ )").await;
+    assert_eq!((rec.exit_code, rec.stdout.as_str()), (Some(137), "x\n"));
+    assert_eq!(rec.end_reason.as_deref(), Some("shell_killed"));
+    assert!(rec.shell_restarted);
+    let rec = b.run("echo $RR_KEPT").await;
+    assert_eq!(rec.stdout, "after-kill\n");
     assert_eq!(
         b.engine.session_show(b.sid()).unwrap().status,
-        SessionStatus::Lost
+        SessionStatus::Active
     );
     b.finish().await;
 }
@@ -1004,9 +988,24 @@ pub async fn session_shell_is_isolated(t: Arc<dyn Transport>, dir: &str) {
     assert_eq!(rec.stdout, "no-tmux cat true noninteractive\n0\n");
     let mut machine = Machine::local();
     machine.default_cwd = dir.to_string();
-    machine.startup_commands = vec!["wsl".into()];
+    // Startup commands run in order in the new shell; what they set stays.
+    machine.startup_commands = vec!["export RR_STARTUP=one".into(), "cd /".into()];
+    let s = b.engine.create_session(&machine, None).await.unwrap();
+    let rec = b
+        .engine
+        .exec(&s.session_id, "echo $RR_STARTUP; pwd", ExecRequest::wait())
+        .await
+        .unwrap();
+    assert_eq!(rec.stdout, "one\n/\n");
+    b.engine.destroy(&s.session_id).await.unwrap();
+    // A failing one fails the create with its output and exit code.
+    machine.startup_commands = vec!["echo setting-up; echo broken >&2; exit 3".into()];
     let err = b.engine.create_session(&machine, None).await.unwrap_err();
-    assert_eq!(err.code, ErrorCode::InvalidArgument);
+    assert_eq!(err.code, ErrorCode::StartupCommandFailed, "{err}");
+    assert!(
+        err.message.contains("code 3") && err.message.contains("broken"),
+        "{err}"
+    );
     machine.startup_commands.clear();
     let err = b
         .engine
@@ -1014,5 +1013,69 @@ pub async fn session_shell_is_isolated(t: Arc<dyn Transport>, dir: &str) {
         .await
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::RemoteNotFound, "{err}");
+    b.finish().await;
+}
+
+pub async fn session_read_shows_commands_and_output(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    b.run("echo visible-out; echo visible-err >&2; (exit 4)")
+        .await;
+    let chunk = read_until(&b, 0, "[exit 4]").await;
+    let text = chunk.text.replace('\r', "");
+    let cmd = text.find("$ echo visible-out;").expect("the command text");
+    let out = text[cmd..].find("\nvisible-out\n").expect("stdout");
+    let err = text[cmd..].find("\nvisible-err\n").expect("stderr");
+    assert!(out < err, "{text}");
+    // The cursor stays exact: reading from it gives only what came after.
+    let next = b
+        .engine
+        .read(b.sid(), Some(chunk.cursor), 1 << 20)
+        .await
+        .unwrap();
+    assert!(!next.text.contains("visible-out"), "{}", next.text);
+    b.finish().await;
+}
+
+pub async fn old_command_dirs_are_pruned(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        ids.push(b.run(&format!("echo {i}")).await.command_id);
+    }
+    let running = b
+        .engine
+        .exec(b.sid(), "sleep 300", ExecRequest::background())
+        .await
+        .unwrap();
+    let driver_paths = &b.session.remote_commands_dir;
+    let engine_driver = remote_runner_provider::tmux::TmuxDriver::new(
+        b.t.clone(),
+        remote_runner_provider::tmux::SessionPaths {
+            tmux_path: b.session.tmux_path.clone(),
+            socket: b.session.tmux_socket.clone(),
+            session_name: b.session.tmux_session.clone(),
+            state_dir: b.session.remote_state_dir.clone(),
+            commands_dir: driver_paths.clone(),
+        },
+    );
+    engine_driver.prune_commands(2).await.unwrap();
+    let left: Vec<String> =
+        b.t.read_dir(driver_paths)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+    // The two newest stay, and the running one whatever its age; the oldest ended ones go.
+    assert!(left.contains(&running.command_id), "{left:?}");
+    assert!(left.contains(&ids[3]), "{left:?}");
+    assert!(
+        !left.contains(&ids[0]) && !left.contains(&ids[1]),
+        "{left:?}"
+    );
+    b.engine
+        .command_stop(b.sid(), &running.command_id)
+        .await
+        .unwrap();
     b.finish().await;
 }

@@ -152,12 +152,13 @@ pub async fn run_fails_but_fetches_artifacts(bed: Bed) {
     assert_eq!(m.status, RunStatus::Failed);
     assert_eq!(m.exit_code, Some(3), "{m:#?}");
     let cmd = m.command_result.as_ref().unwrap();
-    // `exit 3` ends the session shell itself: the command record says so (lost, with its
-    // exit code); for a run, whose session is disposable, it is just the exit code.
+    // `exit 3` ends the session shell itself: the command record says so (failed with its exit
+    // code, the shell restarted); for a run it is just the exit code.
     assert_eq!(
         (cmd.status, cmd.stderr.as_str()),
-        (CommandStatus::Lost, "oops\n")
+        (CommandStatus::Failed, "oops\n")
     );
+    assert!(cmd.shell_restarted);
     assert_eq!(cmd.exit_code, Some(3));
     assert_eq!(m.artifacts[0].status, "succeeded");
     assert_eq!(

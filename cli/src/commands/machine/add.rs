@@ -22,7 +22,10 @@ use crate::prompt::{Prompter, password_from_stdin};
 pub fn run(ctx: &Context, args: AddArgs) -> Result<Report> {
     // A password piped on stdin means stdin is not for answering questions.
     let prompter = Prompter::detect(args.no_input || args.password_stdin);
-    let id = match args.id.clone().or_else(|| args.machine_id.clone()) {
+    // The contract's replace form names the machine only in --confirm-replace.
+    let named = args.id.clone().or_else(|| args.machine_id.clone());
+    let named = named.or_else(|| args.confirm_replace.clone().filter(|_| args.replace));
+    let id = match named {
         Some(id) => id,
         None if prompter.interactive => prompter.ask("Machine id (e.g. lab-gpu-01)", None)?,
         None => return Err(missing_flags(&["MACHINE_ID (or --machine-id)"])),
@@ -39,7 +42,12 @@ pub fn run(ctx: &Context, args: AddArgs) -> Result<Report> {
     let existing = machines::get(&store, &id)?;
     let replacing = confirm_replacement(ctx, &prompter, &args, &id, existing.as_ref())?;
 
-    let base = ssh_config_base(&args, &id)?;
+    // `--replace` keeps what the flags do not change: the stored record is the starting point
+    // (so `machine add --replace --confirm-replace ID` alone works, with or without a terminal).
+    let base = match existing.as_ref() {
+        Some(m) if args.replace && !args.from_ssh_config => Some(m.clone()),
+        _ => ssh_config_base(&args, &id)?,
+    };
     let draft = fill_fields(ctx, &prompter, &args, &id, base)?;
     let password = resolve_password(&prompter, &args, &draft, existing.as_ref())?;
     warn_about_missing_key(ctx, &draft);
@@ -257,7 +265,7 @@ fn fill_fields(
         },
         default_cwd,
         startup_commands,
-        path_mappings: Vec::new(),
+        path_mappings: base.path_mappings,
         host_key_policy,
         known_hosts_file: args.known_hosts_file.clone().or(base.known_hosts_file),
         ssh_config_host: base.ssh_config_host,
@@ -316,13 +324,13 @@ fn resolve_password(
         }
         return password_from_stdin().map(Some);
     }
+    if existing.is_some_and(|m| m.has_password) && args.replace {
+        return Ok(None); // keep the stored password
+    }
     if prompter.interactive {
         return prompter
             .ask_password(&format!("Password for {}@{}", machine.user, machine.host))
             .map(Some);
-    }
-    if existing.is_some_and(|m| m.has_password) && args.replace {
-        return Ok(None); // keep the stored password
     }
     Err(Error::invalid(
         "--auth password needs the password on stdin: add --password-stdin and pipe it in \

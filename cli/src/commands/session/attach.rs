@@ -60,7 +60,7 @@ pub fn attach(ctx: &Context, args: SessionArg) -> Result<Report> {
             ));
         }
         let mut c = Command::new("ssh");
-        c.args(ssh_args(&machine, &session));
+        c.args(ssh_args(&machine, &session, ctx.timeout));
         c
     };
     let program = command.get_program().to_string_lossy().into_owned();
@@ -84,8 +84,17 @@ fn tmux_attach_args(session: &SessionRecord) -> Vec<String> {
 }
 
 /// `ssh -t ... -- 'exec tmux -L S attach-session -t N'` for the machine's settings.
-fn ssh_args(machine: &Machine, session: &SessionRecord) -> Vec<String> {
+/// `timeout` (`--timeout`) bounds the connect (`ConnectTimeout`); the attached session itself
+/// runs as long as the person keeps it.
+fn ssh_args(
+    machine: &Machine,
+    session: &SessionRecord,
+    timeout: Option<std::time::Duration>,
+) -> Vec<String> {
     let mut args = vec!["-t".to_string()];
+    if let Some(t) = timeout {
+        args.extend(["-o".to_string(), format!("ConnectTimeout={}", t.as_secs())]);
+    }
     if let Some(config) = std::env::var_os("REMOTE_RUNNER_SSH_CONFIG") {
         args.push("-F".to_string());
         args.push(config.to_string_lossy().into_owned());
@@ -140,7 +149,7 @@ mod tests {
             "known_hosts_file": "/k/known_hosts"
         }))
         .unwrap();
-        let args = ssh_args(&machine, &session());
+        let args = ssh_args(&machine, &session(), None);
         assert_eq!(args[0], "-t");
         let joined = args.join(" ");
         for part in [
@@ -156,6 +165,16 @@ mod tests {
         assert_eq!(
             args.last().unwrap(),
             "exec /usr/bin/tmux -L remote-runner attach-session -t rr-sess_1"
+        );
+        assert!(!joined.contains("ConnectTimeout"));
+        let bounded = ssh_args(
+            &machine,
+            &session(),
+            Some(std::time::Duration::from_secs(7)),
+        );
+        assert!(
+            bounded.join(" ").contains("-o ConnectTimeout=7"),
+            "{bounded:?}"
         );
     }
 }

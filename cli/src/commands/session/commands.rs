@@ -5,12 +5,12 @@
 //! terminal. The exit code follows the policy in `exit.rs`: a wait that ran out is `timeout`
 //! (the record still goes to stdout, with `status: running` and `wait_timed_out: true`).
 
-use std::io::{IsTerminal, Write};
+use std::io::{IsTerminal, Read, Write};
 use std::path::Path;
 use std::time::Duration;
 
 use remote_runner_provider::engine::{CommandMode, CommandRecord, CommandStatus, ExecRequest};
-use remote_runner_provider::{ErrorCode, Result};
+use remote_runner_provider::{Error, ErrorCode, Result};
 use serde_json::json;
 
 use super::{CommandRef, ExecArgs, ExecMode, SessionArg, render};
@@ -31,7 +31,8 @@ pub async fn exec(ctx: &Context, args: ExecArgs) -> Result<Report> {
         cwd: args.cwd.clone(),
         timeout: ctx.timeout,
     };
-    let rec = wired.engine.exec(&args.session, &args.cmd, request).await?;
+    let text = command_text(&args)?;
+    let rec = wired.engine.exec(&args.session, &text, request).await?;
     let code = exit_code(&rec, args.exit_code);
     let json = to_json(&rec)?;
     if ctx.out.json {
@@ -50,14 +51,61 @@ pub async fn exec(ctx: &Context, args: ExecArgs) -> Result<Report> {
         .exit_code(code))
 }
 
-pub fn list(ctx: &Context, args: SessionArg) -> Result<Report> {
+/// The command text: `--cmd TEXT`, `--cmd -` (stdin to EOF) or `--cmd-file PATH`. Reading it
+/// here rather than from an argument lifts the kernel's per-argument limit (128 KiB).
+fn command_text(args: &ExecArgs) -> Result<String> {
+    let (bytes, from) = match (&args.cmd, &args.cmd_file) {
+        (Some(cmd), _) if cmd != "-" => return Ok(cmd.clone()),
+        (Some(_), _) => {
+            if std::io::stdin().is_terminal() {
+                return Err(Error::invalid(
+                    "--cmd - reads the command text from stdin, but stdin is a terminal; pipe \
+                     the text in (`... --cmd - < script.sh`) or use --cmd-file PATH",
+                ));
+            }
+            let mut buf = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut buf)
+                .map_err(|e| Error::io("cannot read the command text from stdin", &e))?;
+            (buf, "stdin".to_string())
+        }
+        (None, Some(path)) => {
+            let buf = std::fs::read(path).map_err(|e| {
+                Error::io(
+                    format!("cannot read --cmd-file {}; check the path", path.display()),
+                    &e,
+                )
+            })?;
+            (buf, path.display().to_string())
+        }
+        (None, None) => {
+            return Err(Error::invalid(
+                "give the command: --cmd TEXT, --cmd - (stdin) or --cmd-file PATH",
+            ));
+        }
+    };
+    String::from_utf8(bytes).map_err(|_| {
+        Error::invalid(format!(
+            "the command text from {from} is not UTF-8; save it as UTF-8 text"
+        ))
+    })
+}
+
+/// The records as the machine reports them now (running ones refreshed, bounded); marked
+/// stale, with the reason, when the machine could not be reached.
+pub async fn list(ctx: &Context, args: SessionArg) -> Result<Report> {
     let wired = ctx.engine()?;
+    let freshness = wired
+        .engine
+        .refresh_commands(&args.session, ctx.refresh_bound())
+        .await?;
     let commands = wired.engine.command_list(&args.session)?;
-    let json = json!({
+    let mut json = json!({
         "session_id": args.session,
         "commands": to_json(&commands)?,
         "summary": {"command_count": commands.len()},
     });
+    render::mark_freshness(ctx, &mut json, &freshness);
     Ok(Report::new(json).human(render::command_table(&commands)))
 }
 
@@ -98,13 +146,34 @@ pub async fn wait(ctx: &Context, args: CommandRef) -> Result<Report> {
     record_report(&rec, code)
 }
 
+/// A command that had already ended is returned unchanged with `already_finished: true`.
 pub async fn stop(ctx: &Context, args: CommandRef) -> Result<Report> {
     let wired = ctx.engine()?;
-    let rec = wired
+    let outcome = wired
         .engine
-        .command_stop(&args.session, &args.command_id)
+        .command_stop_outcome(&args.session, &args.command_id)
         .await?;
-    record_report(&rec, 0)
+    let rec = &outcome.record;
+    let mut report = record_report(rec, 0)?;
+    report.json["already_finished"] = json!(outcome.already_finished);
+    if outcome.already_finished {
+        let exit = rec
+            .exit_code
+            .map(|c| format!(", exit {c}"))
+            .unwrap_or_default();
+        report.human.insert(
+            0,
+            Block::Line(Cell::new(
+                format!(
+                    "Command {} had already finished ({}{exit}); nothing was stopped.",
+                    rec.command_id,
+                    rec.status.as_str()
+                ),
+                Tone::Warn,
+            )),
+        );
+    }
+    Ok(report)
 }
 
 /// The record, and in human mode its fields plus the output excerpts (control sequences made
@@ -202,9 +271,13 @@ fn print_output(rec: &CommandRecord) {
         .and_then(|()| std::io::stderr().lock().flush());
 }
 
-/// `✓ completed · exit 0 · 120 ms · cmd_...` on stderr, only for a person at a terminal.
+/// `✓ completed · exit 0 · 120 ms · cmd_...` on stderr (stdout holds the command's own
+/// output). Into a pipe or file only when there is something to do next (a wait that ran out, a
+/// stopped or lost command): a plain success or failure is told by the exit code, and the
+/// command's own stderr stays byte for byte.
 fn status_line(ctx: &Context, rec: &CommandRecord) {
-    if !std::io::stderr().is_terminal() {
+    let needs_telling = !matches!(rec.status, CommandStatus::Completed | CommandStatus::Failed);
+    if !std::io::stderr().is_terminal() && !needs_telling {
         return;
     }
     let took = rec

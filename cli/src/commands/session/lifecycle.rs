@@ -50,10 +50,17 @@ pub fn list(ctx: &Context, args: ListArgs) -> Result<Report> {
     Ok(Report::new(json).human(render::session_table(&sessions)))
 }
 
-pub fn show(ctx: &Context, args: SessionArg) -> Result<Report> {
+/// The record with its last command as the machine reports it now (see `command list`).
+pub async fn show(ctx: &Context, args: SessionArg) -> Result<Report> {
     let wired = ctx.engine()?;
+    let freshness = wired
+        .engine
+        .refresh_commands(&args.session, ctx.refresh_bound())
+        .await?;
     let rec = wired.engine.session_show(&args.session)?;
-    Ok(Report::new(to_json(&rec)?).human(render::session(&rec)))
+    let mut json = to_json(&rec)?;
+    render::mark_freshness(ctx, &mut json, &freshness);
+    Ok(Report::new(json).human(render::session(&rec)))
 }
 
 pub async fn send(ctx: &Context, args: SendArgs) -> Result<Report> {
@@ -84,7 +91,7 @@ pub async fn read(ctx: &Context, args: ReadArgs) -> Result<Report> {
     } else {
         chunk.text.clone()
     };
-    if !ctx.out.json && std::io::stderr().is_terminal() {
+    if !ctx.out.json {
         let more = if chunk.more { " (more available)" } else { "" };
         ctx.out.note(&format!(
             "read {} bytes{more}; next: remote-runner session read --session {} --since {}",
@@ -94,14 +101,20 @@ pub async fn read(ctx: &Context, args: ReadArgs) -> Result<Report> {
     Ok(Report::new(to_json(&chunk)?).human(vec![Block::Raw(text)]))
 }
 
-pub fn logs(ctx: &Context, args: SessionArg) -> Result<Report> {
+/// Log metadata with statuses refreshed from the machine (see `command list`).
+pub async fn logs(ctx: &Context, args: SessionArg) -> Result<Report> {
     let wired = ctx.engine()?;
+    let freshness = wired
+        .engine
+        .refresh_commands(&args.session, ctx.refresh_bound())
+        .await?;
     let logs = wired.engine.logs(&args.session)?;
-    let json = json!({
+    let mut json = json!({
         "session_id": args.session,
         "logs": to_json(&logs)?,
         "summary": {"command_count": logs.len()},
     });
+    render::mark_freshness(ctx, &mut json, &freshness);
     Ok(Report::new(json).human(render::log_table(&logs)))
 }
 

@@ -1,8 +1,10 @@
 //! Human renderings of sessions and commands (the JSON is the records themselves).
 
 use remote_runner_provider::engine::{
-    CommandRecord, CommandStatus, LogEntry, SessionRecord, SessionStatus,
+    CommandRecord, CommandStatus, Freshness, LogEntry, SessionRecord, SessionStatus,
 };
+
+use crate::context::Context;
 
 use crate::output::{Block, Cell, Tone, relative_time};
 
@@ -155,4 +157,17 @@ pub fn log_table(logs: &[LogEntry]) -> Vec<Block> {
         rows,
         empty: "No command logs yet.".to_string(),
     }]
+}
+
+/// `stale` and `stale_reason` on a listing's JSON; in human mode the reason is a note on
+/// stderr, so a person knows the statuses may be old.
+pub fn mark_freshness(ctx: &Context, json: &mut serde_json::Value, freshness: &Freshness) {
+    let reason = freshness.stale_reason();
+    json["stale"] = serde_json::json!(reason.is_some());
+    json["stale_reason"] = serde_json::json!(reason);
+    if let Some(why) = reason
+        && !ctx.out.json
+    {
+        ctx.out.note(why);
+    }
 }

@@ -1,0 +1,484 @@
+# remote-runner control script (POSIX sh). Installed once per machine as
+#   ${XDG_STATE_HOME:-$HOME/.local/state}/remote-runner/lib/ctl-<content hash>.sh
+# and run by the one line every login shell parses (see provider/src/remote/mod.rs):
+#   exec /bin/sh -c '<find this file>' rr VERB NONCE
+# Parameters arrive on stdin as shell assignments, one or more lines, ended by the line
+# "@rr:NONCE:end"; whatever follows on stdin is the verb's data. Replies start after the line
+# "@rr:NONCE:begin" on stdout and on stderr, so nothing a startup file printed before can be
+# taken for a reply, and nothing it prints can forge one (it cannot know the nonce).
+# shellcheck disable=SC2034 # parameters are set by eval
+# shellcheck disable=SC2154 # ... and read here
+
+rr_verb=${1-}
+rr_nonce=${2-}
+# This file is <root>/lib/ctl-HASH.sh.
+RR_ROOT=${0%/lib/*}
+RR_CTL=${0##*/}
+unset TMUX TMUX_PANE
+umask 077
+
+rr_params=
+rr_ended=0
+while IFS= read -r rr_line; do
+  if [ "$rr_line" = "@rr:$rr_nonce:end" ]; then rr_ended=1; break; fi
+  rr_params="$rr_params$rr_line
+"
+done
+printf '@rr:%s:begin\n' "$rr_nonce"
+printf '@rr:%s:begin\n' "$rr_nonce" >&2
+if [ "$rr_ended" != 1 ]; then
+  echo "remote-runner: the parameters of '$rr_verb' were cut short" >&2
+  exit 96
+fi
+eval "$rr_params"
+
+# ---------------------------------------------------------------- ownership (StrictModes-like)
+
+# rr_secure PATH: PATH is ours (or root's) and no one else can write to it, unless it is a
+# root-owned sticky directory such as /tmp. Prints the reason and returns 1 otherwise.
+rr_secure() {
+  rr_ls=$(LC_ALL=C ls -ldn -- "$1" 2>/dev/null) || { echo "$1 does not exist"; return 1; }
+  # shellcheck disable=SC2086 # split the ls line into fields
+  set -- "$1" $rr_ls
+  rr_uid=$(id -u)
+  if [ "$4" != "$rr_uid" ] && [ "$4" != 0 ]; then
+    echo "$1 is owned by uid $4, not by you (uid $rr_uid)"
+    return 1
+  fi
+  case $2 in
+  ?????w???t* | ?????????t*) [ "$4" = 0 ] && return 0 ;;
+  esac
+  case $2 in
+  ?????w* | ????????w*)
+    echo "$1 is writable by other users (mode $2)"
+    return 1
+    ;;
+  esac
+  return 0
+}
+
+# rr_secure_chain PATH: PATH and every directory above it pass rr_secure; PATH must be ours.
+rr_secure_chain() {
+  rr_p=$1
+  rr_why=$(rr_secure "$rr_p") || { echo "$rr_why"; return 1; }
+  # shellcheck disable=SC2012 # the owner's uid of one known path
+  rr_o=$(LC_ALL=C ls -ldn -- "$rr_p" | { read -r _ _ u _; echo "$u"; })
+  if [ "$rr_o" != "$(id -u)" ]; then echo "$rr_p is not owned by you"; return 1; fi
+  while [ "$rr_p" != / ] && [ -n "$rr_p" ]; do
+    rr_p=${rr_p%/*}
+    [ -n "$rr_p" ] || rr_p=/
+    rr_why=$(rr_secure "$rr_p") || { echo "$rr_why"; return 1; }
+  done
+  return 0
+}
+
+# ---------------------------------------------------------------- machine
+
+# prepare: create the state root, check its ownership, report the tools.
+rr_prepare() {
+  mkdir -p -- "$RR_ROOT/sessions" "$RR_ROOT/lib" 2>/dev/null
+  for rr_d in "$RR_ROOT" "$RR_ROOT/sessions" "$RR_ROOT/lib" "$RR_ROOT/lib/$RR_CTL"; do
+    if ! rr_why=$(rr_secure_chain "$rr_d"); then
+      echo "@insecure $rr_why"
+      exit 0
+    fi
+  done
+  echo "@prepared"
+  printf 'root=%s\n' "$RR_ROOT"
+  printf 'shell=%s\n' "${SHELL-}"
+  rr_t=$(command -v tmux 2>/dev/null) || rr_t=
+  printf 'tmux=%s\n' "$rr_t"
+  if [ -n "$rr_t" ]; then printf 'tmux_version=%s\n' "$("$rr_t" -V 2>&1 | head -n 1)"; fi
+  rr_b=$(command -v bash 2>/dev/null) || rr_b=
+  printf 'bash=%s\n' "$rr_b"
+  # shellcheck disable=SC2016 # expanded by that bash
+  if [ -n "$rr_b" ]; then printf 'bash_version=%s\n' "$("$rr_b" --norc --noprofile -c 'echo "$BASH_VERSION"' 2>/dev/null)"; fi
+  exit 0
+}
+
+# sh: run the POSIX script in RR_SCRIPT with the rest of stdin.
+rr_sh() {
+  eval "$RR_SCRIPT"
+}
+
+# ---------------------------------------------------------------- sessions
+
+# tmux expands formats (#{...}, #(...)) in some arguments: a literal '#' is written '##'.
+rr_tmux_literal() {
+  case $1 in
+  *'#'*) printf '%s' "$1" | sed 's/#/##/g' ;;
+  *) printf '%s' "$1" ;;
+  esac
+}
+
+rr_tmux() {
+  "$T" -L "$S" "$@"
+}
+
+# Resolve the environment a login shell of the user's own shell would have, bounded; what its
+# startup files print goes to $SD/startup.out (shown in the terminal, never in command output).
+rr_login_env() {
+  rr_shell=${SHELL:-/bin/sh}
+  rr_name=${rr_shell##*/}
+  case $rr_name in
+  bash | zsh | ksh | mksh) set -- -l -i -c ;;
+  fish | dash | sh | ash) set -- -l -c ;;
+  tcsh | csh) set -- -c ;;
+  *) set -- -l -c ;;
+  esac
+  if command -v timeout >/dev/null 2>&1; then
+    rr_bound="timeout -k 2 $ENVBOUND"
+  else
+    rr_bound=
+  fi
+  # shellcheck disable=SC2016 # expanded by the login shell
+  RR_ENV_OUT=$SD/login.env $rr_bound "$rr_shell" "$@" 'cat /proc/self/environ > "$RR_ENV_OUT"' \
+    </dev/null >"$SD/startup.raw" 2>&1
+  rr_s=$?
+  # What an interactive shell without a terminal says about itself is ours, not the user's.
+  grep -v -e 'cannot set terminal process group' -e 'no job control in this shell' \
+    "$SD/startup.raw" >"$SD/startup.out"
+  rm -f -- "$SD/startup.raw"
+  if [ "$rr_s" = 124 ] || [ "$rr_s" = 137 ]; then
+    rm -f -- "$SD/login.env"
+    echo "env=timeout"
+  elif [ -s "$SD/login.env" ]; then
+    echo "env=ok"
+  else
+    echo "env=failed $rr_s"
+  fi
+  printf '%s\n' "$rr_name" >"$SD/login.shell"
+}
+
+# start_session: directories, session script (stdin), login environment, tmux session, ready.
+rr_start_session() {
+  if [ ! -d "$CWD" ]; then echo @nocwd; exit 0; fi
+  mkdir -p -- "$CD" || exit 3
+  if ! rr_why=$(rr_secure_chain "$SD"); then echo "@insecure $rr_why"; exit 0; fi
+  cat >"$SD/rr.sh" || exit 3
+  printf '%s' "$CWD" >"$SD/cwd"
+  if [ "$LOGINENV" = 1 ]; then rr_login_env; else echo "env=off"; fi
+  rr_sd=$(rr_tmux_literal "$SD")
+  # The server's default-shell runs pipe-pane and run-shell jobs: keep the user's login shell
+  # (fish, tcsh, ...) out of it.
+  SHELL=/bin/sh rr_tmux -f /dev/null new-session -d -s "$SID" -x "$COLS" -y "$ROWS" -c "$rr_sd" -- \
+    "$BASH" --noprofile --norc "$SD/rr.sh" pane \; \
+    pipe-pane -o -t "=$SID:" "exec cat >> '$(rr_tmux_literal "$SD")/transcript.raw'" || exit 3
+  rr_limit=$((ENVBOUND + 20))
+  timeout "$rr_limit" "$T" -L "$S" wait-for "rr-$SID-ready" || exit 4
+  echo @ready
+}
+
+# The owner of the foreground lock into rr_o (empty when free).
+rr_read_lock() {
+  rr_o=
+  read -r rr_o 2>/dev/null <"$SD/busy"
+  if [ -z "$rr_o" ] && [ -L "$SD/busy" ]; then rr_o=$(readlink "$SD/busy" 2>/dev/null); fi
+}
+
+# Take the session's foreground lock for $ID (dir $D), or print "@busy <owner>", remove $D and
+# exit. The lock is $SD/busy, a file holding the owner's command id, created with noclobber
+# (O_EXCL: atomic, and a builtin). An owner removes its lock just after its exit file and wake-up,
+# so a lock whose owner has an exit file is about to go: wait for that (5 ms steps); one still
+# there after half a second is stale (its shell died in between) and is reclaimed.
+rr_take_lock() {
+  set -C
+  rr_i=0
+  until { printf '%s\n' "$ID" >"$SD/busy"; } 2>/dev/null; do
+    rr_read_lock
+    if [ -z "$rr_o" ] && [ ! -e "$SD/busy" ] && [ ! -L "$SD/busy" ]; then continue; fi
+    if [ -n "$rr_o" ] && [ ! -s "$CD/$rr_o/exit" ] && rr_replaced "$rr_o"; then continue; fi
+    if [ -z "$rr_o" ] || [ ! -s "$CD/$rr_o/exit" ]; then
+      rm -rf -- "$D"
+      echo "@busy $rr_o"
+      exit 0
+    fi
+    if [ "$rr_i" -ge 100 ]; then rm -f -- "$SD/busy"; else sleep 0.005; fi
+    rr_i=$((rr_i + 1))
+  done
+  set +C
+}
+
+# The foreground process group of the session shell's terminal into rr_fg (the shell's own
+# pid when it is at its prompt); rr_p is the shell's pid.
+rr_terminal_group() {
+  rr_fg=
+  rr_p=
+  [ -r "$SD/shell.pid" ] && read -r rr_p <"$SD/shell.pid" && [ -r "/proc/$rr_p/stat" ] || return 1
+  read -r rr_st <"/proc/$rr_p/stat" || return 1
+  rr_st=${rr_st##*) }
+  # shellcheck disable=SC2086 # fields of /proc/PID/stat
+  set -- $rr_st
+  rr_fg=$6
+}
+
+# rr_replaced OWNER: when the session shell was replaced by a command (`exec bash`: same pid,
+# another command line), that command (OWNER, holding the lock without an exit file) is over:
+# record it as ended by shell_replaced, wake its waiters, release the lock. Rare path only.
+rr_replaced() {
+  [ -n "$1" ] && [ -r "$SD/shell.cmdline" ] && rr_terminal_group || return 1
+  IFS= read -r rr_want <"$SD/shell.cmdline" || return 1
+  rr_have=$(tr '\000' ' ' <"/proc/$rr_p/cmdline" 2>/dev/null) || return 1
+  [ -n "$rr_have" ] && [ "$rr_want" != "$rr_have" ] || return 1
+  if [ -d "$CD/$1" ] && [ ! -s "$CD/$1/exit" ]; then
+    printf 'code=0 how=shell_replaced state=done ended=%s\n' "$(date +%s.%N)" >"$CD/$1/exit.tmp" \
+      && mv -f -- "$CD/$1/exit.tmp" "$CD/$1/exit"
+  fi
+  printf '%s\n' "$rr_have" >"$SD/shell.cmdline.tmp" && mv -f -- "$SD/shell.cmdline.tmp" "$SD/shell.cmdline"
+  set -- "$1" wait-for -S "rr-$1"
+  for rr_w in "$CD/$1"/waiters/rr-*; do
+    [ -e "$rr_w" ] && set -- "$@" ';' wait-for -S "${rr_w##*/}"
+  done
+  rr_o=$1
+  shift
+  rr_tmux "$@" >/dev/null 2>&1
+  rm -f -- "$SD/busy"
+  return 0
+}
+
+# Print the state of the command in $D as key=value lines after "@report".
+rr_report() {
+  if [ "$MODE" != bg ] && [ -d "$D" ] && [ ! -s "$D/exit" ]; then
+    rr_read_lock
+    [ "$rr_o" = "${D##*/}" ] && rr_replaced "$rr_o"
+  fi
+  echo @report
+  [ -d "$D" ] || echo missing=1
+  if [ ! -s "$D/exit" ]; then
+    rr_a=1
+    if [ "$MODE" = bg ]; then
+      if [ -f "$D/pid" ]; then read -r rr_pid <"$D/pid"; kill -0 "$rr_pid" 2>/dev/null || rr_a=0; fi
+    else
+      rr_tmux has-session -t "=$SID" 2>/dev/null || rr_a=0
+    fi
+    echo "alive=$rr_a"
+    if [ ! -f "$D/started" ]; then
+      rr_read_lock
+      if [ "$rr_o" != "${D##*/}" ] && [ -n "$(find "$D/cmd.sh" -mmin +1 2>/dev/null)" ]; then
+        echo never=1
+      fi
+    fi
+  fi
+  for rr_f in exit started; do
+    [ -f "$D/$rr_f" ] && while IFS= read -r rr_l; do printf '%s\n' "$rr_l"; done <"$D/$rr_f"
+  done
+  [ -f "$D/pid" ] && read -r rr_pid <"$D/pid" && echo "pid=$rr_pid"
+  if [ -s "$D/stdout" ] || [ -s "$D/stderr" ]; then
+    echo @sizes
+    wc -c "$D/stdout" "$D/stderr" 2>/dev/null
+  fi
+  # The directory the command started in: last, raw, up to the end of the reply.
+  if [ -f "$D/pwd" ]; then
+    echo @pwd
+    while IFS= read -r rr_l || [ -n "$rr_l" ]; do printf '%s\n' "$rr_l"; done <"$D/pwd"
+  fi
+  exit 0
+}
+
+# start_command: lock, check the terminal is at the shell, type the fixed line, wait for the
+# command's end (foreground) or launch (background) on its channel, report. The command text is
+# already in $D/cmd.sh; a cwd override goes to $D/cwd as data, never typed.
+rr_start_command() {
+  trap '' HUP PIPE INT TERM
+  rr_take_lock
+  if [ "$HASCWD" = 1 ]; then printf '%s' "$CWD" >"$D/cwd"; fi
+  if rr_terminal_group; then
+    rr_i=0
+    while [ "$rr_fg" != "$rr_p" ] && [ "$rr_fg" -gt 0 ] 2>/dev/null; do
+      if [ "$rr_i" -ge 25 ]; then
+        rm -rf -- "$SD/busy" "$D"
+        read -r rr_n <"/proc/$rr_fg/comm"
+        echo "@term $rr_n"
+        exit 0
+      fi
+      rr_i=$((rr_i + 1))
+      sleep 0.02
+      rr_terminal_group || break
+    done
+    # A command replaced the session shell (`exec zsh`): its line would not mean the same there.
+    if [ -r "$SD/shell.comm" ] && read -r rr_want <"$SD/shell.comm" && read -r rr_have <"/proc/$rr_p/comm" \
+      && [ "$rr_want" != "$rr_have" ]; then
+      rm -rf -- "$SD/busy" "$D"
+      echo "@term $rr_have"
+      exit 0
+    fi
+  fi
+  rr_tmux send-keys -t "=$SID:" C-e C-u \; send-keys -t "=$SID:" -l -- "$LINE" \; \
+    send-keys -t "=$SID:" Enter \; wait-for "$CH" 2>/dev/null
+  rr_w=$?
+  if [ $rr_w -ne 0 ] && [ ! -e "$D/started" ] && ! rr_tmux has-session -t "=$SID" 2>/dev/null; then
+    rm -rf -- "$SD/busy" "$D"
+    echo @lost
+    exit 0
+  fi
+  echo @started
+  rr_report
+}
+
+# signal: wake a channel (ends a bounded wait from the caller's side).
+rr_signal() {
+  rr_tmux wait-for -S "$CH" 2>/dev/null
+  exit 0
+}
+
+# wait_command: wait up to SECS on a waiter channel of our own, then report.
+rr_wait_command() {
+  rr_ch=rr-$ID-w$$
+  [ -d "$D" ] && mkdir -p -- "$D/waiters" && : >"$D/waiters/$rr_ch"
+  if [ "$MODE" = bg ]; then
+    rr_running() { [ ! -f "$D/pid" ] || { read -r rr_pid <"$D/pid" && kill -0 "$rr_pid" 2>/dev/null; }; }
+  else
+    rr_running() { rr_tmux has-session -t "=$SID" 2>/dev/null; }
+  fi
+  if [ -d "$D" ] && [ ! -s "$D/exit" ] && rr_running; then
+    timeout "$SECS" "$T" -L "$S" wait-for "$rr_ch" 2>/dev/null
+    rr_w=$?
+    if [ $rr_w -ne 0 ] && [ $rr_w -ne 124 ] && [ ! -s "$D/exit" ] && [ -f "$D/pid" ]; then
+      read -r rr_pid <"$D/pid"
+      # shellcheck disable=SC2016 # expanded by that sh
+      timeout "$SECS" sh -c 'while [ ! -s "$1/exit" ] && kill -0 "$2" 2>/dev/null; do sleep 0.2; done' _ "$D" "$rr_pid"
+    fi
+  fi
+  rm -f -- "$D/waiters/$rr_ch"
+  rr_report
+}
+
+# Wait up to GRACE seconds for the exit file, on our own channel (poll if the channel failed).
+rr_stop_wait() {
+  [ -s "$D/exit" ] && return 0
+  timeout "$GRACE" "$T" -L "$S" wait-for "$rr_ch" 2>/dev/null
+  rr_w=$?
+  if [ $rr_w -ne 0 ] && [ $rr_w -ne 124 ]; then
+    rr_i=0
+    while [ ! -s "$D/exit" ] && [ "$rr_i" -lt $((GRACE * 10)) ]; do sleep 0.1; rr_i=$((rr_i + 1)); done
+  fi
+}
+
+# stop_command: foreground Ctrl-C, then TERM and KILL to the terminal's foreground group, then
+# KILL of the shell (the pane restarts it); background TERM then KILL to its process group.
+rr_stop_command() {
+  rr_ch=rr-$ID-s$$
+  if [ ! -s "$D/exit" ] && [ -d "$D" ]; then
+    : >"$D/stop_requested"
+    mkdir -p -- "$D/waiters" && : >"$D/waiters/$rr_ch"
+    if [ "$MODE" = bg ]; then
+      rr_i=0
+      while [ ! -f "$D/pid" ] && [ ! -s "$D/exit" ] && [ $rr_i -lt 50 ]; do sleep 0.1; rr_i=$((rr_i + 1)); done
+      if [ ! -s "$D/exit" ] && read -r rr_pid <"$D/pid"; then
+        kill -TERM "-$rr_pid" 2>/dev/null
+        rr_stop_wait
+        if [ ! -s "$D/exit" ]; then
+          kill -KILL "-$rr_pid" 2>/dev/null
+          sleep 0.1
+          if [ ! -s "$D/exit" ]; then
+            printf 'code=137 how=killed state=stopped ended=%s\n' "$(date +%s.%N)" >"$D/exit.tmp" \
+              && mv -f -- "$D/exit.tmp" "$D/exit"
+          fi
+        fi
+        rr_i=0
+        while kill -0 "-$rr_pid" 2>/dev/null && [ $rr_i -lt $((GRACE * 10)) ]; do sleep 0.1; rr_i=$((rr_i + 1)); done
+        kill -KILL "-$rr_pid" 2>/dev/null
+      fi
+    else
+      rr_tmux send-keys -t "=$SID:" C-c 2>/dev/null
+      rr_stop_wait
+      if [ ! -s "$D/exit" ] && rr_terminal_group; then
+        if [ "$rr_fg" != "$rr_p" ] && [ "$rr_fg" -gt 0 ] 2>/dev/null; then
+          kill -TERM "-$rr_fg" 2>/dev/null
+          rr_stop_wait
+          [ -s "$D/exit" ] || { kill -KILL "-$rr_fg" 2>/dev/null; rr_stop_wait; }
+        fi
+        [ -s "$D/exit" ] || { kill -KILL "$rr_p" 2>/dev/null; rr_stop_wait; }
+      fi
+    fi
+    rm -f -- "$D/waiters/$rr_ch"
+  fi
+  rr_report
+}
+
+# wait_output: until the command ends or its output grows past the given offsets (bounded).
+rr_wait_output() {
+  # shellcheck disable=SC2016 # expanded by that sh
+  timeout "$SECS" sh -c 'while [ ! -f "$1/exit" ] && [ "$(wc -c < "$1/stdout" 2>/dev/null || echo 0)" -le "$2" ] && [ "$(wc -c < "$1/stderr" 2>/dev/null || echo 0)" -le "$3" ]; do sleep 0.1; done' _ "$D" "$OUT" "$ERR"
+  exit 0
+}
+
+# send: paste stdin into the pane as typed input (never in argv), then Enter if asked.
+rr_send() {
+  rr_tmux has-session -t "=$SID" 2>/dev/null || exit 5
+  if [ "$HASDATA" = 1 ]; then
+    rr_tmux load-buffer -b "$BUF" - \; paste-buffer -d -b "$BUF" -t "=$SID:" || exit 6
+  fi
+  if [ "$ENTER" = 1 ]; then rr_tmux send-keys -t "=$SID:" Enter || exit 6; fi
+  exit 0
+}
+
+rr_capture() {
+  rr_tmux has-session -t "=$SID" 2>/dev/null || exit 5
+  rr_tmux display-message -p -t "=$SID:" '#{pane_width} #{pane_height}' \; capture-pane -p -t "=$SID:" || exit 6
+  exit 0
+}
+
+rr_resize() {
+  rr_tmux has-session -t "=$SID" 2>/dev/null || exit 5
+  rr_tmux resize-window -t "=$SID:" -x "$COLS" -y "$ROWS" || exit 6
+  exit 0
+}
+
+rr_alive() {
+  rr_tmux has-session -t "=$SID" 2>/dev/null
+}
+
+# kill: end the tmux session (the pane does not restart the shell once "closing" is there);
+# with PURGE=1 also remove the session's state directory. Prints "@gone" once it is gone.
+rr_kill() {
+  [ -d "$SD" ] && : >"$SD/closing"
+  rr_tmux kill-session -t "=$SID" 2>/dev/null
+  if rr_tmux has-session -t "=$SID" 2>/dev/null; then
+    echo "@still-running"
+    exit 0
+  fi
+  if [ "$PURGE" = 1 ] && [ -d "$SD" ]; then
+    case $SD in
+    "$RR_ROOT"/sessions/?*) rm -rf -- "$SD" ;;
+    esac
+  fi
+  echo @gone
+  exit 0
+}
+
+# prune: keep the newest KEEP command directories of the session (ids are time-ordered);
+# remove older ones that have ended. A command still running is never removed.
+rr_prune() {
+  set -- "$CD"/*
+  [ -e "$1" ] || exit 0
+  rr_drop=$(($# - KEEP))
+  for rr_d in "$@"; do
+    [ "$rr_drop" -gt 0 ] || break
+    rr_drop=$((rr_drop - 1))
+    if [ -s "$rr_d/exit" ]; then rm -rf -- "$rr_d"; fi
+  done
+  exit 0
+}
+
+case $rr_verb in
+prepare) rr_prepare ;;
+sh) rr_sh ;;
+start_session) rr_start_session ;;
+start_command) rr_start_command ;;
+signal) rr_signal ;;
+wait_command) rr_wait_command ;;
+report) rr_report ;;
+stop_command) rr_stop_command ;;
+wait_output) rr_wait_output ;;
+send) rr_send ;;
+capture) rr_capture ;;
+resize) rr_resize ;;
+alive) rr_alive ;;
+kill) rr_kill ;;
+prune) rr_prune ;;
+*)
+  echo "remote-runner: unknown control verb '$rr_verb' (a newer remote-runner installed a newer script)" >&2
+  exit 95
+  ;;
+esac

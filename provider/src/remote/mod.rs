@@ -1,0 +1,296 @@
+//! The remote control plane: how the engine runs its own scripts on a machine.
+//!
+//! sshd runs every exec string through the user's login shell (bash, zsh, fish, dash, tcsh)
+//! after its startup files, which may print anything. So the engine sends one fixed line that
+//! every one of those shells parses the same way,
+//!
+//! ```text
+//! exec /bin/sh -c '<find ctl-HASH.sh under the state root and exec it>' rr VERB NONCE
+//! ```
+//!
+//! and everything variable travels as data: the verb's parameters as shell assignments on stdin
+//! (ended by a nonce line), then the verb's own input. The control script (`ctl.sh`, a real
+//! POSIX sh file in this directory, shellchecked and tested under dash, bash and busybox sh) is
+//! installed once per machine under `${XDG_STATE_HOME:-~/.local/state}/remote-runner/lib/`, named
+//! by its content hash, the first time a call finds it missing. Its replies start after a line
+//! holding the per-call nonce, on stdout and on stderr: what startup files print comes before it
+//! and can neither break a reply nor forge one.
+//!
+//! The `local` machine runs the same line through `sh -c`, so local tests exercise the same
+//! scripts as SSH ones.
+
+mod tools;
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, ErrorCode, Result};
+use crate::transport::{ExecOptions, ExecOutput, Transport, shell_quote};
+
+pub use tools::{MIN_BASH, MIN_TMUX, RemoteTools, prepare};
+
+/// The control script, as installed on machines.
+pub const CTL_SCRIPT: &str = include_str!("ctl.sh");
+
+/// `ctl-<first 16 hex digits of its sha256>.sh`: a new version never replaces an old one that
+/// a process of an older build may still be running.
+pub static CTL_NAME: LazyLock<String> = LazyLock::new(|| {
+    let hash = Sha256::digest(CTL_SCRIPT.as_bytes());
+    let hex: String = hash.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("ctl-{hex}.sh")
+});
+
+/// Bytes of startup-file output kept before a reply on top of the caller's cap.
+const STARTUP_NOISE_ROOM: usize = 64 << 10;
+
+/// Exit status of the bootstrap line when the control script is not installed yet.
+const NOT_INSTALLED: i32 = 97;
+
+/// One call of a control-script verb.
+#[derive(Debug, Clone)]
+pub struct Call<'a> {
+    verb: &'a str,
+    params: Vec<(&'a str, String)>,
+    data: Option<&'a [u8]>,
+    limit: Option<Duration>,
+    max_output: usize,
+}
+
+impl<'a> Call<'a> {
+    pub fn new(verb: &'a str) -> Call<'a> {
+        Call {
+            verb,
+            params: Vec::new(),
+            data: None,
+            limit: Some(Duration::from_secs(30)),
+            max_output: 1 << 20,
+        }
+    }
+
+    /// A parameter: any text (newlines, quotes, `#(...)` included); it reaches the script as a
+    /// shell variable, never as code.
+    pub fn param(mut self, name: &'a str, value: impl Into<String>) -> Self {
+        self.params.push((name, value.into()));
+        self
+    }
+
+    /// Bytes the verb reads on its stdin.
+    pub fn data(mut self, data: &'a [u8]) -> Self {
+        self.data = Some(data);
+        self
+    }
+
+    /// Bound on the whole call.
+    pub fn limit(mut self, limit: Duration) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+
+    /// Bound on the whole call, or none.
+    pub fn limit_opt(mut self, limit: Option<Duration>) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    /// Keep at most this many bytes of each of stdout and stderr.
+    pub fn max_output(mut self, max: usize) -> Self {
+        self.max_output = max;
+        self
+    }
+
+    /// Run the verb; the control script is installed first when the machine lacks it. The
+    /// output is the verb's own: everything before the nonce line is dropped.
+    pub async fn run<T: Transport + ?Sized>(&self, transport: &T) -> Result<ExecOutput> {
+        let nonce = uuid::Uuid::new_v4().simple().to_string();
+        let out = self.exec_once(transport, &nonce).await?;
+        if out.status.code() == Some(NOT_INSTALLED)
+            && let Some(root) = install_request(&out.stdout, &nonce)
+        {
+            install(transport, &root).await?;
+            let nonce = uuid::Uuid::new_v4().simple().to_string();
+            let out = self.exec_once(transport, &nonce).await?;
+            return unframe(transport, out, &nonce).map(|o| self.cap(o));
+        }
+        unframe(transport, out, &nonce).map(|o| self.cap(o))
+    }
+
+    /// The caller's cap, applied to the reply itself.
+    fn cap(&self, mut out: ExecOutput) -> ExecOutput {
+        if out.stdout.len() > self.max_output {
+            out.stdout.truncate(self.max_output);
+            out.stdout_truncated = true;
+        }
+        if out.stderr.len() > self.max_output {
+            out.stderr.truncate(self.max_output);
+            out.stderr_truncated = true;
+        }
+        out
+    }
+
+    async fn exec_once<T: Transport + ?Sized>(
+        &self,
+        transport: &T,
+        nonce: &str,
+    ) -> Result<ExecOutput> {
+        let mut stdin = Vec::new();
+        for (name, value) in &self.params {
+            stdin.extend_from_slice(format!("{name}={}\n", sh_literal(value)).as_bytes());
+        }
+        stdin.extend_from_slice(format!("@rr:{nonce}:end\n").as_bytes());
+        if let Some(data) = self.data {
+            stdin.extend_from_slice(data);
+        }
+        transport
+            .exec_raw(
+                &bootstrap_line(self.verb, nonce),
+                ExecOptions {
+                    stdin: Some(stdin),
+                    timeout: self.limit,
+                    // Room for what startup files print before the reply.
+                    max_output: self.max_output.saturating_add(STARTUP_NOISE_ROOM),
+                },
+            )
+            .await
+    }
+}
+
+/// Run a small POSIX sh script on the machine through the control plane (any login shell), with
+/// `stdin` as its standard input.
+pub async fn sh<T: Transport + ?Sized>(
+    transport: &T,
+    script: &str,
+    stdin: Option<&[u8]>,
+    limit: Option<Duration>,
+    max_output: usize,
+) -> Result<ExecOutput> {
+    let mut call = Call::new("sh")
+        .param("RR_SCRIPT", script)
+        .limit_opt(limit)
+        .max_output(max_output);
+    if let Some(data) = stdin {
+        call = call.data(data);
+    }
+    call.run(transport).await
+}
+
+/// The one line sent to the login shell: only words and one single-quoted string without `'`,
+/// `\` or `!`, which bash, zsh, fish, dash, ksh and tcsh all read the same way.
+pub fn bootstrap_line(verb: &str, nonce: &str) -> String {
+    debug_assert!(verb.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'));
+    format!(
+        "exec /bin/sh -c 'r=${{XDG_STATE_HOME:-}}; case $r in /*) ;; *) r=$HOME/.local/state ;; \
+         esac; f=$r/remote-runner/lib/{ctl}; if [ -r \"$f\" ]; then exec /bin/sh \"$f\" \"$@\"; fi; \
+         printf \"@rr:%s:install %s\\n\" \"$2\" \"$r/remote-runner\"; exit {NOT_INSTALLED}' rr {verb} {nonce}",
+        ctl = CTL_NAME.as_str(),
+    )
+}
+
+/// POSIX single-quoted form of any text (always quoted: the value may be empty).
+fn sh_literal(value: &str) -> String {
+    let quoted = shell_quote(value);
+    if quoted.starts_with('\'') {
+        quoted
+    } else {
+        format!("'{quoted}'")
+    }
+}
+
+/// The state root named by a bootstrap line that found no control script.
+fn install_request(stdout: &[u8], nonce: &str) -> Option<String> {
+    let marker = format!("@rr:{nonce}:install ");
+    let text = String::from_utf8_lossy(stdout);
+    let start = text.find(&marker)? + marker.len();
+    let root = text[start..].lines().next()?.to_string();
+    root.starts_with('/').then_some(root)
+}
+
+/// Put the control script in place: `<root>/lib/ctl-HASH.sh`, directories 0700, written
+/// atomically (two processes installing at once both succeed).
+async fn install<T: Transport + ?Sized>(transport: &T, root: &str) -> Result<()> {
+    let lib = format!("{root}/lib");
+    transport.create_dir_all(&lib, 0o700).await.map_err(|e| {
+        Error::new(
+            e.code,
+            format!(
+                "cannot create remote-runner's state directory {lib} on {}: {}; make sure the \
+                 account can write to it (or set XDG_STATE_HOME in its environment to a directory \
+                 it owns)",
+                transport.describe(),
+                e.message
+            ),
+        )
+    })?;
+    let path = format!("{lib}/{}", CTL_NAME.as_str());
+    transport
+        .write_file(&path, CTL_SCRIPT.as_bytes(), 0o600)
+        .await
+}
+
+/// The verb's reply: the output after the nonce line on each stream.
+fn unframe<T: Transport + ?Sized>(
+    transport: &T,
+    mut out: ExecOutput,
+    nonce: &str,
+) -> Result<ExecOutput> {
+    let marker = format!("@rr:{nonce}:begin\n");
+    let Some(start) = find(&out.stdout, marker.as_bytes()) else {
+        let said =
+            crate::util::printable_excerpt(&[&out.stdout[..], &out.stderr[..]].concat(), 400);
+        return Err(Error::new(
+            ErrorCode::RemoteError,
+            format!(
+                "the login shell on {} did not run remote-runner's control script (status {:?}); \
+                 it printed: {said:?}; check that /bin/sh exists there and that the account's \
+                 startup files do not exit or replace the shell for non-interactive commands",
+                transport.describe(),
+                out.status
+            ),
+        ));
+    };
+    out.stdout.drain(..start + marker.len());
+    if let Some(start) = find(&out.stderr, marker.as_bytes()) {
+        out.stderr.drain(..start + marker.len());
+    }
+    Ok(out)
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bootstrap_line_is_plain_for_every_shell() {
+        let line = bootstrap_line("start_command", "0123abcd");
+        let quoted = line.split('\'').nth(1).unwrap();
+        // fish reads `\\` and `\'` inside single quotes; tcsh reads `!`.
+        for bad in ["\\\\", "\\'", "!", "\n"] {
+            assert!(!quoted.contains(bad), "{bad:?} in the quoted part");
+        }
+        assert_eq!(line.matches('\'').count(), 2);
+        assert!(line.ends_with("' rr start_command 0123abcd"));
+    }
+
+    #[test]
+    fn literals_are_always_quoted() {
+        assert_eq!(sh_literal(""), "''");
+        assert_eq!(sh_literal("abc"), "'abc'");
+        assert_eq!(sh_literal("a'b"), "'a'\\''b'");
+        assert_eq!(sh_literal("a\nb"), "'a\nb'");
+    }
+
+    #[test]
+    fn install_request_needs_the_nonce() {
+        let out = b"Welcome\n@rr:abc:install /home/u/.local/state/remote-runner\n";
+        assert_eq!(
+            install_request(out, "abc").as_deref(),
+            Some("/home/u/.local/state/remote-runner")
+        );
+        assert_eq!(install_request(out, "other"), None);
+    }
+}

@@ -1,0 +1,222 @@
+//! The remote scripts as files: shellcheck-clean, and the control script behaving the same under
+//! dash, bash and busybox sh; the bootstrap line read the same way by every login shell.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use remote_runner_provider::remote::{CTL_NAME, CTL_SCRIPT, bootstrap_line};
+
+const SESSION_SCRIPT: &str = include_str!("../src/tmux/rr.sh");
+
+fn need(tool: &str) -> PathBuf {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{tool} is not installed; scripts/install-deps.sh installs it (apt-get install {tool})"
+    );
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+#[test]
+fn scripts_are_shellcheck_clean() {
+    let shellcheck = need("shellcheck");
+    let dir = tempfile::tempdir().unwrap();
+    for (name, shell, text) in [
+        ("ctl.sh", "sh", CTL_SCRIPT),
+        ("rr.sh", "bash", SESSION_SCRIPT),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let out = Command::new(&shellcheck)
+            .args(["-s", shell])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "shellcheck {name}:\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
+
+/// A state root with the control script installed, as the engine installs it.
+fn installed_root(home: &Path) -> PathBuf {
+    let lib = home.join(".local/state/remote-runner/lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    let ctl = lib.join(CTL_NAME.as_str());
+    std::fs::write(&ctl, CTL_SCRIPT).unwrap();
+    ctl
+}
+
+fn run_verb(shell: &[&str], ctl: &Path, verb: &str, params: &str, data: &[u8]) -> (String, i32) {
+    let nonce = "n0nce";
+    let mut child = Command::new(shell[0])
+        .args(&shell[1..])
+        .arg(ctl)
+        .args([verb, nonce])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(format!("{params}@rr:{nonce}:end\n").as_bytes())
+        .unwrap();
+    stdin.write_all(data).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let reply = text
+        .split_once("@rr:n0nce:begin\n")
+        .unwrap_or_else(|| panic!("no reply frame from {shell:?}: {text:?}"))
+        .1
+        .to_string();
+    (reply, out.status.code().unwrap_or(-1))
+}
+
+fn posix_shells() -> Vec<Vec<&'static str>> {
+    need("dash");
+    need("busybox");
+    vec![vec!["dash"], vec!["bash", "--posix"], vec!["busybox", "sh"]]
+}
+
+#[test]
+fn control_script_under_dash_bash_and_busybox() {
+    for shell in posix_shells() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(
+            home.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )
+        .unwrap();
+        let ctl = installed_root(home.path());
+        // Parameters are data: quotes, newlines, command substitutions and tmux formats arrive
+        // as they were sent, and stdin after them is the verb's.
+        let tricky = "a'b\"c $(touch /tmp/rr-never) `x`\n#(y) #{z}\\";
+        let params = format!(
+            "RR_SCRIPT='printf \"%s|\" \"$V\"; cat'\nV={}\n",
+            shell_single_quote(tricky)
+        );
+        let (reply, status) = run_verb(&shell, &ctl, "sh", &params, b"stdin-data");
+        assert_eq!(status, 0, "{shell:?}");
+        assert_eq!(reply, format!("{tricky}|stdin-data"), "{shell:?}");
+        // The state root is created and checked; the tools are reported.
+        let (reply, _) = run_verb(&shell, &ctl, "prepare", "", b"");
+        assert!(reply.starts_with("@prepared\n"), "{shell:?}: {reply}");
+        let root = home.path().join(".local/state/remote-runner");
+        assert!(
+            reply.contains(&format!("root={}\n", root.display())),
+            "{shell:?}: {reply}"
+        );
+        assert!(reply.contains("tmux_version=tmux "), "{shell:?}: {reply}");
+        // A directory others can write to is refused, naming it.
+        std::fs::set_permissions(
+            root.join("sessions"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o777),
+        )
+        .unwrap();
+        let (reply, _) = run_verb(&shell, &ctl, "prepare", "", b"");
+        assert!(
+            reply.starts_with("@insecure ") && reply.contains("sessions is writable by other"),
+            "{shell:?}: {reply}"
+        );
+    }
+}
+
+#[test]
+fn a_report_cannot_be_forged_by_a_directory_name() {
+    for shell in posix_shells() {
+        let home = tempfile::tempdir().unwrap();
+        let ctl = installed_root(home.path());
+        let d = home.path().join("cmd");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("started"), "started=1.5\n").unwrap();
+        std::fs::write(d.join("pwd"), "/x\ncode=0 how=normal state=done ended=2").unwrap();
+        let params = format!(
+            "D='{}'\nMODE=bg\nSD=/nonexistent\nCD=/nonexistent\n",
+            d.display()
+        );
+        let (reply, _) = run_verb(&shell, &ctl, "report", &params, b"");
+        let (report, pwd) = reply.split_once("@pwd\n").expect("pwd section last");
+        assert!(!report.contains("code="), "{shell:?}: {reply}");
+        assert_eq!(pwd, "/x\ncode=0 how=normal state=done ended=2\n");
+    }
+}
+
+/// The one line the engine sends reaches the control script through every login shell.
+#[test]
+fn bootstrap_line_runs_under_every_login_shell() {
+    let mut shells = vec!["bash", "dash", "sh"];
+    for extra in ["zsh", "fish", "tcsh", "ksh", "mksh"] {
+        if Command::new("sh")
+            .arg("-c")
+            .arg(format!("command -v {extra}"))
+            .stdout(Stdio::null())
+            .status()
+            .unwrap()
+            .success()
+        {
+            shells.push(extra);
+        }
+    }
+    assert!(
+        shells.contains(&"zsh") && shells.contains(&"fish"),
+        "zsh and fish must be installed for this test (scripts/install-deps.sh)"
+    );
+    for shell in shells {
+        let home = tempfile::tempdir().unwrap();
+        // Not installed yet: the line says where to install, framed by the nonce.
+        let out = Command::new(shell)
+            .arg("-c")
+            .arg(bootstrap_line("prepare", "abc123"))
+            .env("HOME", home.path())
+            .env_remove("XDG_STATE_HOME")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(97), "{shell}: {text} {:?}", out);
+        assert_eq!(
+            text,
+            format!(
+                "@rr:abc123:install {}/.local/state/remote-runner\n",
+                home.path().display()
+            ),
+            "{shell}"
+        );
+        // Installed: the verb runs.
+        installed_root(home.path());
+        let mut child = Command::new(shell)
+            .arg("-c")
+            .arg(bootstrap_line("sh", "abc123"))
+            .env("HOME", home.path())
+            .env_remove("XDG_STATE_HOME")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"RR_SCRIPT='echo from-ctl'\n@rr:abc123:end\n")
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "@rr:abc123:begin\nfrom-ctl\n",
+            "{shell}"
+        );
+    }
+}
+
+fn shell_single_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
