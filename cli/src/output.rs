@@ -69,7 +69,7 @@ impl Output {
         } else {
             let label = paint("error:", Tone::Bad, self.stderr_color);
             let code = paint(&format!("[{}]", err.code), Tone::Dim, self.stderr_color);
-            format!("{label} {} {code}\n", err.message)
+            format!("{label} {} {code}\n", neutralize(&err.message))
         };
         write_ignoring_broken_pipe(&mut std::io::stderr().lock(), &text);
         exit::for_error(err.code)
@@ -77,7 +77,7 @@ impl Output {
 
     /// A coloured status line on stderr (e.g. how a command ended, after its own output).
     pub fn status(&self, cell: &Cell) {
-        let text = paint(&cell.text, cell.tone, self.stderr_color);
+        let text = paint(&neutralize(&cell.text), cell.tone, self.stderr_color);
         write_ignoring_broken_pipe(&mut std::io::stderr().lock(), &format!("{text}\n"));
     }
 
@@ -86,7 +86,7 @@ impl Output {
         let label = paint("note:", Tone::Warn, self.stderr_color);
         write_ignoring_broken_pipe(
             &mut std::io::stderr().lock(),
-            &format!("{label} {message}\n"),
+            &format!("{label} {}\n", neutralize(message)),
         );
     }
 }
@@ -178,10 +178,14 @@ pub enum Block {
     Fields(Vec<(&'static str, Cell)>),
     /// One line.
     Line(Cell),
-    /// Text printed exactly as is (a completion script, a man page).
+    /// Text printed exactly as is (a completion script, a man page). The only block that is not
+    /// neutralised: whoever builds it decides (see [`neutralize`]).
     Raw(String),
 }
 
+/// Every table cell, field value and line is passed through [`neutralize`] here, so no
+/// renderer can forget it: file names, paths, cwds and versions that came from a machine never
+/// reach the terminal raw. (`--json` output is never touched.)
 fn render_blocks(blocks: &[Block], color: bool) -> String {
     let mut out = String::new();
     for block in blocks {
@@ -190,21 +194,70 @@ fn render_blocks(blocks: &[Block], color: bool) -> String {
                 headers,
                 rows,
                 empty,
-            } => render_table(&mut out, headers, rows, empty, color),
+            } => {
+                let rows: Vec<Vec<Cell>> = rows
+                    .iter()
+                    .map(|row| {
+                        row.iter()
+                            .map(|c| Cell::new(neutralize_inline(&c.text), c.tone))
+                            .collect()
+                    })
+                    .collect();
+                render_table(&mut out, headers, &rows, &neutralize(empty), color)
+            }
             Block::Fields(fields) => {
                 let width = fields.iter().map(|(k, _)| k.chars().count()).max();
                 for (key, value) in fields {
                     let pad = width.unwrap_or(0) - key.chars().count();
                     let key = paint(key, Tone::Bold, color);
-                    let value = paint(&value.text, value.tone, color);
+                    let value = paint(&neutralize_inline(&value.text), value.tone, color);
                     out.push_str(&format!("{key}{}  {value}\n", " ".repeat(pad)));
                 }
             }
             Block::Line(cell) => {
-                out.push_str(&paint(&cell.text, cell.tone, color));
+                out.push_str(&paint(&neutralize(&cell.text), cell.tone, color));
                 out.push('\n');
             }
             Block::Raw(text) => out.push_str(text),
+        }
+    }
+    out
+}
+
+/// `text` (from a machine, or anything else) made safe to print on a person's terminal: every
+/// control character is shown as text instead of acting on the terminal. C0 controls other
+/// than newline and tab become caret notation (`ESC` is `^[`, so OSC 52 clipboard writes,
+/// title changes and screen clears are inert), DEL is `^?`, C1 controls (U+0080..U+009F, which
+/// some terminals take as `ESC [`) and the bidirectional overrides and isolates (which can make
+/// a name read as something else) become `\u{202e}`-style text. `\r\n` becomes `\n`.
+pub fn neutralize(text: &str) -> String {
+    neutralize_with(text, false)
+}
+
+/// [`neutralize`] for one table cell or field value: newlines and tabs are shown too (`^J`,
+/// `^I`), so a name cannot break the layout or forge a row.
+pub fn neutralize_inline(text: &str) -> String {
+    neutralize_with(text, true)
+}
+
+fn neutralize_with(text: &str, inline: bool) -> String {
+    let text = text.replace("\r\n", "\n");
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' | '\t' if !inline => out.push(c),
+            '\u{0}'..='\u{1f}' => {
+                out.push('^');
+                out.push(char::from(b'@' + c as u8));
+            }
+            '\u{7f}' => out.push_str("^?"),
+            '\u{80}'..='\u{9f}'
+            | '\u{61c}'
+            | '\u{200e}'
+            | '\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2066}'..='\u{2069}' => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            _ => out.push(c),
         }
     }
     out
@@ -307,6 +360,54 @@ mod tests {
             "ID      HOST\na       h1\nlonger  h2\n"
         );
         assert!(render_blocks(&blocks, true).contains("\x1b[32mh2\x1b[0m"));
+    }
+
+    #[test]
+    fn escape_sequences_become_visible_text() {
+        let hostile = "a\x1b]0;pwned\x07b\x1b[2J\x1b[31mred\r\nnext\tcol\x08\x7f\u{9b}31m";
+        let safe = neutralize(hostile);
+        assert_eq!(
+            safe,
+            "a^[]0;pwned^Gb^[[2J^[[31mred\nnext\tcol^H^?\\u{9b}31m"
+        );
+        assert!(
+            !safe
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t')
+        );
+        assert_eq!(neutralize("50%\r100%"), "50%^M100%");
+        assert_eq!(neutralize("evil\u{202e}txt.exe"), "evil\\u{202e}txt.exe");
+        let text = "héllo wörld\n\tindented ✓\n";
+        assert_eq!(neutralize(text), text);
+    }
+
+    #[test]
+    fn cells_fields_lines_and_empty_notes_are_neutralised() {
+        let osc52 = "\x1b]52;c;cm0gLXJmIH4K\x07";
+        let blocks = vec![
+            Block::Table {
+                headers: vec!["NAME"],
+                rows: vec![vec![Cell::plain(format!("a{osc52}\nforged row"))]],
+                empty: String::new(),
+            },
+            Block::Fields(vec![("cwd", Cell::plain("/x\x1b]0;title\x07"))]),
+            Block::Line(Cell::plain("\x1bc clear")),
+            Block::Table {
+                headers: vec!["NAME"],
+                rows: vec![],
+                empty: format!("/d{osc52} is empty."),
+            },
+        ];
+        for color in [false, true] {
+            let out = render_blocks(&blocks, color);
+            let without_our_colours = out.replace("\x1b[1m", "").replace("\x1b[0m", "");
+            assert!(!without_our_colours.contains('\x1b'), "{out:?}");
+            assert!(!out.contains('\x07'), "{out:?}");
+            assert!(
+                out.contains("a^[]52;c;cm0gLXJmIH4K^G^Jforged row"),
+                "{out:?}"
+            );
+        }
     }
 
     #[test]

@@ -151,7 +151,13 @@ async fn transfer(ctx: &Context, args: TransferArgs, upload: bool) -> Result<Rep
         ),
         _ => e,
     })?;
-    Ok(Report::new(to_json(&rec)?).human(render_transfer(&rec)))
+    let report = Report::new(to_json(&rec)?).human(render_transfer(&rec));
+    // Entries were skipped: the work ran and its result says not all of it was done.
+    Ok(if rec.status == TransferStatus::Partial {
+        report.failed()
+    } else {
+        report
+    })
 }
 
 pub async fn list(ctx: &Context, args: ListArgs) -> Result<Report> {
@@ -173,7 +179,7 @@ pub fn history(ctx: &Context, args: HistoryArgs) -> Result<Report> {
 fn status_cell(status: TransferStatus) -> Cell {
     let tone = match status {
         TransferStatus::Succeeded => Tone::Good,
-        TransferStatus::Running => Tone::Warn,
+        TransferStatus::Running | TransferStatus::Partial => Tone::Warn,
         _ => Tone::Bad,
     };
     Cell::new(status.as_str(), tone)
@@ -214,12 +220,24 @@ pub fn render_transfer(rec: &TransferRecord) -> Vec<Block> {
         fields.push((
             "skipped",
             Cell::new(
-                format!("{} entries (see --json)", rec.skipped.len()),
+                format!("{} entries, not written (below)", rec.skipped.len()),
                 Tone::Warn,
             ),
         ));
     }
-    vec![Block::Fields(fields)]
+    let mut blocks = vec![Block::Fields(fields)];
+    if !rec.skipped.is_empty() {
+        blocks.push(Block::Table {
+            headers: vec!["SKIPPED", "WHY"],
+            rows: rec
+                .skipped
+                .iter()
+                .map(|s| vec![Cell::plain(&s.path), Cell::plain(&s.reason)])
+                .collect(),
+            empty: String::new(),
+        });
+    }
+    blocks
 }
 
 fn render_listing(listing: &FileListing) -> Vec<Block> {

@@ -2,14 +2,13 @@
 //!
 //! The argument structs follow the contract in full; each handler is one engine call plus a
 //! [`Report`]: `lifecycle` (create, list, show, send, read, logs, destroy), `commands` (exec and
-//! `session command ...`), `attach`, with the human renderings in `render` and the terminal-safe
-//! transcript printing in `terminal_text`.
+//! `session command ...`), `attach`, with the human renderings in `render` (remote text is made
+//! terminal-safe by `output::neutralize`).
 
 mod attach;
 mod commands;
 mod lifecycle;
 mod render;
-pub mod terminal_text;
 
 use clap::{Args, Subcommand, ValueEnum};
 use remote_runner_provider::Result;
@@ -64,9 +63,9 @@ pub enum SessionCommand {
     Logs(SessionArg),
     /// Stop the session's shell; records, logs and transcript are kept
     #[command(
-        after_help = "Examples:\n  remote-runner session destroy --session sess_abc123 --json"
+        after_help = "Examples:\n  remote-runner session destroy --session sess_abc123 --json\n  remote-runner session destroy --session sess_abc123 --force"
     )]
-    Destroy(SessionArg),
+    Destroy(DestroyArgs),
     /// Open the session in this terminal (detach with Ctrl-b d; it keeps running)
     #[command(after_help = "Examples:\n  remote-runner session attach --session sess_abc123")]
     Attach(SessionArg),
@@ -94,6 +93,17 @@ pub struct SessionArg {
     /// Session id (sess_...; see `remote-runner session list`)
     #[arg(long, value_name = "SESSION_ID")]
     pub session: String,
+}
+
+#[derive(Debug, Args)]
+pub struct DestroyArgs {
+    /// Session id (sess_...)
+    #[arg(long, value_name = "SESSION_ID")]
+    pub session: String,
+    /// When the machine cannot be reached, mark the session destroyed here anyway (its shell
+    /// may still run there; the result says so)
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -71,8 +71,9 @@ impl RunStatus {
 pub struct RunTransfer {
     pub local: String,
     pub remote: String,
-    /// `pending`, `succeeded`, `failed`, `missing` (artifact not produced), `cancelled`,
-    /// `skipped` (an earlier step failed).
+    /// `pending`, `succeeded`, `partial` (some entries skipped: see the transfer's record),
+    /// `failed`, `missing` (artifact not produced), `cancelled`, `skipped` (an earlier step
+    /// failed).
     pub status: String,
     pub bytes: u64,
     pub files: u64,
@@ -102,7 +103,7 @@ impl RunTransfer {
         self.sha256 = rec.sha256.clone();
         self.error = rec.error.clone();
         self.status = match err {
-            None => "succeeded",
+            None => rec.status.as_str(),
             Some(e) if e.code == ErrorCode::Cancelled => "cancelled",
             Some(e) if e.code == ErrorCode::RemoteNotFound => "missing",
             Some(_) => "failed",

@@ -44,6 +44,12 @@ pub struct DestroyResult {
     pub transcript_file_local: String,
     /// Commands that were still running and were stopped.
     pub stopped_commands: Vec<String>,
+    /// Only after a forced destroy that could not reach the machine: the session is marked
+    /// destroyed here, but its shell may still run there.
+    pub remote_may_still_run: bool,
+    /// What was not done, when `remote_may_still_run`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 /// The visible terminal: size and one text line per row.
@@ -329,40 +335,73 @@ impl Engine {
     }
 
     /// Stop running commands, kill the remote shell, and mark the session destroyed. Local
-    /// records, logs and the transcript are kept. Idempotent.
+    /// records, logs and the transcript are kept. Idempotent. The session is marked destroyed
+    /// only when its tmux session is known gone on the machine; when the machine cannot be
+    /// reached (unreachable, changed host key, machine removed) the error says so and the
+    /// session stays as it was, for a retry (or [`Engine::destroy_forced`]).
     pub async fn destroy(&self, session_id: &str) -> Result<DestroyResult> {
-        let mut rec = self.load_session(session_id)?;
-        let mut stopped = Vec::new();
-        if rec.status != SessionStatus::Destroyed {
-            let reachable = self.driver(&rec).await;
-            if let Ok(driver) = reachable {
-                let _ = self.sync_transcript(&rec).await;
-                let running: Vec<_> = self
-                    .command_list(session_id)?
-                    .into_iter()
-                    .filter(|c| !c.status.is_final())
-                    .collect();
-                for cmd in running {
-                    if self.command_stop(session_id, &cmd.command_id).await.is_ok() {
-                        stopped.push(cmd.command_id.clone());
-                    }
-                }
-                let _ = self.sync_transcript(&rec).await;
-                driver.kill().await?;
-            }
-            rec = self.load_session(session_id)?;
-            rec.status = SessionStatus::Destroyed;
-            rec.ended_at = Some(now_rfc3339());
-            rec.status_message = Some("destroyed on request".to_string());
-            self.save_session(&rec)?;
+        self.destroy_with(session_id, false).await
+    }
+
+    /// [`Engine::destroy`], but a machine that cannot be reached does not stop it: the session
+    /// is marked destroyed here and the result says its shell may still run there.
+    pub async fn destroy_forced(&self, session_id: &str) -> Result<DestroyResult> {
+        self.destroy_with(session_id, true).await
+    }
+
+    async fn destroy_with(&self, session_id: &str, force: bool) -> Result<DestroyResult> {
+        let rec = self.load_session(session_id)?;
+        if rec.status == SessionStatus::Destroyed {
+            return Ok(destroy_result(rec, Vec::new(), None));
         }
-        Ok(DestroyResult {
-            session_id: session_id.to_string(),
-            status: rec.status,
-            log_dir_local: rec.log_dir_local,
-            transcript_file_local: rec.transcript_file_local,
-            stopped_commands: stopped,
-        })
+        let (stopped, warning) = match self.end_remote_shell(&rec).await {
+            Ok(stopped) => (stopped, None),
+            Err(e) if force => (Vec::new(), Some(remote_may_still_run(&rec, &e))),
+            Err(e) => return Err(not_destroyed(&rec, e)),
+        };
+        let mut rec = self.load_session(session_id)?;
+        rec.status = SessionStatus::Destroyed;
+        rec.ended_at = Some(now_rfc3339());
+        rec.status_message = Some(match &warning {
+            None => "destroyed on request".to_string(),
+            Some(w) => format!("marked destroyed with --force: {w}"),
+        });
+        self.save_session(&rec)?;
+        Ok(destroy_result(rec, stopped, warning))
+    }
+
+    /// Stop the session's running commands and kill its tmux session, then check that it is
+    /// gone. Returns the commands stopped.
+    async fn end_remote_shell(&self, rec: &SessionRecord) -> Result<Vec<String>> {
+        let driver = self.driver(rec).await?;
+        let _ = self.sync_transcript(rec).await;
+        let running: Vec<_> = self
+            .command_list(&rec.session_id)?
+            .into_iter()
+            .filter(|c| !c.status.is_final())
+            .collect();
+        let mut stopped = Vec::new();
+        for cmd in running {
+            if self
+                .command_stop(&rec.session_id, &cmd.command_id)
+                .await
+                .is_ok()
+            {
+                stopped.push(cmd.command_id.clone());
+            }
+        }
+        let _ = self.sync_transcript(rec).await;
+        driver.kill().await?;
+        if driver.is_alive().await? {
+            return Err(Error::new(
+                ErrorCode::RemoteError,
+                format!(
+                    "tmux session {} is still there after kill-session",
+                    rec.tmux_session
+                ),
+            ));
+        }
+        Ok(stopped)
     }
 
     /// The visible screen of the session's terminal.
@@ -387,4 +426,46 @@ impl Engine {
         }
         Ok(alive)
     }
+}
+
+fn destroy_result(
+    rec: SessionRecord,
+    stopped: Vec<String>,
+    warning: Option<String>,
+) -> DestroyResult {
+    DestroyResult {
+        session_id: rec.session_id,
+        status: rec.status,
+        log_dir_local: rec.log_dir_local,
+        transcript_file_local: rec.transcript_file_local,
+        stopped_commands: stopped,
+        remote_may_still_run: warning.is_some(),
+        warning,
+    }
+}
+
+/// The error of a destroy that could not end the remote shell: what failed, what was not done,
+/// and the two ways on. The code stays the cause's (`connection_failed`, `host_key_changed`,
+/// `unknown_machine`, ...), so the exit code says why.
+fn not_destroyed(rec: &SessionRecord, cause: Error) -> Error {
+    let message = format!(
+        "session {id} was not destroyed: its shell on machine {machine} could not be ended          ({cause}). The session stays {status} and its shell may still run there; fix the cause          and run the destroy again, or mark it destroyed here only with: remote-runner session          destroy --session {id} --force",
+        id = rec.session_id,
+        machine = rec.machine_id,
+        cause = cause.message,
+        status = rec.status.as_str(),
+    );
+    Error { message, ..cause }
+}
+
+fn remote_may_still_run(rec: &SessionRecord, cause: &Error) -> String {
+    format!(
+        "the shell on machine {} could not be ended ({}: {}); tmux session {} (socket {}) may \
+         still run there",
+        rec.machine_id,
+        cause.code.as_str(),
+        cause.message,
+        rec.tmux_session,
+        rec.tmux_socket
+    )
 }

@@ -10,9 +10,11 @@
 //! `running` while it goes on), with size, sha256 and the error when it failed.
 
 mod get;
+mod interrupted;
 pub mod paths;
 mod put;
 mod record;
+mod sparse;
 mod stream;
 mod verify;
 
@@ -24,7 +26,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 pub use record::{
-    ErrorInfo, FileEntry, FileListing, SkippedEntry, TransferDirection, TransferKind,
+    ErrorInfo, FileEntry, FileListing, PartialFiles, SkippedEntry, TransferDirection, TransferKind,
     TransferRecord, TransferStatus,
 };
 
@@ -299,6 +301,7 @@ impl Engine {
         if let Some(id) = session_id {
             self.load_session(id)?;
         }
+        self.reap_interrupted();
         self.with_store(|s| store::transfers::list(s, session_id))
     }
 
@@ -371,7 +374,12 @@ impl Engine {
             verified: None,
             skipped: Vec::new(),
             error: None,
+            partial_files: None,
         };
+        self.reap_interrupted();
+        // Locked before the record says `running`, so a running record is never taken for one
+        // whose process died (see `interrupted`).
+        let alive = interrupted::Alive::take(&self.state_dir, &rec.transfer_id)?;
         self.with_store(|s| store::transfers::upsert(s, &rec))?;
         let mut out = Outcome::default();
         let result = async {
@@ -394,11 +402,26 @@ impl Engine {
                 }
                 TransferDirection::Get => {
                     let into = local_shown.ends_with('/');
-                    get::get(&job, &remote_path, local, into, &mut out).await
+                    let source = get::examine(&job, &remote_path).await?;
+                    rec.partial_files = Some(interrupted::partial_files_of_get(
+                        &rec.transfer_id,
+                        &remote_path,
+                        &source,
+                        local,
+                        into,
+                    )?);
+                    self.with_store(|s| store::transfers::upsert(s, &rec))?;
+                    get::get(&job, &remote_path, source, local, into, &mut out).await
                 }
             }
         }
         .await;
+        // Files still in flight when a download failed or was cancelled were dropped half
+        // written: remove their temporaries. A finished record names none.
+        let partial = rec.partial_files.take();
+        if let (Some(partial), Err(_)) = (&partial, &result) {
+            interrupted::remove_partials(partial);
+        }
         rec.kind = out.kind;
         rec.bytes = out.bytes;
         rec.files = out.files;
@@ -409,8 +432,12 @@ impl Engine {
         rec.skipped = out.skipped;
         rec.ended_at = Some(now_rfc3339());
         let error = match result {
-            Ok(()) => {
+            Ok(()) if rec.skipped.is_empty() => {
                 rec.status = TransferStatus::Succeeded;
+                None
+            }
+            Ok(()) => {
+                rec.status = TransferStatus::Partial;
                 None
             }
             Err(e) => {
@@ -427,6 +454,7 @@ impl Engine {
             }
         };
         self.with_store(|s| store::transfers::upsert(s, &rec))?;
+        drop(alive);
         Ok((rec, error))
     }
 }

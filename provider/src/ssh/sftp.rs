@@ -117,20 +117,23 @@ pub(crate) fn map_err(e: SftpError, op: &str, path: &str, conn: &PooledConn) -> 
 }
 
 pub(crate) fn to_stat(attrs: &FileAttributes) -> FileStat {
-    let kind = if attrs.is_symlink() {
-        FileKind::Symlink
-    } else if attrs.is_dir() {
-        FileKind::Dir
-    } else if attrs.is_regular() {
-        FileKind::File
-    } else {
-        FileKind::Other
-    };
     FileStat {
-        kind,
+        kind: kind_of_mode(attrs.permissions.unwrap_or(0)),
         size: attrs.size.unwrap_or(0),
         mode: attrs.permissions.unwrap_or(0) & 0o7777,
         mtime: i64::from(attrs.mtime.unwrap_or(0)),
+    }
+}
+
+/// The file type in a mode's `S_IFMT` bits, compared whole. (russh-sftp's `is_dir` tests single
+/// bits, so a socket (`0o140000`) or a block device (`0o060000`) would pass for a directory.)
+fn kind_of_mode(mode: u32) -> FileKind {
+    const S_IFMT: u32 = 0o170_000;
+    match mode & S_IFMT {
+        0o040_000 => FileKind::Dir,
+        0o100_000 => FileKind::File,
+        0o120_000 => FileKind::Symlink,
+        _ => FileKind::Other,
     }
 }
 
@@ -418,7 +421,7 @@ pub(crate) async fn create_dir_all(s: &SftpChannel, path: &str, mode: u32) -> Re
             Some(st) if st.kind == FileKind::Symlink => {
                 // Follow the link: fine if it points at a directory.
                 match s.session.metadata(prefix.as_str()).await {
-                    Ok(a) if a.is_dir() => continue,
+                    Ok(a) if to_stat(&a).kind == FileKind::Dir => continue,
                     _ => {
                         return Err(Error::new(
                             ErrorCode::RemoteError,
@@ -501,4 +504,21 @@ pub(crate) async fn remove_file(s: &SftpChannel, path: &str) -> Result<()> {
         .remove_file(path)
         .await
         .map_err(|e| map_err(e, "remove", path, &s.conn))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_whole_file_type_field_decides_the_kind() {
+        assert_eq!(kind_of_mode(0o040_755), FileKind::Dir);
+        assert_eq!(kind_of_mode(0o100_644), FileKind::File);
+        assert_eq!(kind_of_mode(0o120_777), FileKind::Symlink);
+        // Socket, block device, character device, FIFO: bits shared with dir or file.
+        for special in [0o140_755, 0o060_660, 0o020_620, 0o010_644] {
+            assert_eq!(kind_of_mode(special), FileKind::Other, "{special:o}");
+        }
+        assert_eq!(kind_of_mode(0o644), FileKind::Other);
+    }
 }

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, ErrorCode, Result};
 use crate::secret::Secret;
-use crate::store::{ensure_private_dir, set_private_mode};
+use crate::store::set_private_mode;
 
 const FILE_NAME: &str = "credentials.json";
 const LOCK_NAME: &str = "credentials.lock";
@@ -39,7 +39,7 @@ impl CredentialStore {
     /// Use the credential file in `state_dir`, creating the dir (0700) if needed. The file itself
     /// is created on the first write.
     pub fn open(state_dir: &Path) -> Result<CredentialStore> {
-        ensure_private_dir(state_dir)?;
+        crate::store::ownership::open_state_dir(state_dir)?;
         Ok(CredentialStore {
             dir: state_dir.to_path_buf(),
         })

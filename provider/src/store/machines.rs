@@ -5,7 +5,7 @@
 //! read-modify-write. The built-in `local` machine is never stored: [`resolve`] returns it, and
 //! writes to its id are refused.
 
-use rusqlite::{Connection, Transaction, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use crate::error::{Error, ErrorCode, Result};
 use crate::machine::{LOCAL_MACHINE_ID, Machine};
@@ -45,15 +45,8 @@ pub fn insert(store: &Store, machine: &Machine) -> Result<()> {
     validate_machine_id(&machine.machine_id)?;
     let data = to_data(machine)?;
     write_tx(store.conn(), |tx| {
-        if exists(tx, &machine.machine_id)? {
-            return Err(Error::new(
-                ErrorCode::AlreadyExists,
-                format!(
-                    "machine {id} already exists; to overwrite it (sessions, logs and runs are \
-                     kept) run: remote-runner machine add {id} --replace --confirm-replace {id} ...",
-                    id = machine.machine_id
-                ),
-            ));
+        if let Some(taken) = same_id_any_case(tx, &machine.machine_id)? {
+            return Err(already_exists(&machine.machine_id, &taken));
         }
         let now = now_rfc3339();
         tx.execute(
@@ -253,23 +246,45 @@ pub fn unknown_machine(conn: &Connection, machine_id: &str) -> Error {
     )
 }
 
+/// The built-in id, in any case (`LOCAL`, `Local`), is not a machine anyone can add or change:
+/// two ids that differ only in case would read as one machine to a person.
 fn refuse_local(machine_id: &str, what: &str) -> Result<()> {
-    if machine_id == LOCAL_MACHINE_ID {
+    if machine_id.eq_ignore_ascii_case(LOCAL_MACHINE_ID) {
         return Err(Error::invalid(format!(
-            "the built-in machine {LOCAL_MACHINE_ID:?} cannot be {what}; it always runs on this \
-             host without SSH. Choose another machine id"
+            "the built-in machine {LOCAL_MACHINE_ID:?} cannot be {what} (machine ids are \
+             compared without regard to case, so {machine_id:?} names it too); it always runs on \
+             this host without SSH. Choose another machine id"
         )));
     }
     Ok(())
 }
 
-fn exists(conn: &Connection, machine_id: &str) -> Result<bool> {
+/// The stored id equal to `machine_id` without regard to ASCII case, if any (`LAB` for `lab`).
+fn same_id_any_case(conn: &Connection, machine_id: &str) -> Result<Option<String>> {
     conn.query_row(
-        "SELECT EXISTS(SELECT 1 FROM machines WHERE machine_id = ?1)",
+        "SELECT machine_id FROM machines WHERE machine_id = ?1 COLLATE NOCASE \
+         ORDER BY machine_id = ?1 DESC LIMIT 1",
         params![machine_id],
         |r| r.get(0),
     )
+    .optional()
     .map_err(query_err)
+}
+
+fn already_exists(wanted: &str, taken: &str) -> Error {
+    let message = if wanted == taken {
+        format!(
+            "machine {wanted} already exists; to overwrite it (sessions, logs and runs are kept) \
+             run: remote-runner machine add {wanted} --replace --confirm-replace {wanted} ..."
+        )
+    } else {
+        format!(
+            "machine {taken} already exists and machine ids are compared without regard to case, \
+             so {wanted} cannot be added beside it; use {taken} (replace it with: remote-runner \
+             machine add {taken} --replace --confirm-replace {taken} ...) or choose another id"
+        )
+    };
+    Error::new(ErrorCode::AlreadyExists, message)
 }
 
 /// Run `body` in an `IMMEDIATE` transaction: the write lock is taken up front, so two processes
@@ -352,6 +367,25 @@ mod tests {
         let err = insert(&store, &sample("m1")).unwrap_err();
         assert_eq!(err.code, ErrorCode::AlreadyExists);
         assert!(err.message.contains("--replace --confirm-replace m1"));
+    }
+
+    #[test]
+    fn ids_differing_only_in_case_are_refused() {
+        let (_tmp, store) = open();
+        for builtin in ["LOCAL", "Local", "local"] {
+            let err = insert(&store, &sample(builtin)).unwrap_err();
+            assert_eq!(err.code, ErrorCode::InvalidArgument, "{builtin}");
+            assert!(err.message.contains("built-in"), "{}", err.message);
+        }
+        insert(&store, &sample("lab")).unwrap();
+        let err = insert(&store, &sample("LAB")).unwrap_err();
+        assert_eq!(err.code, ErrorCode::AlreadyExists);
+        assert!(
+            err.message.contains("machine lab already exists"),
+            "{}",
+            err.message
+        );
+        assert_eq!(get(&store, "LAB").unwrap(), None);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 pub mod commands;
 pub mod credentials;
 pub mod machines;
+pub mod ownership;
 pub mod runs;
 pub mod sessions;
 pub mod transfers;
@@ -77,9 +78,10 @@ impl std::fmt::Debug for Store {
 }
 
 impl Store {
-    /// Open (creating if needed) the store in `state_dir`, which is created with mode 0700.
+    /// Open (creating if needed) the store in `state_dir`, which is created with mode 0700 and
+    /// refused when another user owns it or could write to it (see [`ownership`]).
     pub fn open(state_dir: &Path) -> Result<Store> {
-        ensure_private_dir(state_dir)?;
+        ownership::open_state_dir(state_dir)?;
         let path = state_dir.join("state.sqlite3");
         // Switching a new database to WAL (and its first recovery) can report "database is
         // locked" at once, without waiting on the busy timeout, while other processes open the
@@ -259,13 +261,10 @@ pub fn store_err(path: &Path, e: rusqlite::Error) -> Error {
     )
 }
 
-/// Create `dir` (and parents) if missing, and make it 0700.
+/// Create `dir` (and missing parents) with mode 0700; an existing one must be ours and not
+/// writable by others (see [`ownership`]).
 pub fn ensure_private_dir(dir: &Path) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::create_dir_all(dir)
-        .map_err(|e| Error::io(format!("cannot create {}", dir.display()), &e))?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-        .map_err(|e| Error::io(format!("cannot set mode 0700 on {}", dir.display()), &e))
+    ownership::ensure_private_dir(dir)
 }
 
 /// Make a file 0600.

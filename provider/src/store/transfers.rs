@@ -52,3 +52,13 @@ pub fn list(store: &Store, session_id: Option<&str>) -> Result<Vec<TransferRecor
         ),
     }
 }
+
+/// Transfers whose record says `running` (in progress, or their process died).
+pub fn list_running(store: &Store) -> Result<Vec<TransferRecord>> {
+    query_all(
+        store.conn(),
+        "SELECT data FROM transfers WHERE json_extract(data, '$.status') = 'running' \
+         ORDER BY created_at, transfer_id",
+        [],
+    )
+}

@@ -31,10 +31,10 @@ pub fn run(ctx: &Context, args: AddArgs) -> Result<Report> {
         None => return Err(missing_flags(&["MACHINE_ID (or --machine-id)"])),
     };
     machines::validate_machine_id(&id)?;
-    if id == LOCAL_MACHINE_ID {
+    if id.eq_ignore_ascii_case(LOCAL_MACHINE_ID) {
         return Err(Error::invalid(format!(
             "{LOCAL_MACHINE_ID:?} is the built-in machine for this host and cannot be added or \
-             replaced; choose another machine id"
+             replaced (machine ids are compared without regard to case); choose another machine id"
         )));
     }
 

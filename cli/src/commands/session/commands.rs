@@ -13,11 +13,10 @@ use remote_runner_provider::engine::{CommandMode, CommandRecord, CommandStatus, 
 use remote_runner_provider::{Error, ErrorCode, Result};
 use serde_json::json;
 
-use super::terminal_text::neutralize;
 use super::{CommandRef, ExecArgs, ExecMode, SessionArg, render};
 use crate::context::Context;
 use crate::exit;
-use crate::output::{Block, Cell, Report, Tone, to_json};
+use crate::output::{Block, Cell, Report, Tone, neutralize, to_json};
 
 /// Without `--timeout`, `command wait` waits in rounds of this length until the command ends.
 const WAIT_ROUND: Duration = Duration::from_secs(3600);

@@ -6,10 +6,9 @@ use remote_runner_provider::Result;
 use remote_runner_provider::engine::session::MAX_READ;
 use serde_json::json;
 
-use super::terminal_text::neutralize;
-use super::{CreateArgs, ListArgs, ReadArgs, SendArgs, SessionArg, render};
+use super::{CreateArgs, DestroyArgs, ListArgs, ReadArgs, SendArgs, SessionArg, render};
 use crate::context::Context;
-use crate::output::{Block, Cell, Report, Tone, to_json};
+use crate::output::{Block, Cell, Report, Tone, neutralize, to_json};
 
 pub async fn create(ctx: &Context, args: CreateArgs) -> Result<Report> {
     let wired = ctx.engine()?;
@@ -119,9 +118,13 @@ pub async fn logs(ctx: &Context, args: SessionArg) -> Result<Report> {
     Ok(Report::new(json).human(render::log_table(&logs)))
 }
 
-pub async fn destroy(ctx: &Context, args: SessionArg) -> Result<Report> {
+pub async fn destroy(ctx: &Context, args: DestroyArgs) -> Result<Report> {
     let wired = ctx.engine()?;
-    let result = wired.engine.destroy(&args.session).await?;
+    let result = if args.force {
+        wired.engine.destroy_forced(&args.session).await?
+    } else {
+        wired.engine.destroy(&args.session).await?
+    };
     let mut fields = vec![
         ("session", Cell::new(&result.session_id, Tone::Bold)),
         ("status", render::session_status(result.status)),
@@ -134,5 +137,12 @@ pub async fn destroy(ctx: &Context, args: SessionArg) -> Result<Report> {
             Cell::plain(result.stopped_commands.join(", ")),
         ));
     }
-    Ok(Report::new(to_json(&result)?).human(vec![Block::Fields(fields)]))
+    let mut human = vec![Block::Fields(fields)];
+    if let Some(warning) = &result.warning {
+        human.push(Block::Line(Cell::new(
+            format!("warning: marked destroyed here only; {warning}"),
+            Tone::Warn,
+        )));
+    }
+    Ok(Report::new(to_json(&result)?).human(human))
 }

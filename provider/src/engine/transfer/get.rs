@@ -18,7 +18,7 @@ use super::stream::{self, PumpError};
 use super::verify;
 use super::{FILES_IN_FLIGHT, Job, Outcome, TransferKind};
 use crate::error::{Error, ErrorCode, Result};
-use crate::transport::{ExecOptions, FileKind, shell_quote};
+use crate::transport::{ExecOptions, FileKind, FileStat, shell_quote};
 
 /// One entry of a remote tree, relative to its root.
 #[derive(Debug, Clone)]
@@ -29,13 +29,21 @@ struct RemoteEntry {
     mode: u32,
 }
 
-pub async fn get(
-    job: &Job,
-    src: &RemotePath,
-    local: &Path,
-    into_dir: bool,
-    out: &mut Outcome,
-) -> Result<()> {
+/// The remote source of a download, examined before anything is written.
+pub struct Source {
+    st: FileStat,
+    is_dir: bool,
+}
+
+impl Source {
+    pub fn is_dir(&self) -> bool {
+        self.is_dir
+    }
+}
+
+/// Stat the remote source: missing is `remote_not_found`; a symlink the user named is followed
+/// (a directory if it can be listed).
+pub async fn examine(job: &Job, src: &RemotePath) -> Result<Source> {
     let st = job
         .t
         .stat(&src.file)
@@ -52,10 +60,34 @@ pub async fn get(
         })?;
     let is_dir = match st.kind {
         FileKind::Dir => true,
-        // The user named the link: follow it (a directory if it can be listed).
         FileKind::Symlink => job.t.read_dir(&src.file).await.is_ok(),
         _ => false,
     };
+    Ok(Source { st, is_dir })
+}
+
+/// Where a single file from `src` lands for the local path `local`.
+pub fn file_destination(src: &RemotePath, local: &Path, into_dir: bool) -> Result<PathBuf> {
+    if into_dir || local.is_dir() {
+        let name = src
+            .split()
+            .map(|(_, n)| n)
+            .ok_or_else(|| Error::invalid(format!("{} has no file name", src.cmd)))?;
+        Ok(local.join(name))
+    } else {
+        Ok(local.to_path_buf())
+    }
+}
+
+pub async fn get(
+    job: &Job,
+    src: &RemotePath,
+    source: Source,
+    local: &Path,
+    into_dir: bool,
+    out: &mut Outcome,
+) -> Result<()> {
+    let Source { st, is_dir } = source;
     if is_dir {
         out.kind = Some(TransferKind::Dir);
         get_tree(job, src, local, out).await
@@ -67,15 +99,7 @@ pub async fn get(
                 src.cmd
             )));
         }
-        let dest = if into_dir || local.is_dir() {
-            let name = src
-                .split()
-                .map(|(_, n)| n)
-                .ok_or_else(|| Error::invalid(format!("{} has no file name", src.cmd)))?;
-            local.join(name)
-        } else {
-            local.to_path_buf()
-        };
+        let dest = file_destination(src, local, into_dir)?;
         // Missing parent directories are created (like `mkdir -p`).
         if let Some(parent) = dest.parent().filter(|p| !p.as_os_str().is_empty())
             && !parent.exists()
@@ -156,7 +180,7 @@ async fn get_file(
         .await
         .map_err(|e| name_user_path(e, &src.cmd, &src.file))?;
     let reader = reader.take(read_limit(size, u64::MAX));
-    let (writer, tmp) = stream::create_local_temp(dest)
+    let (writer, tmp) = stream::create_local_temp(dest, &job.transfer_id)
         .await
         .map_err(|e| local_io("create a file next to", dest, &e))?;
     let copied = stream::pump_to_file(
@@ -233,22 +257,24 @@ async fn get_small_file(
     let sha = hex::encode(Sha256::digest(&data));
     let len = data.len() as u64;
     let dest = dest.to_path_buf();
-    tokio::task::spawn_blocking(move || write_small(&dest, &data, mode))
+    let tag = job.transfer_id.clone();
+    tokio::task::spawn_blocking(move || write_small(&dest, &data, mode, &tag))
         .await
         .map_err(|e| Error::internal(format!("file task failed: {e}")))??;
     job.add_bytes(len);
     Ok(Some((len, sha)))
 }
 
-/// Write `data` to a new temporary file next to `dest`, apply `mode`, rename over `dest`.
-fn write_small(dest: &Path, data: &[u8], mode: u32) -> Result<()> {
+/// Write `data` to a new temporary file (of transfer `transfer_id`) next to `dest`, apply
+/// `mode`, rename over `dest`.
+fn write_small(dest: &Path, data: &[u8], mode: u32, transfer_id: &str) -> Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let name = dest
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dest.with_file_name(stream::temp_name(&name));
+    let tmp = dest.with_file_name(stream::temp_name_for(&name, transfer_id));
     let written = (|| {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
@@ -273,11 +299,23 @@ async fn walk(job: &Job, root: &RemotePath, out: &mut Outcome) -> Result<Vec<Rem
     let mut pending = vec![String::new()];
     while let Some(rel) = pending.pop() {
         let dir = root.join(&rel);
-        let mut listed = job
-            .t
-            .read_dir(&dir.file)
-            .await
-            .map_err(|e| name_user_path(e, &dir.cmd, &dir.file))?;
+        let mut listed = match job.t.read_dir(&dir.file).await {
+            Ok(listed) => listed,
+            // A directory inside the tree that cannot be listed (too long a path there, no
+            // permission) is reported and the rest goes on; the root, or a lost link, fails.
+            Err(e) if !rel.is_empty() && job.t.is_connected() => {
+                out.skip(
+                    &rel,
+                    &format!(
+                        "its contents could not be listed on the machine ({}); only the \
+                         directory itself was created",
+                        e.message
+                    ),
+                );
+                continue;
+            }
+            Err(e) => return Err(name_user_path(e, &dir.cmd, &dir.file)),
+        };
         listed.sort_by(|a, b| a.name.cmp(&b.name));
         let mut seen = HashSet::new();
         for e in listed {
@@ -374,6 +412,21 @@ fn ensure_real_dir(dir: &Path) -> std::result::Result<(), String> {
     }
 }
 
+/// Longest path this host accepts (Linux `PATH_MAX` less the terminating NUL).
+const LOCAL_PATH_MAX: usize = 4095;
+
+/// Why `path` cannot be written here, when it is longer than this host accepts (a deep remote
+/// tree under a long local destination).
+fn too_long_here(path: &Path) -> Option<String> {
+    let len = path.as_os_str().len();
+    (len > LOCAL_PATH_MAX).then(|| {
+        format!(
+            "not written: its local path would be {len} bytes, over this host's limit of \
+             {LOCAL_PATH_MAX}; download this part to a shorter destination"
+        )
+    })
+}
+
 fn parent_rel(rel: &str) -> &str {
     rel.rsplit_once('/').map(|(p, _)| p).unwrap_or("")
 }
@@ -412,6 +465,10 @@ async fn get_tree(job: &Job, src: &RemotePath, local: &Path, out: &mut Outcome) 
             continue;
         }
         let path = local.join(&e.rel);
+        if let Some(why) = too_long_here(&path) {
+            out.skip(&e.rel, &why);
+            continue;
+        }
         match e.kind {
             FileKind::Dir => match ensure_real_dir(&path) {
                 Ok(()) => {
@@ -490,7 +547,7 @@ async fn recreate_links(
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let tmp = path.with_file_name(stream::temp_name(&name));
+        let tmp = path.with_file_name(stream::temp_name_for(&name, &job.transfer_id));
         let made =
             std::os::unix::fs::symlink(&target, &tmp).and_then(|()| std::fs::rename(&tmp, &path));
         match made {

@@ -19,6 +19,9 @@ pub enum TransferStatus {
     /// In progress (or the process running it was killed: the record was never finished).
     Running,
     Succeeded,
+    /// Finished, but some entries were not written: each is listed in `skipped` with the
+    /// reason (a special file, a symlink leaving the tree, a path too long here, ...).
+    Partial,
     Failed,
     /// Stopped on request (a cancelled run).
     Cancelled,
@@ -29,6 +32,7 @@ impl TransferStatus {
         match self {
             TransferStatus::Running => "running",
             TransferStatus::Succeeded => "succeeded",
+            TransferStatus::Partial => "partial",
             TransferStatus::Failed => "failed",
             TransferStatus::Cancelled => "cancelled",
         }
@@ -101,6 +105,20 @@ pub struct TransferRecord {
     #[serde(default)]
     pub skipped: Vec<SkippedEntry>,
     pub error: Option<ErrorInfo>,
+    /// Set while a download runs: where its temporary files are. A record still `running` with
+    /// this set after its process was killed names the partial files it left; the next
+    /// transfer or `file history` removes them and marks the record `failed` (`interrupted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial_files: Option<PartialFiles>,
+}
+
+/// Where the temporary files of one download are: names containing `name_contains` in `dir`
+/// (and below it when `recursive`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartialFiles {
+    pub dir: String,
+    pub recursive: bool,
+    pub name_contains: String,
 }
 
 /// One entry of `file list`.

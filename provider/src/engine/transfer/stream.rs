@@ -9,6 +9,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::sparse::SparseWriter;
+
 /// Largest chunk moved at once; with [`QUEUE`] chunks queued (plus one being read and one being
 /// written) this bounds the memory of one file copy to about 4 MiB whatever the file size.
 pub const CHUNK: usize = 1 << 20;
@@ -69,7 +71,8 @@ pub fn chunk_for(size: u64) -> usize {
     usize::try_from(size).unwrap_or(CHUNK).clamp(4096, CHUNK)
 }
 
-/// Copy `reader` into the local `file`, reading ahead while the file is written. The writing
+/// Copy `reader` into the local `file` (new and empty; zero blocks become holes, see
+/// [`SparseWriter`]), reading ahead while the file is written. The writing
 /// and hashing happen on a blocking thread, so they run beside the reads on another core, and a
 /// few buffers go round between the two sides: no allocation and no extra copy per chunk.
 /// `on_bytes` is told about every chunk handed to the writer. Returns the size and sha256.
@@ -85,15 +88,15 @@ where
 {
     let ((full_tx, mut full_rx), (empty_tx, mut empty_rx)) = buffer_ring(chunk);
     let writer = tokio::task::spawn_blocking(move || {
-        use std::io::Write;
-        let mut file = file;
+        let mut file = SparseWriter::new(file);
         let mut digest = Digesting::default();
         while let Some(mut buf) = full_rx.blocking_recv() {
-            file.write_all(&buf)?;
+            file.write(&buf)?;
             digest.update(&buf);
             buf.clear();
             let _ = empty_tx.blocking_send(buf);
         }
+        file.finish()?;
         Ok::<_, io::Error>(digest.finish())
     });
     let read_side = async {
@@ -203,15 +206,45 @@ pub fn temp_name(name: &str) -> String {
     format!(".{name}.rr-part-{}", uuid::Uuid::new_v4().simple())
 }
 
-/// Create a new local file for writing at a temporary name next to `final_path` (never following
-/// an existing name: `create_new`). Returns the open file and its path.
-pub async fn create_local_temp(final_path: &Path) -> io::Result<(tokio::fs::File, PathBuf)> {
+/// The marker every local temporary name of transfer `transfer_id` holds, so the files a killed
+/// download left can be found and removed (see `interrupted`).
+pub fn temp_marker(transfer_id: &str) -> String {
+    format!(".rr-part-{transfer_id}.")
+}
+
+/// Longest part of a file name kept in a temporary name: with the marker it stays within the
+/// usual 255-byte name limit even for a name that is at the limit itself.
+const TEMP_NAME_KEEP: usize = 160;
+
+/// A unique temporary name next to `name` for transfer `transfer_id`:
+/// `.NAME.rr-part-<transfer_id>.<random>` (hidden, and named by the transfer's record).
+pub fn temp_name_for(name: &str, transfer_id: &str) -> String {
+    let mut keep = name.len().min(TEMP_NAME_KEEP);
+    while !name.is_char_boundary(keep) {
+        keep -= 1;
+    }
+    let random = uuid::Uuid::new_v4().simple().to_string();
+    format!(
+        ".{}{}{}",
+        &name[..keep],
+        temp_marker(transfer_id),
+        &random[..12]
+    )
+}
+
+/// Create a new local file for writing at a temporary name of transfer `transfer_id` next to
+/// `final_path` (never following an existing name: `create_new`). Returns the open file and its
+/// path.
+pub async fn create_local_temp(
+    final_path: &Path,
+    transfer_id: &str,
+) -> io::Result<(tokio::fs::File, PathBuf)> {
     let dir = final_path.parent().unwrap_or(Path::new("."));
     let name = final_path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dir.join(temp_name(&name));
+    let tmp = dir.join(temp_name_for(&name, transfer_id));
     let f = tokio::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
