@@ -62,6 +62,7 @@ impl Bed {
             known_hosts_file: Some(self.sshd.known_hosts.to_string_lossy().into_owned()),
             ssh_config_host: None,
             has_password: false,
+            login_env: true,
         }
     }
 

@@ -65,6 +65,14 @@ pub struct Machine {
     /// Whether a password is held in the credential store (the value never is here).
     #[serde(default)]
     pub has_password: bool,
+    /// Give session shells the environment a login shell of the account's own shell has (PATH
+    /// additions, conda, nvm, ...). Off: the session shell gets what sshd's exec gives.
+    #[serde(default = "login_env_default")]
+    pub login_env: bool,
+}
+
+fn login_env_default() -> bool {
+    true
 }
 
 impl Machine {
@@ -88,6 +96,7 @@ impl Machine {
             known_hosts_file: None,
             ssh_config_host: None,
             has_password: false,
+            login_env: true,
         }
     }
 

@@ -67,6 +67,7 @@ local_tests!(
     destroy_stops_running_commands,
     session_read_shows_commands_and_output,
     old_command_dirs_are_pruned,
+    destroy_removes_remote_state_unless_kept,
     session_shell_is_isolated,
     git_repo_cwd_leaves_no_trace,
     user_settings_cannot_break_mechanism,

@@ -435,3 +435,18 @@ async fn shared_cwd_gives_no_other_user_a_hold() {
     }
     drop(sshd);
 }
+
+/// The per-machine switch: with the login environment off, the session shell gets only what
+/// sshd's exec gives (the account's startup files are not run), and the session says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_environment_can_be_turned_off_per_machine() {
+    let mut sb = shell_bed(LoginShell::Sh, "login_env_off").await;
+    sb.machine.login_env = false;
+    let b = sb.bed().await;
+    assert_eq!(b.session.login_environment.as_deref(), Some("off"));
+    let rec = b.run("echo \"[${RR_FROM_PROFILE:-unset}]\"").await;
+    assert_eq!(rec.stdout, "[unset]\n", "{rec:?}");
+    assert_no_greeting(&rec);
+    b.finish().await;
+    drop(sb);
+}

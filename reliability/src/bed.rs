@@ -58,6 +58,7 @@ pub fn machine(host: &str, port: u16, sshd: &Sshd, known_hosts: &Path, cwd: &Pat
         known_hosts_file: Some(known_hosts.to_string_lossy().into_owned()),
         ssh_config_host: None,
         has_password: false,
+        login_env: true,
     }
 }
 

@@ -145,6 +145,10 @@ pub struct AddArgs {
     /// A command to run right after login, before the cwd is entered (repeat, in order)
     #[arg(long = "startup-command", value_name = "CMD")]
     pub startup_commands: Vec<String>,
+    /// Do not give sessions the environment of the account's login shell (its startup files are
+    /// not run; `machine configure-startup --login-env on` turns it back on)
+    #[arg(long)]
+    pub no_login_env: bool,
     /// Trust and record an unknown host key on first connect (like StrictHostKeyChecking=accept-new)
     #[arg(long, conflicts_with = "strict")]
     pub accept_new: bool,
@@ -188,6 +192,9 @@ pub struct ConfigureStartupArgs {
     /// New default working directory
     #[arg(long, value_name = "DIR")]
     pub default_cwd: Option<String>,
+    /// Whether sessions get the environment of the account's login shell (PATH, conda, nvm, ...)
+    #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
+    pub login_env: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -377,10 +384,11 @@ fn configure_startup(ctx: &Context, args: ConfigureStartupArgs) -> Result<Report
     if args.startup_commands.is_empty()
         && !args.clear_startup_commands
         && args.default_cwd.is_none()
+        && args.login_env.is_none()
     {
         return Err(Error::invalid(
             "nothing to change; pass --startup-command CMD (repeatable), \
-             --clear-startup-commands, or --default-cwd DIR",
+             --clear-startup-commands, --default-cwd DIR or --login-env on|off",
         ));
     }
     if args.startup_commands.iter().any(|c| c.trim().is_empty()) {
@@ -400,6 +408,9 @@ fn configure_startup(ctx: &Context, args: ConfigureStartupArgs) -> Result<Report
         }
         if let Some(cwd) = &args.default_cwd {
             m.default_cwd = cwd.clone();
+        }
+        if let Some(switch) = &args.login_env {
+            m.login_env = switch == "on";
         }
         Ok(())
     })

@@ -104,6 +104,10 @@ pub struct DestroyArgs {
     /// may still run there; the result says so)
     #[arg(long)]
     pub force: bool,
+    /// Keep the session's directory on the machine (command files, transcript); by default it
+    /// is removed once the shell is gone
+    #[arg(long)]
+    pub keep_remote_state: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

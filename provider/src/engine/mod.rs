@@ -29,7 +29,7 @@ use crate::transport::local::LocalTransport;
 
 pub use command::{ExecRequest, Freshness, LogEntry, OutputStream, StopOutcome};
 pub use records::{CommandMode, CommandRecord, CommandStatus, SessionRecord, SessionStatus};
-pub use session::{DestroyResult, Screen, SendResult, TranscriptChunk};
+pub use session::{DestroyOptions, DestroyResult, Screen, SendResult, TranscriptChunk};
 
 /// Gives the engine a transport for a machine id (an SSH connection, or this host).
 #[async_trait]

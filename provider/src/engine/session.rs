@@ -52,6 +52,16 @@ pub struct DestroyResult {
     pub warning: Option<String>,
 }
 
+/// How [`Engine::destroy_with`] ends a session.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DestroyOptions {
+    /// When the machine cannot be reached, mark the session destroyed here anyway.
+    pub force: bool,
+    /// Keep the session's directory on the machine (command files, transcript) instead of
+    /// removing it once the shell is gone.
+    pub keep_remote_state: bool,
+}
+
 /// The visible terminal: size and one text line per row.
 #[derive(Debug, Clone, Serialize)]
 pub struct Screen {
@@ -135,7 +145,7 @@ impl Engine {
                 bash_path: &tools.bash_path,
                 cwd,
                 env: &self.options.session_env,
-                login_env: self.options.login_env,
+                login_env: self.options.login_env && machine.login_env,
                 login_env_bound: self.options.login_env_bound,
             })
             .await?;
@@ -340,21 +350,32 @@ impl Engine {
     /// reached (unreachable, changed host key, machine removed) the error says so and the
     /// session stays as it was, for a retry (or [`Engine::destroy_forced`]).
     pub async fn destroy(&self, session_id: &str) -> Result<DestroyResult> {
-        self.destroy_with(session_id, false).await
+        self.destroy_with(session_id, DestroyOptions::default())
+            .await
     }
 
     /// [`Engine::destroy`], but a machine that cannot be reached does not stop it: the session
     /// is marked destroyed here and the result says its shell may still run there.
     pub async fn destroy_forced(&self, session_id: &str) -> Result<DestroyResult> {
-        self.destroy_with(session_id, true).await
+        let opts = DestroyOptions {
+            force: true,
+            ..DestroyOptions::default()
+        };
+        self.destroy_with(session_id, opts).await
     }
 
-    async fn destroy_with(&self, session_id: &str, force: bool) -> Result<DestroyResult> {
+    /// [`Engine::destroy`] with its options spelled out.
+    pub async fn destroy_with(
+        &self,
+        session_id: &str,
+        opts: DestroyOptions,
+    ) -> Result<DestroyResult> {
+        let force = opts.force;
         let rec = self.load_session(session_id)?;
         if rec.status == SessionStatus::Destroyed {
             return Ok(destroy_result(rec, Vec::new(), None));
         }
-        let (stopped, warning) = match self.end_remote_shell(&rec).await {
+        let (stopped, warning) = match self.end_remote_shell(&rec, opts.keep_remote_state).await {
             Ok(stopped) => (stopped, None),
             Err(e) if force => (Vec::new(), Some(remote_may_still_run(&rec, &e))),
             Err(e) => return Err(not_destroyed(&rec, e)),
@@ -372,7 +393,11 @@ impl Engine {
 
     /// Stop the session's running commands and kill its tmux session, then check that it is
     /// gone. Returns the commands stopped.
-    async fn end_remote_shell(&self, rec: &SessionRecord) -> Result<Vec<String>> {
+    async fn end_remote_shell(
+        &self,
+        rec: &SessionRecord,
+        keep_remote_state: bool,
+    ) -> Result<Vec<String>> {
         let driver = self.driver(rec).await?;
         let _ = self.sync_transcript(rec).await;
         let running: Vec<_> = self
@@ -391,7 +416,11 @@ impl Engine {
             }
         }
         let _ = self.sync_transcript(rec).await;
-        driver.kill().await?;
+        if keep_remote_state {
+            driver.kill_keeping_state().await?;
+        } else {
+            driver.kill().await?;
+        }
         if driver.is_alive().await? {
             return Err(Error::new(
                 ErrorCode::RemoteError,

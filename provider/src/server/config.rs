@@ -321,6 +321,7 @@ fn adhoc_machine(get: &impl Fn(&str) -> Option<String>, host: String) -> Result<
         known_hosts_file: get(vars::KNOWN_HOSTS),
         ssh_config_host: None,
         has_password: false,
+        login_env: true,
     })
 }
 

@@ -222,6 +222,7 @@ pub fn machine_from_alias(alias: &str, config: &SshConfigSource) -> Result<Optio
             .map(|p| p.to_string_lossy().into_owned()),
         ssh_config_host: Some(alias.to_string()),
         has_password: false,
+        login_env: true,
     }))
 }
 

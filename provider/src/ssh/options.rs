@@ -235,6 +235,7 @@ fn resolve_jump(
         known_hosts_file: None,
         ssh_config_host: None,
         has_password: false,
+        login_env: true,
     };
     // A hop's own ProxyJump is not followed (one hop), which also rules out loops.
     let mut t = Target::resolve_hop(&machine, opts, false)?;
@@ -265,6 +266,7 @@ mod tests {
             known_hosts_file: None,
             ssh_config_host: alias.map(str::to_string),
             has_password: false,
+            login_env: true,
         }
     }
 

@@ -334,6 +334,7 @@ mod tests {
             known_hosts_file: None,
             ssh_config_host: None,
             has_password: false,
+            login_env: true,
         }
     }
 

@@ -1668,3 +1668,41 @@ pub async fn hostile_bashrc_quiet(t: Arc<dyn Transport>, dir: &str) {
     }
     b.finish().await;
 }
+
+pub async fn destroy_removes_remote_state_unless_kept(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t.clone(), dir).await;
+    b.run("echo kept").await;
+    let kept = b
+        .engine
+        .destroy_with(
+            b.sid(),
+            remote_runner_provider::engine::DestroyOptions {
+                keep_remote_state: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(kept.status, SessionStatus::Destroyed);
+    let state = &b.session.remote_state_dir;
+    assert!(t.stat(state).await.unwrap().is_some(), "{state} kept");
+    // By default the session's directory goes with it.
+    let machine = b.engine.session_show(b.sid()).unwrap().machine_id;
+    let mut m = Machine::local();
+    m.machine_id = machine;
+    m.default_cwd = dir.to_string();
+    let other = b.engine.create_session(&m, None).await.unwrap();
+    b.engine.destroy(&other.session_id).await.unwrap();
+    assert!(
+        t.stat(&other.remote_state_dir).await.unwrap().is_none(),
+        "{} removed",
+        other.remote_state_dir
+    );
+    let _ = t
+        .exec(
+            &format!("rm -rf -- '{state}'"),
+            ExecOptions::default(),
+        )
+        .await;
+    b.finish().await;
+}

@@ -36,6 +36,7 @@ fn machine_as(sshd: &Sshd, user: &str, key: Option<&Path>) -> Machine {
         known_hosts_file: Some(sshd.known_hosts.to_string_lossy().into_owned()),
         ssh_config_host: None,
         has_password: false,
+        login_env: true,
     }
 }
 

@@ -171,6 +171,7 @@ fn fill_fields(
         known_hosts_file: None,
         ssh_config_host: None,
         has_password: false,
+        login_env: true,
     });
     let host = args.host.clone().or(from_alias.then(|| base.host.clone()));
     let user = args.user.clone().or(from_alias.then(|| base.user.clone()));
@@ -270,6 +271,7 @@ fn fill_fields(
         known_hosts_file: args.known_hosts_file.clone().or(base.known_hosts_file),
         ssh_config_host: base.ssh_config_host,
         has_password: false,
+        login_env: base.login_env && !args.no_login_env,
     };
     if args.key_path.is_some() && auth_type != AuthType::Key {
         ctx.out

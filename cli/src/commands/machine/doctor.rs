@@ -9,7 +9,9 @@ use std::path::Path;
 use remote_runner_provider::machine::{AuthType, Machine};
 use remote_runner_provider::ssh::{self, ConnectOptions, PassphraseSource};
 use remote_runner_provider::store::machines;
-use remote_runner_provider::transport::shell_quote;
+use remote_runner_provider::remote;
+use remote_runner_provider::transport::local::LocalTransport;
+use remote_runner_provider::transport::{Transport, shell_quote};
 use remote_runner_provider::util::now_rfc3339;
 use remote_runner_provider::{Error, ErrorCode, Result};
 use serde_json::{Value, json};
@@ -111,7 +113,9 @@ pub async fn run(ctx: &Context, machine_id: &str) -> Result<Report> {
     let store = ctx.store()?;
     let machine = machines::resolve(&store, machine_id)?;
     let findings = if machine.is_local() {
-        check_local(&machine)
+        let mut findings = check_local(&machine);
+        check_session_tools(&LocalTransport::new(), &mut findings).await;
+        findings
     } else {
         check_ssh(ctx, &machine).await?
     };
@@ -141,7 +145,8 @@ async fn check_ssh(ctx: &Context, machine: &Machine) -> Result<Findings> {
         connect_timeout: ctx.timeout,
         ..ConnectOptions::default()
     };
-    let report = ssh::probe(machine, opts).await;
+    let report = ssh::probe(machine, opts.clone()).await;
+    let auth_ok = report.auth_ok;
     let host_key_status = serde_json::to_value(report.host_key)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
@@ -156,7 +161,7 @@ async fn check_ssh(ctx: &Context, machine: &Machine) -> Result<Findings> {
             "used": report.auth_method_used,
         }),
     );
-    Ok(Findings {
+    let mut findings = Findings {
         machine_id: machine.machine_id.clone(),
         reachable: report.reachable,
         auth_ok: report.auth_ok,
@@ -174,7 +179,51 @@ async fn check_ssh(ctx: &Context, machine: &Machine) -> Result<Findings> {
             .map(|e| with_concrete_fix(e, machine))
             .collect(),
         details,
-    })
+    };
+    if auth_ok {
+        match ssh::connect(machine, opts).await {
+            Ok(transport) => check_session_tools(transport.as_ref(), &mut findings).await,
+            Err(e) => findings.errors.push(with_concrete_fix(e, machine)),
+        }
+    }
+    Ok(findings)
+}
+
+/// What sessions need on the machine, checked the way `session create` checks it (through the
+/// engine's control plane, whatever the login shell): the engine's state directory (ownership),
+/// tmux and bash at supported versions. Its answer replaces the probe's plain `tmux -V`.
+async fn check_session_tools<T: Transport + ?Sized>(transport: &T, findings: &mut Findings) {
+    findings.errors.retain(|e| e.code != ErrorCode::TmuxMissing);
+    match remote::prepare(transport).await {
+        Ok(tools) => {
+            findings.tmux_found = true;
+            findings.tmux_version = Some(
+                tools
+                    .tmux_version
+                    .trim_start_matches("tmux ")
+                    .to_string(),
+            );
+            findings.details.insert(
+                "session_tools".into(),
+                json!({
+                    "login_shell": tools.login_shell,
+                    "tmux_path": tools.tmux_path,
+                    "bash_path": tools.bash_path,
+                    "bash_version": tools.bash_version,
+                    "state_root": tools.root,
+                    "tmux_min": format!("{}.{}", remote::MIN_TMUX.0, remote::MIN_TMUX.1),
+                    "bash_min": format!("{}.{}", remote::MIN_BASH.0, remote::MIN_BASH.1),
+                }),
+            );
+        }
+        Err(e) => {
+            if e.code == ErrorCode::TmuxMissing {
+                findings.tmux_found = false;
+                findings.tmux_version = None;
+            }
+            findings.errors.push(e);
+        }
+    }
 }
 
 /// An unknown host key's message gets the exact command that trusts it for this machine.

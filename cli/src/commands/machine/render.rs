@@ -67,6 +67,8 @@ pub fn machine_fields(m: &Machine) -> Vec<(&'static str, Cell)> {
         m.startup_commands.join(" ; ")
     };
     fields.push(("startup", Cell::plain(startup)));
+    let login_env = if m.login_env { "on" } else { "off" };
+    fields.push(("login env", Cell::plain(login_env)));
     let maps = if m.path_mappings.is_empty() {
         "none".to_string()
     } else {

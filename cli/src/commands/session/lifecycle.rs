@@ -3,6 +3,7 @@
 use std::io::IsTerminal;
 
 use remote_runner_provider::Result;
+use remote_runner_provider::engine::DestroyOptions;
 use remote_runner_provider::engine::session::MAX_READ;
 use serde_json::json;
 
@@ -120,11 +121,11 @@ pub async fn logs(ctx: &Context, args: SessionArg) -> Result<Report> {
 
 pub async fn destroy(ctx: &Context, args: DestroyArgs) -> Result<Report> {
     let wired = ctx.engine()?;
-    let result = if args.force {
-        wired.engine.destroy_forced(&args.session).await?
-    } else {
-        wired.engine.destroy(&args.session).await?
+    let opts = DestroyOptions {
+        force: args.force,
+        keep_remote_state: args.keep_remote_state,
     };
+    let result = wired.engine.destroy_with(&args.session, opts).await?;
     let mut fields = vec![
         ("session", Cell::new(&result.session_id, Tone::Bold)),
         ("status", render::session_status(result.status)),
