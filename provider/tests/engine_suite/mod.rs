@@ -1699,10 +1699,7 @@ pub async fn destroy_removes_remote_state_unless_kept(t: Arc<dyn Transport>, dir
         other.remote_state_dir
     );
     let _ = t
-        .exec(
-            &format!("rm -rf -- '{state}'"),
-            ExecOptions::default(),
-        )
+        .exec(&format!("rm -rf -- '{state}'"), ExecOptions::default())
         .await;
     b.finish().await;
 }

@@ -7,9 +7,9 @@ use std::io::IsTerminal;
 use std::path::Path;
 
 use remote_runner_provider::machine::{AuthType, Machine};
+use remote_runner_provider::remote;
 use remote_runner_provider::ssh::{self, ConnectOptions, PassphraseSource};
 use remote_runner_provider::store::machines;
-use remote_runner_provider::remote;
 use remote_runner_provider::transport::local::LocalTransport;
 use remote_runner_provider::transport::{Transport, shell_quote};
 use remote_runner_provider::util::now_rfc3339;
@@ -192,17 +192,13 @@ async fn check_ssh(ctx: &Context, machine: &Machine) -> Result<Findings> {
 /// What sessions need on the machine, checked the way `session create` checks it (through the
 /// engine's control plane, whatever the login shell): the engine's state directory (ownership),
 /// tmux and bash at supported versions. Its answer replaces the probe's plain `tmux -V`.
-async fn check_session_tools<T: Transport + ?Sized>(transport: &T, findings: &mut Findings) {
+async fn check_session_tools(transport: &dyn Transport, findings: &mut Findings) {
     findings.errors.retain(|e| e.code != ErrorCode::TmuxMissing);
     match remote::prepare(transport).await {
         Ok(tools) => {
             findings.tmux_found = true;
-            findings.tmux_version = Some(
-                tools
-                    .tmux_version
-                    .trim_start_matches("tmux ")
-                    .to_string(),
-            );
+            findings.tmux_version =
+                Some(tools.tmux_version.trim_start_matches("tmux ").to_string());
             findings.details.insert(
                 "session_tools".into(),
                 json!({
