@@ -632,10 +632,9 @@ fn record_end(
             .meta_sessions
             .iter_mut()
             .find(|ms| ms.session_id == session_id)
+            && let Some(c) = ms.commands.iter_mut().find(|c| c.index == pending.index)
         {
-            if let Some(c) = ms.commands.iter_mut().find(|c| c.index == pending.index) {
-                c.exit_code = exit_code;
-            }
+            c.exit_code = exit_code;
         }
         let m = m.clone();
         write_metadata(&m)?;
@@ -663,8 +662,8 @@ async fn refresh_pending(ctx: &Ctx, session_id: &str) -> Result<bool> {
         return Ok(true);
     }
     let wired = ctx.wire(&session.machine, None)?;
-    let ended = match &pending.engine_command_id {
-        None => true, // the exec died before the engine had the command
+    let engine_exit = match &pending.engine_command_id {
+        None => None, // the exec died before the engine had the command
         Some(cid) => {
             let rec = wired
                 .engine
@@ -673,19 +672,25 @@ async fn refresh_pending(ctx: &Ctx, session_id: &str) -> Result<bool> {
                 .map_err(|e| {
                     SeedError::engine(e, "checking the running command", (TMUX, "tmux_failed"))
                 })?;
-            rec.status != CommandStatus::Running
+            if rec.status == CommandStatus::Running {
+                return Ok(true);
+            }
+            Some(rec.exit_code)
         }
     };
-    if !ended {
-        return Ok(true);
-    }
-    let exit_code = if pending.engine_command_id.is_some() {
-        bring_back(ctx, &wired, &session, &mount, &pending.log_filename).await?;
-        exit_code_from_log(
-            &local_log_dir(&mount, &session.session_name).join(&pending.log_filename),
-        )
-    } else {
-        None
+    // It ended: bring its log and the artifacts back (best effort: a failure here must not
+    // leave the session busy for ever), and record its exit code.
+    let exit_code = match engine_exit {
+        None => None,
+        Some(engine_code) => {
+            match bring_back(ctx, &wired, &session, &mount, &pending.log_filename).await {
+                Ok(()) => exit_code_from_log(
+                    &local_log_dir(&mount, &session.session_name).join(&pending.log_filename),
+                )
+                .or(engine_code),
+                Err(_) => engine_code,
+            }
+        }
     };
     let mut locked = state::lock(&ctx.state_dir)?;
     let still = locked
@@ -851,12 +856,32 @@ pub async fn session_exec(
             ))
         }
         Err((e, started)) => {
-            // Nothing runs (or the engine lost it): free the session, keep the log number.
+            // Nothing runs now: free the session. A command that never started leaves no
+            // trace (its log number is given back when no other command took the next one).
             if let Ok(s) = locked.state.session_mut(session_id) {
                 s.pending = None;
                 if !started {
                     s.command_count = s.command_count.saturating_sub(1);
+                    s.last_command = session.last_command.clone();
+                    s.last_exit_code = session.last_exit_code;
+                    s.last_executed_at = session.last_executed_at.clone();
                 }
+            }
+            if !started && let Ok(m) = locked.state.mount_mut(&session.mount_id) {
+                if let Some(n) = m.log_counters.get_mut(&session.session_name)
+                    && *n == index
+                {
+                    *n -= 1;
+                }
+                if let Some(ms) = m
+                    .meta_sessions
+                    .iter_mut()
+                    .find(|ms| ms.session_id == session_id)
+                {
+                    ms.commands.retain(|c| c.index != index);
+                }
+                let m = m.clone();
+                let _ = write_metadata(&m);
             }
             locked.save()?;
             Err(e)

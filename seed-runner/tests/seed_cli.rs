@@ -784,6 +784,39 @@ fn error_codes() {
     );
     bed.err(&["session", "status", "--session", &sess], 2005);
 
+    // 2002: a sync that fails (a remote regular file where the local side has a directory).
+    let remote2 = bed.remote("errs2");
+    std::fs::write(Path::new(&remote2).join("sub"), "a file\n").unwrap();
+    let mount2 = bed.mount(&bed.local("ws2"), &remote2);
+    write(&bed.local("ws2/sub/x.txt"), "x\n");
+    let sess2 = bed.session(mount2["mount_id"].as_str().unwrap(), "s");
+    let e = bed.err(
+        &["session", "exec", "--session", &sess2, "--cmd", "true"],
+        2002,
+    );
+    assert_eq!(e["name"], "sync_failed");
+    // The failed sync ran no command: the session is free, and works once the conflict goes.
+    std::fs::remove_file(Path::new(&remote2).join("sub")).unwrap();
+    let r = bed.exec(&sess2, "cat sub/x.txt");
+    assert_eq!(r["exit_code"], 0);
+    assert_eq!(r["log_filename"], "cmd_001.log");
+
+    // 2008: the local log directory cannot be created (a file is in the way).
+    write(&bed.local("ws2/artifacts/logs/blocked"), "in the way\n");
+    bed.err(
+        &[
+            "session",
+            "create",
+            "--machine",
+            HOST_ALIAS,
+            "--mount-id",
+            mount2["mount_id"].as_str().unwrap(),
+            "--name",
+            "blocked",
+        ],
+        2008,
+    );
+
     // 2010: unreadable state.
     std::fs::write(bed.state_dir().join("seed-runner/state.json"), "{not json").unwrap();
     bed.err(&["status"], 2010);
