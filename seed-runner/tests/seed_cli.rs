@@ -818,9 +818,23 @@ fn error_codes() {
     );
 
     // 2010: unreadable state.
-    std::fs::write(bed.state_dir().join("seed-runner/state.json"), "{not json").unwrap();
+    // (The state is put back afterwards, so the bed can destroy what the test left.)
+    let state_file = bed.state_dir().join("seed-runner/state.json");
+    let good = std::fs::read(&state_file).unwrap();
+    std::fs::write(&state_file, "{not json").unwrap();
     bed.err(&["status"], 2010);
-    std::fs::remove_file(bed.state_dir().join("seed-runner/state.json")).unwrap();
+    bed.err(&["session", "status", "--session", &sess2], 2010);
+    std::fs::write(&state_file, good).unwrap();
+    bed.ok(&[
+        "mount",
+        "destroy",
+        "--mount-id",
+        mount2["mount_id"].as_str().unwrap(),
+    ]);
+    bed.err(
+        &["session", "exec", "--session", &sess2, "--cmd", "true"],
+        2006,
+    );
 }
 
 /// A command past its --timeout: error 2007, the session busy (a new exec refused) until the
