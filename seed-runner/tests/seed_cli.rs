@@ -915,3 +915,51 @@ fn timeouts() {
     );
     assert_eq!(e["name"], "session_timeout");
 }
+
+/// While a command runs, a second exec on the same session is refused (busy), not queued;
+/// another session of the same mount runs meanwhile.
+#[test]
+fn concurrent_exec_is_refused_as_busy() {
+    let bed = Bed::new();
+    let ws = bed.local("ws");
+    let mount = bed.mount(&ws, &bed.remote("busy"));
+    let remote = mount["remote_path"].as_str().unwrap().to_string();
+    let mount_id = mount["mount_id"].as_str().unwrap().to_string();
+    let sess = bed.session(&mount_id, "one");
+    let other = bed.session(&mount_id, "two");
+    let cmd = "while [ ! -e gate ]; do sleep 0.2; done; echo through";
+    let first = bed
+        .command(&["session", "exec", "--session", &sess, "--cmd", cmd])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    eventually("the first command to start", || {
+        let st = bed.ok(&["session", "status", "--session", &sess]);
+        (st["status"] == "busy").then_some(())
+    });
+    let e = bed.err(
+        &[
+            "session",
+            "exec",
+            "--session",
+            &sess,
+            "--cmd",
+            "echo second",
+        ],
+        2007,
+    );
+    assert_eq!(e["name"], "session_busy");
+    let r = bed.exec(&other, "echo other");
+    assert_eq!(r["exit_code"], 0);
+    std::fs::write(Path::new(&remote).join("gate"), "").unwrap();
+    let out = first.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["exit_code"], 0);
+    assert_eq!(v["log_filename"], "cmd_001.log");
+    // The refused exec took no log number.
+    let r = bed.exec(&sess, "echo after");
+    assert_eq!(r["log_filename"], "cmd_002.log");
+    let st = bed.ok(&["session", "status", "--session", &sess]);
+    assert_eq!(st["command_count"], 2);
+}
