@@ -963,3 +963,106 @@ fn concurrent_exec_is_refused_as_busy() {
     let st = bed.ok(&["session", "status", "--session", &sess]);
     assert_eq!(st["command_count"], 2);
 }
+
+/// `--machine` as a machine registered with `remote-runner machine add` (the same store
+/// record), with no ssh_config to fall back on.
+#[test]
+fn registered_machine_id() {
+    use remote_runner_provider::ssh::config::{SshConfigSource, machine_from_alias};
+    use remote_runner_provider::store::{self, Store};
+    let bed = Bed::new();
+    let mut machine = machine_from_alias(
+        HOST_ALIAS,
+        &SshConfigSource::File(bed.sshd.ssh_config.clone()),
+    )
+    .unwrap()
+    .unwrap();
+    machine.machine_id = "vm-seed-01".to_string();
+    machine.ssh_config_host = None;
+    {
+        let st = Store::open(&bed.state_dir()).unwrap();
+        store::machines::insert(&st, &machine).unwrap();
+    }
+    let empty = bed.dir.path().join("empty_ssh_config");
+    std::fs::write(&empty, "").unwrap();
+    let run = |args: &[&str]| -> Value {
+        let out = bed
+            .command(args)
+            .env("REMOTE_RUNNER_SSH_CONFIG", &empty)
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(out.status.success(), "{args:?}: {v}");
+        v
+    };
+    let ws = bed.local("ws");
+    // A directory mount create makes (so the login user may remove it with --cleanup).
+    let remote = format!("{}/exp", bed.remote("registered"));
+    let m = run(&[
+        "mount",
+        "create",
+        "--machine",
+        "vm-seed-01",
+        "--local-dir",
+        ws.to_str().unwrap(),
+        "--remote-dir",
+        &remote,
+    ]);
+    assert_eq!(m["machine"], "vm-seed-01");
+    let mount_id = m["mount_id"].as_str().unwrap();
+    let s = run(&[
+        "session",
+        "create",
+        "--machine",
+        "vm-seed-01",
+        "--mount-id",
+        mount_id,
+        "--name",
+        "reg",
+    ]);
+    let sess = s["session_id"].as_str().unwrap();
+    let r = run(&["session", "exec", "--session", sess, "--cmd", "whoami"]);
+    assert_eq!(r["exit_code"], 0);
+    let lines = log_lines(&ws.join("artifacts/logs/reg/cmd_001.log"));
+    assert_eq!(lines[1], remote_runner_testkit::TEST_USER);
+    let st = Store::open(&bed.state_dir()).unwrap();
+    assert!(
+        store::sessions::list(&st)
+            .unwrap()
+            .iter()
+            .any(|r| r.machine_id == "vm-seed-01" && r.status.as_str() == "active")
+    );
+    drop(st);
+    run(&["mount", "destroy", "--mount-id", mount_id, "--cleanup"]);
+    assert!(!Path::new(&remote).exists());
+    // --cleanup that cannot remove the dir (its parent is not the login user's): a warning
+    // with code 2009, and the mount is gone all the same.
+    let locked_dir = bed.remote("undeletable");
+    let m2 = run(&[
+        "mount",
+        "create",
+        "--machine",
+        "vm-seed-01",
+        "--local-dir",
+        ws.to_str().unwrap(),
+        "--remote-dir",
+        &locked_dir,
+    ]);
+    let d = run(&[
+        "mount",
+        "destroy",
+        "--mount-id",
+        m2["mount_id"].as_str().unwrap(),
+        "--cleanup",
+    ]);
+    assert_eq!(d["status"], "unmounted");
+    assert!(d["warning"].as_str().unwrap().contains("2009"), "{d}");
+    // The mount's sessions went with it.
+    let st = Store::open(&bed.state_dir()).unwrap();
+    assert!(
+        store::sessions::list(&st)
+            .unwrap()
+            .iter()
+            .all(|r| r.status.as_str() == "destroyed")
+    );
+}
