@@ -621,6 +621,16 @@ fn log_format_and_metadata() {
     assert_eq!(commands[0]["log_file"], "cmd_001.log");
     assert_eq!(commands[0]["exit_code"], 3);
     assert_eq!(commands[1]["exit_code"], 0);
+    // `exit` ends the command, not the session; a last line without a newline is kept; stdin
+    // is empty (a reader does not hang).
+    let r = bed.exec(&sess, "printf abc; exit 5");
+    assert_eq!(r["exit_code"], 5);
+    let lines = log_lines(&ws.join("artifacts/logs/fmt/cmd_003.log"));
+    assert_eq!(lines, vec!["$ printf abc; exit 5", "abc", "$ exit_code: 5"]);
+    let r = bed.exec(&sess, "cat; echo after-cat");
+    assert_eq!(r["exit_code"], 0);
+    let st = bed.ok(&["session", "status", "--session", &sess]);
+    assert_eq!(st["status"], "active");
     // metadata.json and artifacts/ are not sent to the remote side.
     assert!(!Path::new(&remote).join("metadata.json").exists());
     assert!(!Path::new(&remote).join("artifacts/logs").exists());
