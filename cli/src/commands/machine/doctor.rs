@@ -181,8 +181,20 @@ async fn check_ssh(ctx: &Context, machine: &Machine) -> Result<Findings> {
         details,
     };
     if auth_ok {
-        match ssh::connect(machine, opts).await {
+        // A second connection, never asking for a passphrase again: a key that needed one
+        // on this terminal leaves the probe's own tmux check standing.
+        let quiet = ConnectOptions {
+            passphrase: PassphraseSource::Never,
+            ..opts
+        };
+        match ssh::connect(machine, quiet).await {
             Ok(transport) => check_session_tools(transport.as_ref(), &mut findings).await,
+            Err(e) if e.code == ErrorCode::AuthFailed => {
+                findings.details.insert(
+                    "session_tools".into(),
+                    json!({ "checked": false, "why": "the key needs a passphrase each time" }),
+                );
+            }
             Err(e) => findings.errors.push(with_concrete_fix(e, machine)),
         }
     }
