@@ -19,6 +19,8 @@ command -v jq >/dev/null 2>&1 || need+=(jq)   # docs/cli.md examples use it
 command -v git >/dev/null 2>&1 || need+=(git)  # a session cwd that is a git repository
 command -v busybox >/dev/null 2>&1 || need+=(busybox)        # remote scripts under busybox sh
 command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)  # remote scripts are shellchecked
+command -v node >/dev/null 2>&1 || need+=(nodejs)          # code runtime: JavaScript programs
+command -v python3 >/dev/null 2>&1 || need+=(python3)       # code runtime: Python programs
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
