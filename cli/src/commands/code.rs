@@ -116,7 +116,7 @@ async fn run_once(ctx: &Context, args: RunArgs) -> Result<crate::output::Report>
             s
         }
         Some(path) => std::fs::read_to_string(path)
-            .map_err(|e| Error::io(&format!("cannot read the program file {path}"), &e))?,
+            .map_err(|e| Error::io(format!("cannot read the program file {path}"), &e))?,
     };
     let rt = runtime(ctx, &args.runtime).await?;
     let result = rt
@@ -220,18 +220,20 @@ async fn serve(ctx: &Context, args: RuntimeArgs) -> Result<crate::output::Report
                     let forward_run = run_id.clone();
                     let forward = tokio::spawn(async move {
                         while let Some(call) = rx.recv().await {
-                            print_line(&format!(
+                            // Registered before the line goes out: the host may answer at once.
+                            let line = format!(
                                 "{{\"type\":\"call\",\"runId\":{},\"callId\":{},\"global\":{},\"function\":{},\"args\":{}}}",
                                 json!(forward_run),
                                 json!(call.call_id),
                                 json!(call.global),
                                 json!(call.function),
                                 call.args
-                            ));
+                            );
                             forward_pending
                                 .lock()
                                 .expect("pending lock")
                                 .insert((forward_run.clone(), call.call_id), call.reply);
+                            print_line(&line);
                         }
                     });
                     let calls = (!bindings.is_empty()).then_some(tx);
