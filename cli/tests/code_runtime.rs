@@ -416,3 +416,29 @@ fn code_unknown_language_is_a_usage_error() {
     assert_eq!(r.code, 2, "{r:?}");
     assert_eq!(r.error()["code"], "invalid_argument");
 }
+
+fn runs_in_a_sessions_cwd(bed: &Bed) {
+    let session = bed.session();
+    let r = common::run_command(
+        bed.command(&[
+            "code",
+            "run",
+            "--session",
+            &session,
+            "--language",
+            "python",
+            "--json",
+        ]),
+        Some("import os\nreturn os.getcwd()"),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    let cwd = std::path::PathBuf::from(v["value"].as_str().unwrap());
+    assert_eq!(
+        std::fs::canonicalize(cwd).unwrap(),
+        std::fs::canonicalize(&bed.work).unwrap()
+    );
+    let r = bed.run(&["session", "destroy", "--session", &session, "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+}
+both_machines!(code_runs_in_a_sessions_cwd, runs_in_a_sessions_cwd);

@@ -45,9 +45,12 @@ pub enum CodeCommand {
 
 #[derive(Debug, Args)]
 pub struct RuntimeArgs {
-    /// Machine to run on (`local` is this host)
-    #[arg(long, value_name = "MACHINE_ID")]
-    pub machine: String,
+    /// Machine to run on (`local` is this host) [default: the --session's machine]
+    #[arg(long, value_name = "MACHINE_ID", required_unless_present = "session")]
+    pub machine: Option<String>,
+    /// Run in this session's working directory, on its machine
+    #[arg(long, value_name = "SESSION_ID", conflicts_with = "cwd")]
+    pub session: Option<String>,
     /// Program language: javascript (node) or python (python3)
     #[arg(long, value_name = "LANGUAGE")]
     pub language: String,
@@ -78,16 +81,31 @@ async fn runtime(ctx: &Context, args: &RuntimeArgs) -> Result<Arc<CodeRuntime>> 
             "--time-budget must be a positive number of seconds",
         ));
     }
+    let wired = ctx.engine()?;
+    let (machine, cwd) = match &args.session {
+        Some(id) => {
+            let session = wired.engine.session_show(id)?;
+            if let Some(m) = &args.machine
+                && m != &session.machine_id
+            {
+                return Err(Error::invalid(format!(
+                    "session {id} is on machine {}, not {m}; drop --machine or pass --machine {}",
+                    session.machine_id, session.machine_id
+                )));
+            }
+            (session.machine_id, Some(session.cwd))
+        }
+        None => (args.machine.clone().unwrap_or_default(), args.cwd.clone()),
+    };
     let config = CodeConfig {
         language,
         time_budget: Duration::from_secs_f64(args.time_budget.min(86400.0)),
         output_cap: args.output_cap,
-        cwd: args.cwd.clone(),
+        cwd,
     };
     config.validate()?;
-    let wired = ctx.engine()?;
-    wired.machine(&args.machine)?;
-    let transport = wired.connector.connect(&args.machine).await?;
+    wired.machine(&machine)?;
+    let transport = wired.connector.connect(&machine).await?;
     Ok(Arc::new(CodeRuntime::new(transport, config)?))
 }
 

@@ -391,6 +391,8 @@ impl CodeRuntime {
                 ));
             }
             Err(e) => {
+                // The link dropped (or the exec failed): make sure the process does not run on.
+                self.stop(&run_dir).await;
                 return Ok(CodeRunResult::failure(
                     "worker-exit",
                     format!(
@@ -467,7 +469,7 @@ impl CodeRuntime {
     /// Stop a run's process (and its process group) on the machine; best effort.
     async fn stop(&self, run_dir: &str) {
         let script = format!(
-            "d={dir}\ni=0\nwhile [ ! -s \"$d/pid\" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done\n\
+            "d={dir}\ni=0\nwhile [ ! -s \"$d/pid\" ] && [ $i -lt 50 ]; do\n  [ -d \"$d\" ] || [ $i -lt 10 ] || exit 0\n  sleep 0.1; i=$((i+1))\ndone\n\
              p=$(cat \"$d/pid\" 2>/dev/null) || exit 0\n[ -n \"$p\" ] || exit 0\n\
              kill -TERM \"$p\" 2>/dev/null\n\
              i=0\nwhile kill -0 \"$p\" 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done\n\
