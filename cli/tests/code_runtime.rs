@@ -124,6 +124,16 @@ return {"big": 123456789012345678901234567890, "neg": -0.0, "text": "héllo ✓ 
     assert_eq!(v["value"], Value::Null, "an explicit None is null: {v}");
     let (_, _, v) = run(bed, "python", "x = 1", &[]);
     assert!(v.get("value").is_none(), "{v}");
+
+    // What a program starts does not outlive its run.
+    let (_, _, v) = run(
+        bed,
+        "python",
+        "import subprocess\nsubprocess.Popen(['sleep', '300'])\nreturn 1",
+        &[],
+    );
+    assert_eq!(v["value"], 1, "{v}");
+    no_process_left(bed);
 }
 both_machines!(code_values_and_logs, values_and_logs);
 
@@ -338,6 +348,9 @@ fn serve_bindings_both(bed: &Bed) {
         const echo = await tools.echo({q: [1, "ü"]});
         const proto = await tools["__proto__"](7);
         let failed;
+        try { await tools.echo([1, NaN]); throw new Error("a lossy argument was sent"); } catch (e) {
+            if (!(e instanceof TypeError) || !e.message.includes("NaN")) throw e;
+        }
         try { await tools.fail({}); } catch (e) {
             failed = [e.name, e.tool, e.message, e instanceof ToolError];
         }

@@ -6,7 +6,8 @@
 //! is uploaded once by content hash to `<state root>/code/` on the machine. Each run is one
 //! [`Transport::exec`] of a short POSIX sh wrapper: the request (program, nonce, output cap,
 //! bindings) goes in on stdin, the process runs under `timeout(1)` for the time budget, and the
-//! result comes back as the last stdout line after a per-run nonce. Binding calls travel through
+//! result comes back as the last stdout line after a per-run nonce. `timeout` leads its own
+//! process group; whatever the program started in it is killed when the run ends. Binding calls travel through
 //! files in the run's own directory on the machine (`<id>.call` written by the runner, polled by
 //! the host; `<id>.reply` written by the host, polled by the runner): the transport has no
 //! bidirectional streaming exec, and this needs no change to it.
@@ -337,7 +338,7 @@ impl CodeRuntime {
         let script = format!(
             "d={dir}\nmkdir -m 700 \"$d\" || exit 90\n{cd}exec 3<&0\n\
              timeout -k 2 {secs:.3} {interp} {runner} <&3 3<&- &\n\
-             p=$!\necho \"$p\" > \"$d/pid\"\nwait \"$p\"; s=$?\nrm -rf \"$d\"\nexit $s\n",
+             p=$!\necho \"$p\" > \"$d/pid\"\nwait \"$p\"; s=$?\nkill -s KILL -- \"-$p\" 2>/dev/null || kill -s KILL \"-$p\" 2>/dev/null\nrm -rf \"$d\"\nexit $s\n",
             dir = shell_quote(&run_dir),
             interp = self.config.language.interpreter(),
             runner = shell_quote(&prepared.runner),
@@ -473,7 +474,7 @@ impl CodeRuntime {
              p=$(cat \"$d/pid\" 2>/dev/null) || exit 0\n[ -n \"$p\" ] || exit 0\n\
              kill -TERM \"$p\" 2>/dev/null\n\
              i=0\nwhile kill -0 \"$p\" 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done\n\
-             kill -KILL -- \"-$p\" 2>/dev/null; kill -KILL \"$p\" 2>/dev/null\nexit 0\n",
+             kill -s KILL -- \"-$p\" 2>/dev/null || kill -s KILL \"-$p\" 2>/dev/null; kill -KILL \"$p\" 2>/dev/null\nexit 0\n",
             dir = shell_quote(run_dir),
         );
         let options = ExecOptions {
