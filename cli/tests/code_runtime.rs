@@ -455,3 +455,24 @@ fn runs_in_a_sessions_cwd(bed: &Bed) {
     assert_eq!(r.code, 0, "{r:?}");
 }
 both_machines!(code_runs_in_a_sessions_cwd, runs_in_a_sessions_cwd);
+
+/// stdin EOF with a call in flight: the call rejects inside the program, the run ends, serve
+/// writes its result and exits.
+fn dispose_rejects_unsettled_calls(bed: &Bed) {
+    let mut s = Serve::start(bed, "javascript", &[]);
+    assert_eq!(s.next()["type"], "hello");
+    s.send(json!({"type": "run", "runId": "r", "bindings": [{"global": "tools", "functions": ["wait"]}],
+        "program": "try { await tools.wait(1); return 'settled'; } catch (e) { return e.message; }"}));
+    let call = s.next();
+    assert_eq!(call["type"], "call", "{call}");
+    s.close();
+    let result = s.next();
+    assert_eq!(result["type"], "result", "{result}");
+    let message = result["result"]["value"].as_str().unwrap_or_default();
+    assert!(message.contains("closed the runtime"), "{result}");
+    assert_eq!(s.wait(), 0);
+}
+both_machines!(
+    code_dispose_rejects_unsettled_calls,
+    dispose_rejects_unsettled_calls
+);

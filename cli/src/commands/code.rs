@@ -174,8 +174,16 @@ async fn run_once(ctx: &Context, args: RunArgs) -> Result<crate::output::Report>
 }
 
 /// Settlers of binding calls in flight, by (runId, callId).
-type Pending =
-    Arc<Mutex<HashMap<(String, String), oneshot::Sender<std::result::Result<String, String>>>>>;
+type Pending = Arc<Mutex<Calls>>;
+
+#[derive(Default)]
+struct Calls {
+    calls: HashMap<(String, String), oneshot::Sender<std::result::Result<String, String>>>,
+    /// stdin reached EOF: calls are rejected at once.
+    closed: bool,
+}
+
+const DISPOSED: &str = "the host closed the runtime (stdin EOF) before settling this call";
 
 async fn serve(ctx: &Context, args: RuntimeArgs) -> Result<crate::output::Report> {
     let rt = runtime(ctx, &args).await?;
@@ -183,7 +191,7 @@ async fn serve(ctx: &Context, args: RuntimeArgs) -> Result<crate::output::Report
         &json!({"type": "hello", "language": rt.language().as_str(), "isolation": rt.isolation()})
             .to_string(),
     );
-    let pending: Pending = Arc::new(Mutex::new(HashMap::new()));
+    let pending: Pending = Arc::new(Mutex::new(Calls::default()));
     let mut aborts: HashMap<String, CancellationToken> = HashMap::new();
     let mut tasks = tokio::task::JoinSet::new();
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
@@ -247,10 +255,16 @@ async fn serve(ctx: &Context, args: RuntimeArgs) -> Result<crate::output::Report
                                 json!(call.function),
                                 call.args
                             );
-                            forward_pending
-                                .lock()
-                                .expect("pending lock")
+                            let mut pending = forward_pending.lock().expect("pending lock");
+                            if pending.closed {
+                                // stdin is closed: nobody can settle this call any more.
+                                let _ = call.reply.send(Err(DISPOSED.to_string()));
+                                continue;
+                            }
+                            pending
+                                .calls
                                 .insert((forward_run.clone(), call.call_id), call.reply);
+                            drop(pending);
                             print_line(&line);
                         }
                     });
@@ -264,6 +278,7 @@ async fn serve(ctx: &Context, args: RuntimeArgs) -> Result<crate::output::Report
                     pending
                         .lock()
                         .expect("pending lock")
+                        .calls
                         .retain(|(r, _), _| r != &run_id);
                     print_line(&format!(
                         "{{\"type\":\"result\",\"runId\":{},\"result\":{result}}}",
@@ -285,6 +300,7 @@ async fn serve(ctx: &Context, args: RuntimeArgs) -> Result<crate::output::Report
                 let settle = pending
                     .lock()
                     .expect("pending lock")
+                    .calls
                     .remove(&(run_id.clone(), call_id));
                 let Some(settle) = settle else {
                     protocol_error(Some(&run_id), "no call with this callId is in flight");
@@ -309,7 +325,15 @@ async fn serve(ctx: &Context, args: RuntimeArgs) -> Result<crate::output::Report
             }
         }
     }
-    // stdin EOF: dispose, waiting for every run in flight to end.
+    // stdin EOF: dispose. Calls in flight can no longer be settled: they reject inside their
+    // programs; then wait for every run in flight to end.
+    {
+        let mut pending = pending.lock().expect("pending lock");
+        pending.closed = true;
+        for (_, reply) in pending.calls.drain() {
+            let _ = reply.send(Err(DISPOSED.to_string()));
+        }
+    }
     while tasks.join_next().await.is_some() {}
     std::process::exit(0);
 }
