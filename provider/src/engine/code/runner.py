@@ -128,7 +128,23 @@ def make_error_class(name):
 
 
 class Namespace:
-    pass
+    """A binding namespace. Member names are data: any string, even `__class__` or `__dict__`,
+    is a member, reachable as an attribute (getattr for names that are not identifiers) or
+    as an item."""
+
+    __slots__ = ("_members",)
+
+    def __init__(self, members):
+        object.__setattr__(self, "_members", members)
+
+    def __getattribute__(self, name):
+        members = object.__getattribute__(self, "_members")
+        if name in members:
+            return members[name]
+        return object.__getattribute__(self, name)
+
+    def __getitem__(self, name):
+        return object.__getattribute__(self, "_members")[name]
 
 
 async def call(req, ns, fn, args, counter):
@@ -175,12 +191,12 @@ def main():
     req["_classes"] = {}
     counter = [0]
     for ns in req.get("bindings") or []:
-        obj = Namespace()
+        members = {}
         for fn in ns["functions"]:
             def member(args=None, _ns=ns, _fn=fn):
                 return call(req, _ns, _fn, args, counter)
-            # Member names are data: any string, set as an attribute and reachable by getattr.
-            obj.__dict__[fn] = member
+            members[fn] = member
+        obj = Namespace(members)
         ec = ns.get("errorClass")
         if ec:
             cls = make_error_class(ec["name"])
