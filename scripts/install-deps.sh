@@ -19,6 +19,9 @@ command -v jq >/dev/null 2>&1 || need+=(jq)   # docs/cli.md examples use it
 command -v git >/dev/null 2>&1 || need+=(git)  # a session cwd that is a git repository
 command -v busybox >/dev/null 2>&1 || need+=(busybox)        # remote scripts under busybox sh
 command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)  # remote scripts are shellchecked
+# code runtime (JavaScript, Python): on the default PATH, which the ssh test account also gets
+[ -x /usr/bin/node ] || [ -x /usr/local/bin/node ] || need+=(nodejs)
+[ -x /usr/bin/python3 ] || [ -x /usr/local/bin/python3 ] || need+=(python3)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

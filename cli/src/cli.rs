@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::commands::{file, machine, meta, run, session};
+use crate::commands::{code, file, machine, meta, run, session};
 use crate::output::ColorMode;
 
 const EXAMPLES: &str = "\
@@ -73,6 +73,9 @@ pub enum Command {
     /// One closed loop: session, inputs, command, artifacts, manifest
     #[command(subcommand, after_help = run::GROUP_EXAMPLES)]
     Run(run::RunCommand),
+    /// Run programs (JavaScript, Python) as fresh processes on a machine, with host bindings
+    #[command(subcommand, after_help = code::GROUP_EXAMPLES)]
+    Code(code::CodeCommand),
     /// Print a shell completion script
     #[command(after_help = meta::COMPLETIONS_EXAMPLES)]
     Completions(meta::CompletionsArgs),

@@ -170,6 +170,7 @@ pub fn scope(command: &Command) -> Scope {
             RunCommand::Once(_) => Scope::Own,
             RunCommand::List | RunCommand::Show(_) => Scope::Local,
         },
+        Command::Code(_) => Scope::Own,
         Command::Completions(_) | Command::Man(_) => Scope::Local,
     }
 }

@@ -1,5 +1,6 @@
 //! One module per command group; [`dispatch`] routes a parsed command to its handler.
 
+pub mod code;
 pub mod file;
 pub mod machine;
 pub mod meta;
@@ -18,6 +19,7 @@ pub async fn dispatch(ctx: &Context, command: Command) -> Result<Report> {
         Command::Session(c) => session::run(ctx, c).await,
         Command::File(c) => file::run(ctx, c).await,
         Command::Run(c) => run::run(ctx, c).await,
+        Command::Code(c) => code::run(ctx, c).await,
         Command::Completions(args) => meta::completions(&args),
         Command::Man(args) => meta::man(&args),
     }
