@@ -43,7 +43,7 @@ pub fn for_error(code: ErrorCode) -> u8 {
         Cancelled => 7,
         ConnectionFailed | ConnectionLost | AuthFailed | HostKeyUnknown | HostKeyChanged => 8,
         SessionLost | TmuxMissing | TmuxTooOld | BashMissing | BashTooOld | InsecureRemoteDir
-        | StartupCommandFailed | RemoteError => 9,
+        | StartupCommandFailed | LanguageUnavailable | RemoteError => 9,
         ConfigInvalid | Io | Store | PermissionDenied => 10,
         NotImplemented => 11,
         NotReady | NotDetached | StaleGeneration | StateProviderMismatch => 12,

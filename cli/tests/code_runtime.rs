@@ -428,6 +428,18 @@ fn code_unknown_language_is_a_usage_error() {
     ]);
     assert_eq!(r.code, 2, "{r:?}");
     assert_eq!(r.error()["code"], "invalid_argument");
+    // TypeScript is known but not offered yet: a typed refusal, not a usage error.
+    let r = bed.run(&[
+        "code",
+        "run",
+        "--machine",
+        "local",
+        "--language",
+        "typescript",
+        "--json",
+    ]);
+    assert_eq!(r.code, 9, "{r:?}");
+    assert_eq!(r.error()["code"], "language_unavailable");
 }
 
 fn runs_in_a_sessions_cwd(bed: &Bed) {

@@ -57,6 +57,8 @@ pub enum ErrorCode {
     InsecureRemoteDir,
     /// A machine's startup command failed when a session was created.
     StartupCommandFailed,
+    /// The code runtime's language cannot run on the machine (no interpreter, or not offered).
+    LanguageUnavailable,
     /// A remote path does not exist.
     RemoteNotFound,
     /// Permission denied on a local or remote path.
@@ -112,6 +114,7 @@ impl ErrorCode {
             BashTooOld => "bash_too_old",
             InsecureRemoteDir => "insecure_remote_dir",
             StartupCommandFailed => "startup_command_failed",
+            LanguageUnavailable => "language_unavailable",
             RemoteNotFound => "remote_not_found",
             PermissionDenied => "permission_denied",
             RemoteError => "remote_error",

@@ -49,8 +49,8 @@ impl Language {
             "javascript" | "js" => Ok(Language::Javascript),
             "python" | "py" => Ok(Language::Python),
             "typescript" | "ts" => Err(Error::new(
-                ErrorCode::InvalidArgument,
-                "language_unavailable: typescript is not offered yet; use --language javascript",
+                ErrorCode::LanguageUnavailable,
+                "typescript is not offered yet; use --language javascript",
             )),
             other => Err(Error::invalid(format!(
                 "unknown language {other:?}; use javascript or python"
@@ -260,10 +260,10 @@ impl CodeRuntime {
                 match first {
                     "missing-interpreter" => {
                         return Err(Error::new(
-                            ErrorCode::RemoteError,
+                            ErrorCode::LanguageUnavailable,
                             format!(
-                                "language_unavailable: {} is not on the machine's PATH; install \
-                                 it to run {} programs there",
+                                "{} is not on the machine's PATH; install it to run {} programs \
+                                 there",
                                 lang.interpreter(),
                                 lang.as_str()
                             ),
