@@ -8,13 +8,8 @@ const TEMPLATE: &str = include_str!("rr.sh");
 /// The script text with this session's tmux path, socket, name, directories and extra
 /// environment (exported after the login environment) filled in.
 pub fn render(paths: &SessionPaths, env: &[(String, String)]) -> String {
-    let exports: String = env
-        .iter()
-        .filter(|(k, _)| is_name(k))
-        .map(|(k, v)| format!("  export {k}={}\n", shell_quote(v)))
-        .collect();
     TEMPLATE
-        .replace("  : @ENV@\n", &exports)
+        .replace("  : @ENV@\n", &posix_exports(env))
         .replace("@TMUX@", &shell_quote(&paths.tmux_path))
         .replace("@SOCK@", &shell_quote(&paths.socket))
         .replace("@SID@", &shell_quote(&paths.session_name))
@@ -22,12 +17,13 @@ pub fn render(paths: &SessionPaths, env: &[(String, String)]) -> String {
         .replace("@CDIR@", &shell_quote(&paths.commands_dir))
 }
 
-/// `export NAME='value'` lines (POSIX sh) for the control script, which applies them before it
-/// resolves the login environment.
+/// `export NAME=value` lines (POSIX sh, values quoted): the session script's extra environment,
+/// and the same for the control script, which applies it before it resolves the login
+/// environment.
 pub fn posix_exports(env: &[(String, String)]) -> String {
     env.iter()
         .filter(|(k, _)| is_name(k))
-        .map(|(k, v)| format!("export {k}='{}'\n", v.replace('\'', "'\\''")))
+        .map(|(k, v)| format!("export {k}={}\n", shell_quote(v)))
         .collect()
 }
 
