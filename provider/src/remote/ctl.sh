@@ -74,6 +74,18 @@ rr_secure_chain() {
 
 # ---------------------------------------------------------------- machine
 
+# The account's login shell: $SHELL (sshd and login set it), else the passwd entry (a process
+# started without one, by cron or a CI runner), else /bin/sh.
+rr_user_shell() {
+  if [ -n "${SHELL-}" ]; then
+    printf '%s\n' "$SHELL"
+    return
+  fi
+  rr_pw=$(getent passwd "$(id -u)" 2>/dev/null || grep "^$(id -un 2>/dev/null):" /etc/passwd 2>/dev/null)
+  rr_pw=${rr_pw##*:}
+  printf '%s\n' "${rr_pw:-/bin/sh}"
+}
+
 # prepare: create the state root, check its ownership, report the tools.
 rr_prepare() {
   mkdir -p -- "$RR_ROOT/sessions" "$RR_ROOT/lib" 2>/dev/null
@@ -85,7 +97,7 @@ rr_prepare() {
   done
   echo "@prepared"
   printf 'root=%s\n' "$RR_ROOT"
-  printf 'shell=%s\n' "${SHELL-}"
+  printf 'shell=%s\n' "$(rr_user_shell)"
   rr_t=$(command -v tmux 2>/dev/null) || rr_t=
   printf 'tmux=%s\n' "$rr_t"
   if [ -n "$rr_t" ]; then printf 'tmux_version=%s\n' "$("$rr_t" -V 2>&1 | head -n 1)"; fi
@@ -118,7 +130,7 @@ rr_tmux() {
 # Resolve the environment a login shell of the user's own shell would have, bounded; what its
 # startup files print goes to $SD/startup.out (shown in the terminal, never in command output).
 rr_login_env() {
-  rr_shell=${SHELL:-/bin/sh}
+  rr_shell=$(rr_user_shell)
   rr_name=${rr_shell##*/}
   case $rr_name in
   bash | zsh | ksh | mksh) set -- -l -i -c ;;
