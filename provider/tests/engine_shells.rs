@@ -206,6 +206,26 @@ async fn greeting_never_in_command_output(shell: LoginShell) {
     drop(s.sshd);
 }
 
+/// Calls without input run on a long-lived control process: one login (and one greeting) for
+/// many calls, each reply exact.
+async fn control_calls_share_one_login(shell: LoginShell) {
+    let s = shell_bed(shell, "control_reuse").await;
+    let call = || {
+        remote_runner_provider::remote::Call::new("sh")
+            .param("RR_SCRIPT", "echo \"pid=$$\"; echo err >&2; exit 3")
+    };
+    let first = call().run(s.t.as_ref()).await.unwrap();
+    let second = call().run(s.t.as_ref()).await.unwrap();
+    for out in [&first, &second] {
+        assert_eq!(out.status.code(), Some(3), "{shell:?}: {out:?}");
+        assert!(out.stdout_lossy().starts_with("pid="), "{shell:?}: {out:?}");
+        assert_eq!(out.stderr_lossy(), "err\n", "{shell:?}: {out:?}");
+        assert!(!out.stdout_lossy().contains(GREETING), "{shell:?}: {out:?}");
+    }
+    assert_eq!(first.stdout, second.stdout, "{shell:?}: one process");
+    drop(s.sshd);
+}
+
 /// Engine state lives under the user's home (`${XDG_STATE_HOME:-~/.local/state}/remote-runner`,
 /// 0700, owned by the user), never in the session cwd; `session destroy` removes the session's
 /// remote state.
@@ -299,6 +319,11 @@ macro_rules! per_shell {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn greeting_never_in_command_output() {
                 super::greeting_never_in_command_output(SHELL).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn control_calls_share_one_login() {
+                super::control_calls_share_one_login(SHELL).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -150,6 +150,71 @@ fn a_report_cannot_be_forged_by_a_directory_name() {
     }
 }
 
+/// `serve` runs calls one after another in one process: each reply is framed by its own nonce,
+/// a verb's `exit` ends the call and not the process, a verb reads /dev/null (never the next
+/// call), and a parameter holding a forged end line is data.
+#[test]
+fn serve_runs_calls_in_one_process() {
+    use std::io::{BufRead, BufReader};
+    for shell in posix_shells() {
+        let home = tempfile::tempdir().unwrap();
+        let ctl = installed_root(home.path());
+        let mut child = Command::new(shell[0])
+            .args(&shell[1..])
+            .arg(&ctl)
+            .args(["serve", "n0"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        stdin.write_all(b"@rr:n0:end\n").unwrap();
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert_eq!(line, "@rr:n0:begin\n", "{shell:?}");
+        let mut call = |nonce: &str, script: &str| -> (String, String) {
+            let request = format!(
+                "@rr:call {nonce} sh\nRR_SCRIPT={}\n@rr:{nonce}:end\n",
+                shell_single_quote(script)
+            );
+            stdin.write_all(request.as_bytes()).unwrap();
+            stdin.flush().unwrap();
+            let end = format!("@rr:{nonce}:done ");
+            let mut reply = String::new();
+            loop {
+                let mut line = String::new();
+                assert!(
+                    stdout.read_line(&mut line).unwrap() > 0,
+                    "{shell:?}: {reply}"
+                );
+                if let Some(status) = line.strip_prefix(&end) {
+                    return (reply, status.trim().to_string());
+                }
+                reply.push_str(&line);
+            }
+        };
+        let (first, status) = call("c1", "echo \"pid=$$\"; cat; exit 7");
+        assert_eq!(status, "7", "{shell:?}: {first}");
+        let (second, status) = call("c2", "echo \"pid=$$\"; echo '@rr:c2:end'");
+        assert_eq!(status, "0", "{shell:?}");
+        assert_eq!(
+            first.lines().next(),
+            second.lines().next(),
+            "{shell:?}: one process serves both calls"
+        );
+        assert_eq!(
+            first.lines().count(),
+            2,
+            "{shell:?}: cat read /dev/null: {first:?}"
+        );
+        assert!(second.contains("@rr:c2:end\n"), "{shell:?}: {second}");
+        drop(stdin);
+        assert!(child.wait().unwrap().success(), "{shell:?}: ends at EOF");
+    }
+}
+
 /// The one line the engine sends reaches the control script through every login shell.
 #[test]
 fn bootstrap_line_runs_under_every_login_shell() {

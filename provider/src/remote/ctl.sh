@@ -17,20 +17,18 @@ RR_CTL=${0##*/}
 unset TMUX TMUX_PANE
 umask 077
 
-rr_params=
-rr_ended=0
-while IFS= read -r rr_line; do
-  if [ "$rr_line" = "@rr:$rr_nonce:end" ]; then rr_ended=1; break; fi
-  rr_params="$rr_params$rr_line
+
+# rr_read_params NONCE: the assignment lines up to "@rr:NONCE:end" into rr_params; false when
+# stdin ended first.
+rr_read_params() {
+  rr_params=
+  while IFS= read -r rr_line; do
+    if [ "$rr_line" = "@rr:$1:end" ]; then return 0; fi
+    rr_params="$rr_params$rr_line
 "
-done
-printf '@rr:%s:begin\n' "$rr_nonce"
-printf '@rr:%s:begin\n' "$rr_nonce" >&2
-if [ "$rr_ended" != 1 ]; then
-  echo "remote-runner: the parameters of '$rr_verb' were cut short" >&2
-  exit 96
-fi
-eval "$rr_params"
+  done
+  return 1
+}
 
 # ---------------------------------------------------------------- ownership (StrictModes-like)
 
@@ -476,24 +474,62 @@ rr_prune() {
   exit 0
 }
 
-case $rr_verb in
-prepare) rr_prepare ;;
-sh) rr_sh ;;
-start_session) rr_start_session ;;
-start_command) rr_start_command ;;
-signal) rr_signal ;;
-wait_command) rr_wait_command ;;
-report) rr_report ;;
-stop_command) rr_stop_command ;;
-wait_output) rr_wait_output ;;
-send) rr_send ;;
-capture) rr_capture ;;
-resize) rr_resize ;;
-alive) rr_alive ;;
-kill) rr_kill ;;
-prune) rr_prune ;;
-*)
-  echo "remote-runner: unknown control verb '$rr_verb' (a newer remote-runner installed a newer script)" >&2
-  exit 95
-  ;;
-esac
+# serve: run calls one after another, each in a subshell with /dev/null as stdin, for as long as
+# stdin is open (see provider/src/remote/channels.rs). A call is the line "@rr:call NONCE VERB",
+# its parameters, and "@rr:NONCE:end"; its reply ends with "\n@rr:NONCE:done STATUS" on stdout
+# and "\n@rr:NONCE:done" on stderr.
+rr_serve() {
+  while IFS= read -r rr_head; do
+    case $rr_head in
+    "@rr:call "*) ;;
+    *) continue ;;
+    esac
+    # shellcheck disable=SC2086 # the words of the call line
+    set -- $rr_head
+    rr_read_params "$2" || exit 0
+    (
+      eval "$rr_params"
+      rr_dispatch "$3"
+    ) </dev/null
+    rr_s=$?
+    printf '\n@rr:%s:done\n' "$2" >&2
+    printf '\n@rr:%s:done %s\n' "$2" "$rr_s"
+  done
+  exit 0
+}
+
+rr_dispatch() {
+  case $1 in
+  prepare) rr_prepare ;;
+  sh) rr_sh ;;
+  start_session) rr_start_session ;;
+  start_command) rr_start_command ;;
+  signal) rr_signal ;;
+  wait_command) rr_wait_command ;;
+  report) rr_report ;;
+  stop_command) rr_stop_command ;;
+  wait_output) rr_wait_output ;;
+  send) rr_send ;;
+  capture) rr_capture ;;
+  resize) rr_resize ;;
+  alive) rr_alive ;;
+  kill) rr_kill ;;
+  prune) rr_prune ;;
+  *)
+    echo "remote-runner: unknown control verb '$1' (a newer remote-runner installed a newer script)" >&2
+    exit 95
+    ;;
+  esac
+}
+
+rr_ok=0
+rr_read_params "$rr_nonce" && rr_ok=1
+printf '@rr:%s:begin\n' "$rr_nonce"
+printf '@rr:%s:begin\n' "$rr_nonce" >&2
+if [ "$rr_ok" != 1 ]; then
+  echo "remote-runner: the parameters of '$rr_verb' were cut short" >&2
+  exit 96
+fi
+if [ "$rr_verb" = serve ]; then rr_serve; fi
+eval "$rr_params"
+rr_dispatch "$rr_verb"

@@ -19,6 +19,7 @@
 //! The `local` machine runs the same line through `sh -c`, so local tests exercise the same
 //! scripts as SSH ones.
 
+mod channels;
 mod tools;
 
 use std::sync::LazyLock;
@@ -29,6 +30,7 @@ use sha2::{Digest, Sha256};
 use crate::error::{Error, ErrorCode, Result};
 use crate::transport::{ExecOptions, ExecOutput, Transport, shell_quote};
 
+pub use channels::ControlChannels;
 pub use tools::{MIN_BASH, MIN_TMUX, RemoteTools, prepare};
 
 /// The control script, as installed on machines.
@@ -103,6 +105,14 @@ impl<'a> Call<'a> {
     /// Run the verb; the control script is installed first when the machine lacks it. The
     /// output is the verb's own: everything before the nonce line is dropped.
     pub async fn run<T: Transport + ?Sized>(&self, transport: &T) -> Result<ExecOutput> {
+        // Calls without input data go to a long-lived control process when one is free.
+        if self.data.is_none()
+            && self.max_output <= channels::MAX_REPLY
+            && let Some(control) = transport.control_channels()
+            && let Some(out) = control.run(transport, self).await
+        {
+            return out.map(|o| self.cap(o));
+        }
         let nonce = uuid::Uuid::new_v4().simple().to_string();
         let out = self.exec_once(transport, &nonce).await?;
         if out.status.code() == Some(NOT_INSTALLED)

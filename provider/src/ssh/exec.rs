@@ -10,7 +10,7 @@ use tokio::sync::oneshot;
 
 use crate::error::{Error, ErrorCode, Result};
 use crate::ssh::pool::ChannelLease;
-use crate::transport::{ExecOptions, ExecOutput, ExitStatus};
+use crate::transport::{ExecOptions, ExecOutput, ExecStream, ExitStatus, StreamEvent};
 
 /// Bytes kept from one stream, with a count of what was dropped beyond the cap.
 #[derive(Debug, Default)]
@@ -143,6 +143,72 @@ pub(crate) async fn run(
         None => task.await,
     };
     joined.map_err(|e| Error::internal(format!("exec task failed: {e}")))?
+}
+
+/// Start `command` on the leased channel and keep it: its stdin is fed from the stream's input
+/// (EOF and close once the input side is dropped), its output is forwarded as events by a task
+/// that drains the channel to its end, holding the lease until then.
+pub(crate) async fn stream(mut lease: ChannelLease, command: &str) -> Result<ExecStream> {
+    let Some(channel) = lease.take_channel() else {
+        return Err(Error::internal("exec on a lease without a channel"));
+    };
+    let conn = lease.conn.clone();
+    let (mut reader, writer) = channel.split();
+    if let Err(e) = writer.exec(true, command.as_bytes().to_vec()).await {
+        return Err(if conn.conn.wait_closed(Duration::from_secs(2)).await {
+            conn.conn.lost_error()
+        } else {
+            Error::new(ErrorCode::RemoteError, format!("exec request failed: {e}"))
+        });
+    }
+    let (input, mut input_rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    let (events_tx, events) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(chunk) = input_rx.recv().await {
+            if writer.data(&chunk[..]).await.is_err() {
+                return;
+            }
+        }
+        let _ = writer.eof().await;
+        let _ = writer.close().await;
+    });
+    tokio::spawn(async move {
+        let mut code = None;
+        let mut signal = None;
+        while let Some(msg) = reader.wait().await {
+            let event = match msg {
+                russh::ChannelMsg::Data { data } => StreamEvent::Stdout(data.to_vec()),
+                russh::ChannelMsg::ExtendedData { data, ext: 1 } => {
+                    StreamEvent::Stderr(data.to_vec())
+                }
+                russh::ChannelMsg::ExitStatus { exit_status } => {
+                    code = Some(i32::try_from(exit_status).unwrap_or(i32::MAX));
+                    continue;
+                }
+                russh::ChannelMsg::ExitSignal { signal_name: s, .. } => {
+                    signal = Some(signal_name(&s));
+                    continue;
+                }
+                _ => continue,
+            };
+            // Nobody listening any more: keep draining, so the connection never stalls.
+            let _ = events_tx.send(event);
+        }
+        let end = match (code, signal) {
+            (_, Some(s)) => Ok(ExitStatus::Signal(s)),
+            (Some(c), None) => Ok(ExitStatus::Code(c)),
+            (None, None) if conn.conn.wait_closed(Duration::from_secs(3)).await => {
+                Err(conn.conn.lost_error())
+            }
+            (None, None) => Err(Error::new(
+                ErrorCode::RemoteError,
+                "the channel closed without an exit status; the server may have ended it",
+            )),
+        };
+        let _ = events_tx.send(StreamEvent::End(end));
+        drop(lease);
+    });
+    Ok(ExecStream { input, events })
 }
 
 #[cfg(test)]

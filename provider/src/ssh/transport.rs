@@ -7,11 +7,14 @@ use tokio::sync::Mutex;
 
 use crate::error::Result;
 use crate::machine::Machine;
+use crate::remote::ControlChannels;
 use crate::ssh::exec;
 use crate::ssh::options::{ConnectOptions, Target};
 use crate::ssh::pool::Pool;
 use crate::ssh::sftp::{self, RawChannel, SftpChannel};
-use crate::transport::{BoxRead, BoxWrite, DirEntry, ExecOptions, ExecOutput, FileStat, Transport};
+use crate::transport::{
+    BoxRead, BoxWrite, DirEntry, ExecOptions, ExecOutput, ExecStream, FileStat, Transport,
+};
 
 /// One machine reached over SSH.
 pub struct SshTransport {
@@ -20,6 +23,7 @@ pub struct SshTransport {
     pool: Arc<Pool>,
     sftp: Mutex<Option<Arc<SftpChannel>>>,
     raw: Mutex<Option<Arc<RawChannel>>>,
+    control: ControlChannels,
 }
 
 impl std::fmt::Debug for SshTransport {
@@ -44,6 +48,7 @@ impl SshTransport {
             pool,
             sftp: Mutex::new(None),
             raw: Mutex::new(None),
+            control: ControlChannels::default(),
         }))
     }
 
@@ -53,6 +58,7 @@ impl SshTransport {
 
     /// Close every connection of this transport.
     pub async fn close(&self) {
+        self.control.clear();
         self.sftp.lock().await.take();
         self.raw.lock().await.take();
         self.pool.shutdown().await;
@@ -99,6 +105,15 @@ impl Transport for SshTransport {
     async fn exec_raw(&self, command: &str, options: ExecOptions) -> Result<ExecOutput> {
         let lease = self.pool.acquire().await?;
         exec::run(lease, command, options).await
+    }
+
+    async fn exec_stream(&self, command: &str) -> Result<Option<ExecStream>> {
+        let lease = self.pool.acquire().await?;
+        exec::stream(lease, command).await.map(Some)
+    }
+
+    fn control_channels(&self) -> Option<&ControlChannels> {
+        Some(&self.control)
     }
 
     async fn write_file(&self, path: &str, data: &[u8], mode: u32) -> Result<()> {

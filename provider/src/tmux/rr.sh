@@ -92,10 +92,12 @@ __rr_arm() {
 # error then ends the command with status 2 and bash's message on stderr, as sourcing it would,
 # without the session shell ever parsing it.
 __rr_parses() {
-  local f=$1/cmd.sh o
+  local f=$1/cmd.sh o t
   local -a opts=()
+  # (A builtin read, not $(<...): no fork on every command.)
+  IFS= \builtin read -r -d '' t <"$f"
   # shellcheck disable=SC2016 # literal patterns
-  case $(<"$f") in *'$('* | *'`'* | *'<('* | *'>('*) ;; *) return 0 ;; esac
+  case $t in *'$('* | *'`'* | *'<('* | *'>('*) ;; *) return 0 ;; esac
   while read -r o _; do
     if [ "$o" != login_shell ]; then opts+=(-O "$o"); fi
   done < <(\builtin shopt -s)

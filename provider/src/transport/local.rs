@@ -10,19 +10,42 @@ use async_trait::async_trait;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 use tokio::process::Command;
 
+use tokio::sync::mpsc;
+
 use super::{
-    BoxRead, BoxWrite, DirEntry, ExecOptions, ExecOutput, ExitStatus, FileKind, FileStat, Transport,
+    BoxRead, BoxWrite, DirEntry, ExecOptions, ExecOutput, ExecStream, ExitStatus, FileKind,
+    FileStat, StreamEvent, Transport,
 };
 use crate::error::{Error, ErrorCode, Result};
+use crate::remote::ControlChannels;
 
 /// Runs commands with `sh -c` and touches files directly on this host.
 #[derive(Debug, Default, Clone)]
-pub struct LocalTransport;
+pub struct LocalTransport {
+    control: std::sync::Arc<ControlChannels>,
+}
 
 impl LocalTransport {
     pub fn new() -> Self {
-        LocalTransport
+        LocalTransport::default()
     }
+}
+
+/// Forward everything `r` yields as events made by `wrap`.
+fn forward(
+    mut r: impl AsyncRead + Unpin + Send + 'static,
+    events: mpsc::UnboundedSender<StreamEvent>,
+    wrap: fn(Vec<u8>) -> StreamEvent,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Ok(n) = r.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            let _ = events.send(wrap(buf[..n].to_vec()));
+        }
+    })
 }
 
 /// Map an I/O error on `path` to the engine's codes.
@@ -311,6 +334,58 @@ impl Transport for LocalTransport {
 
     fn is_connected(&self) -> bool {
         true
+    }
+
+    async fn exec_stream(&self, command: &str) -> Result<Option<ExecStream>> {
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| {
+                Error::new(
+                    ErrorCode::RemoteError,
+                    format!("cannot start sh on this host: {e}; check that /bin/sh exists"),
+                )
+            })?;
+        let (input, mut input_rx) = mpsc::unbounded_channel::<Vec<u8>>();
+        let (events_tx, events) = mpsc::unbounded_channel();
+        if let Some(mut pipe) = child.stdin.take() {
+            tokio::spawn(async move {
+                while let Some(chunk) = input_rx.recv().await {
+                    if pipe.write_all(&chunk).await.is_err() {
+                        return;
+                    }
+                }
+                // Dropping the pipe is the EOF.
+            });
+        }
+        let out = child
+            .stdout
+            .take()
+            .map(|r| forward(r, events_tx.clone(), StreamEvent::Stdout));
+        let err = child
+            .stderr
+            .take()
+            .map(|r| forward(r, events_tx.clone(), StreamEvent::Stderr));
+        tokio::spawn(async move {
+            for task in [out, err].into_iter().flatten() {
+                let _ = task.await;
+            }
+            let end =
+                child.wait().await.map(exit_status_of).map_err(|e| {
+                    Error::new(ErrorCode::RemoteError, format!("waiting for sh: {e}"))
+                });
+            let _ = events_tx.send(StreamEvent::End(end));
+        });
+        Ok(Some(ExecStream { input, events }))
+    }
+
+    fn control_channels(&self) -> Option<&ControlChannels> {
+        Some(&self.control)
     }
 }
 

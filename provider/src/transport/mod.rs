@@ -104,6 +104,26 @@ pub struct DirEntry {
 pub type BoxRead = Box<dyn AsyncRead + Send + Unpin>;
 pub type BoxWrite = Box<dyn AsyncWrite + Send + Unpin>;
 
+/// What a process started with [`Transport::exec_stream`] sends back, in arrival order per
+/// stream.
+#[derive(Debug)]
+pub enum StreamEvent {
+    Stdout(Vec<u8>),
+    Stderr(Vec<u8>),
+    /// The process ended (its status), or the link under it did (the error).
+    End(Result<ExitStatus>),
+}
+
+/// A long-lived process on the machine: write to its stdin as you go, read its output as it
+/// comes. Dropping the stream ends its stdin and closes the channel.
+#[derive(Debug)]
+pub struct ExecStream {
+    /// Chunks for the process's stdin, written in order.
+    pub input: tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
+    /// Output and the end, as they arrive.
+    pub events: tokio::sync::mpsc::UnboundedReceiver<StreamEvent>,
+}
+
 /// A reachable machine: run commands, read and write files.
 ///
 /// Paths are absolute paths on the machine. Errors use the engine's codes:
@@ -173,6 +193,19 @@ pub trait Transport: Send + Sync + 'static {
 
     /// Whether the underlying link is still up (always true for local).
     fn is_connected(&self) -> bool;
+
+    /// Start `command` as [`Transport::exec_raw`] does, but keep it: input and output flow
+    /// while it runs. `Ok(None)` when this transport cannot (callers fall back to exec).
+    async fn exec_stream(&self, command: &str) -> Result<Option<ExecStream>> {
+        let _ = command;
+        Ok(None)
+    }
+
+    /// This machine's long-lived control-script processes ([`crate::remote`]), when the
+    /// transport keeps any.
+    fn control_channels(&self) -> Option<&crate::remote::ControlChannels> {
+        None
+    }
 }
 
 /// Quote a string for a POSIX shell command line (single quotes, `'` escaped).
