@@ -789,12 +789,22 @@ impl Engine {
         max: usize,
     ) -> Result<Vec<u8>> {
         let rec = self.load_command(session_id, command_id)?;
-        let (remote, local) = match stream {
-            OutputStream::Stdout => (&rec.remote_stdout_file, &rec.stdout_file_local),
-            OutputStream::Stderr => (&rec.remote_stderr_file, &rec.stderr_file_local),
+        let (remote, local, size) = match stream {
+            OutputStream::Stdout => (
+                &rec.remote_stdout_file,
+                &rec.stdout_file_local,
+                rec.stdout_bytes,
+            ),
+            OutputStream::Stderr => (
+                &rec.remote_stderr_file,
+                &rec.stderr_file_local,
+                rec.stderr_bytes,
+            ),
         };
         let local = Path::new(local);
-        if rec.status.is_final() && output::local_len(local) > 0 {
+        // An ended command's output was copied here as it ended (all of it, unless the link
+        // dropped then): no round trip, not even for an empty stream.
+        if rec.status.is_final() && output::local_len(local) >= size {
             return output::read_local(local, offset, max);
         }
         let session = self.load_session(session_id)?;
