@@ -810,7 +810,12 @@ impl Engine {
         let session = self.load_session(session_id)?;
         let transport = self.connector.connect(&session.machine_id).await?;
         match transport.read_file_range(remote, offset, max).await {
-            Ok(data) => Ok(data),
+            Ok(data) => {
+                if let Err(e) = output::keep_read(local, offset, &data) {
+                    tracing::debug!("keeping streamed output locally failed: {e}");
+                }
+                Ok(data)
+            }
             Err(e) if e.code == ErrorCode::RemoteNotFound => Ok(Vec::new()),
             Err(e) => Err(e),
         }

@@ -35,6 +35,19 @@ pub fn local_len(path: &Path) -> u64 {
     std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
 }
 
+/// Keep bytes read from the remote file at `offset` in the local copy too, when they extend it
+/// without a hole: a reader that streams a running command's output then leaves little for the
+/// copy made when it ends.
+pub fn keep_read(local: &Path, offset: u64, data: &[u8]) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    if data.is_empty() || offset > local_len(local) {
+        return Ok(());
+    }
+    open_for_mirror(local)?
+        .write_all_at(data, offset)
+        .map_err(|e| Error::io(format!("cannot write {}", local.display()), &e))
+}
+
 /// Append bytes `[local length, remote_size)` of `remote` to `local`.
 pub async fn mirror(
     transport: &dyn Transport,

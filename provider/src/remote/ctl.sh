@@ -410,9 +410,11 @@ rr_stop_command() {
 }
 
 # wait_output: until the command ends or its output grows past the given offsets (bounded).
+# Checks every 10 ms for the first 0.2 s (a reader that caught up with a fast writer), then
+# every 0.1 s.
 rr_wait_output() {
   # shellcheck disable=SC2016 # expanded by that sh
-  timeout "$SECS" sh -c 'while [ ! -f "$1/exit" ] && [ "$(wc -c < "$1/stdout" 2>/dev/null || echo 0)" -le "$2" ] && [ "$(wc -c < "$1/stderr" 2>/dev/null || echo 0)" -le "$3" ]; do sleep 0.1; done' _ "$D" "$OUT" "$ERR"
+  timeout "$SECS" sh -c 'i=0; while [ ! -f "$1/exit" ] && [ "$(wc -c < "$1/stdout" 2>/dev/null || echo 0)" -le "$2" ] && [ "$(wc -c < "$1/stderr" 2>/dev/null || echo 0)" -le "$3" ]; do if [ $i -lt 20 ]; then sleep 0.01; else sleep 0.1; fi; i=$((i + 1)); done' _ "$D" "$OUT" "$ERR"
   exit 0
 }
 

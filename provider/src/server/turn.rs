@@ -199,16 +199,28 @@ async fn pump(
     let (mut out_text, mut err_text) = (Utf8Stream::default(), Utf8Stream::default());
     let mut tail = String::new();
     let mut failures = 0u32;
+    // A stream is read while it yields data, or when the latest record says it grew; an idle
+    // stderr costs no round trip per chunk of stdout.
+    let (mut more_out, mut more_err) = (true, true);
     loop {
+        let final_record = record.status.is_final();
+        let want_out = more_out || final_record || record.stdout_bytes > out_off;
+        let want_err = more_err || final_record || record.stderr_bytes > err_off;
         let step = async {
-            let out = shared
-                .engine
-                .read_output(sid, cid, OutputStream::Stdout, out_off, READ_CHUNK)
-                .await?;
-            let err = shared
-                .engine
-                .read_output(sid, cid, OutputStream::Stderr, err_off, READ_CHUNK)
-                .await?;
+            let mut out = Vec::new();
+            let mut err = Vec::new();
+            if want_out {
+                out = shared
+                    .engine
+                    .read_output(sid, cid, OutputStream::Stdout, out_off, READ_CHUNK)
+                    .await?;
+            }
+            if want_err {
+                err = shared
+                    .engine
+                    .read_output(sid, cid, OutputStream::Stderr, err_off, READ_CHUNK)
+                    .await?;
+            }
             Ok::<_, Error>((out, err))
         };
         let (out, err) = match step.await {
@@ -223,7 +235,8 @@ async fn pump(
             }
             Err(e) => return Err(lost_while_streaming(e, started)),
         };
-        let got_data = !out.is_empty() || !err.is_empty();
+        (more_out, more_err) = (!out.is_empty(), !err.is_empty());
+        let got_data = more_out || more_err;
         out_off += out.len() as u64;
         err_off += err.len() as u64;
         for chunk in [out_text.push(&out), err_text.push(&err)] {
