@@ -11,6 +11,7 @@ use remote_runner_provider::Error;
 use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
+use unicode_width::UnicodeWidthStr;
 
 use crate::exit;
 
@@ -206,9 +207,9 @@ fn render_blocks(blocks: &[Block], color: bool) -> String {
                 render_table(&mut out, headers, &rows, &neutralize(empty), color)
             }
             Block::Fields(fields) => {
-                let width = fields.iter().map(|(k, _)| k.chars().count()).max();
+                let width = fields.iter().map(|(k, _)| k.width()).max();
                 for (key, value) in fields {
-                    let pad = width.unwrap_or(0) - key.chars().count();
+                    let pad = width.unwrap_or(0) - key.width();
                     let key = paint(key, Tone::Bold, color);
                     let value = paint(&neutralize_inline(&value.text), value.tone, color);
                     out.push_str(&format!("{key}{}  {value}\n", " ".repeat(pad)));
@@ -269,11 +270,11 @@ fn render_table(out: &mut String, headers: &[&str], rows: &[Vec<Cell>], empty: &
         out.push('\n');
         return;
     }
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.width()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
             if let Some(w) = widths.get_mut(i) {
-                *w = (*w).max(cell.text.chars().count());
+                *w = (*w).max(cell.text.width());
             }
         }
     }
@@ -284,7 +285,7 @@ fn render_table(out: &mut String, headers: &[&str], rows: &[Vec<Cell>], empty: &
             let last = i + 1 == row.len();
             line.push_str(&paint(&cell.text, cell.tone, color));
             if !last {
-                let pad = widths.get(i).copied().unwrap_or(0) - cell.text.chars().count();
+                let pad = widths.get(i).copied().unwrap_or(0) - cell.text.width();
                 line.push_str(&" ".repeat(pad + 2));
             }
         }
@@ -360,6 +361,22 @@ mod tests {
             "ID      HOST\na       h1\nlonger  h2\n"
         );
         assert!(render_blocks(&blocks, true).contains("\x1b[32mh2\x1b[0m"));
+    }
+
+    #[test]
+    fn wide_characters_take_two_columns() {
+        let blocks = vec![Block::Table {
+            headers: vec!["CWD", "STATUS"],
+            rows: vec![
+                vec![Cell::plain("/数据/实验"), Cell::plain("active")],
+                vec![Cell::plain("/data/run"), Cell::plain("lost")],
+            ],
+            empty: "none".into(),
+        }];
+        assert_eq!(
+            render_blocks(&blocks, false),
+            "CWD         STATUS\n/数据/实验  active\n/data/run   lost\n"
+        );
     }
 
     #[test]

@@ -258,7 +258,7 @@ fn file_put_on_a_terminal_draws_a_progress_bar() {
         let text = String::from_utf8_lossy(&std::fs::read(&raw).ok()?).into_owned();
         text.contains("cli-exit=").then_some(text)
     });
-    assert!(drawn.contains("8.0 MiB / 8.0 MiB"), "{drawn:?}");
+    assert!(drawn.contains("8.00 MiB / 8.00 MiB"), "{drawn:?}");
     assert!(drawn.contains("100%"), "{drawn:?}");
     assert!(drawn.contains("/s"), "{drawn:?}");
 }

@@ -26,6 +26,15 @@ fn main() -> ExitCode {
         };
         return ExitCode::from(code);
     }
+    // Logs go to stderr (`RUST_LOG`, default `warn`): stdout carries only protocol lines.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_ansi(false)
+        .init();
     // Do not wait for the blocking stdin reader thread: exit once output is flushed.
     std::process::exit(remote_runner_provider::server::main_entry());
 }

@@ -23,9 +23,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use super::{Call, NOT_INSTALLED, bootstrap_line, install, install_request, sh_literal};
+use super::{Call, NOT_INSTALLED, bootstrap_line, install, install_request};
 use crate::error::{Error, ErrorCode, Result};
-use crate::transport::{ExecOutput, ExecStream, ExitStatus, StreamEvent, Transport};
+use crate::transport::{ExecOutput, ExecStream, ExitStatus, StreamEvent, Transport, shell_quote};
 
 /// Most control processes kept per transport (each holds one of the connection's channels).
 const MAX_CHANNELS: usize = 3;
@@ -79,7 +79,7 @@ impl ControlChannels {
         let nonce = uuid::Uuid::new_v4().simple().to_string();
         let mut request = format!("@rr:call {nonce} {}\n", call.verb);
         for (name, value) in &call.params {
-            request.push_str(&format!("{name}={}\n", sh_literal(value)));
+            request.push_str(&format!("{name}={}\n", shell_quote(value)));
         }
         request.push_str(&format!("@rr:{nonce}:end\n"));
         if channel.stream.input.send(request.into_bytes()).is_err() {
@@ -242,7 +242,9 @@ struct Framed {
     cap: usize,
     buf: Vec<u8>,
     truncated: bool,
-    /// Where the end line was found, and the rest of its line (the status on stdout).
+    /// Where the end line's marker starts, once seen.
+    marker_at: Option<usize>,
+    /// Where the end line starts, once it is complete (with the status, on stdout).
     found: Option<usize>,
 }
 
@@ -253,6 +255,7 @@ impl Framed {
             cap,
             buf: Vec::new(),
             truncated: false,
+            marker_at: None,
             found: None,
         }
     }
@@ -268,13 +271,16 @@ impl Framed {
         }
         let from = self.buf.len().saturating_sub(self.end.len());
         self.buf.extend_from_slice(data);
-        if let Some(at) = find(&self.buf[from..], &self.end).map(|i| from + i) {
-            let rest = &self.buf[at + self.end.len()..];
+        if self.marker_at.is_none() {
+            self.marker_at = find(&self.buf[from..], &self.end).map(|i| from + i);
+        }
+        if let Some(at) = self.marker_at {
             // stderr's marker ends with its newline; stdout's is followed by the status line.
             if self.end.ends_with(b"\n") {
                 self.found = Some(at);
                 return Some(String::new());
             }
+            let rest = &self.buf[at + self.end.len()..];
             let newline = rest.iter().position(|&b| b == b'\n')?;
             let line = String::from_utf8_lossy(&rest[..newline]).into_owned();
             self.found = Some(at);

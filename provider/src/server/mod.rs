@@ -41,18 +41,10 @@ const FLUSH_AFTER_EOF: Duration = Duration::from_secs(5);
 /// process, and the bound is one second in every state).
 const FLUSH_AFTER_SIGNAL: Duration = Duration::from_millis(300);
 
-/// The whole provider process: logs to stderr (`RUST_LOG`, default `warn`), a runtime, and
-/// [`run_stdio`]. Returns the exit code without waiting for the runtime's blocking threads
-/// (tokio reads stdin on one, and that read never returns while the host keeps stdin open).
+/// The whole provider process: a runtime and [`run_stdio`] (logging is the binary's to set up).
+/// Returns the exit code without waiting for the runtime's blocking threads (tokio reads stdin
+/// on one, and that read never returns while the host keeps stdin open).
 pub fn main_entry() -> i32 {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_ansi(false)
-        .init();
     match tokio::runtime::Runtime::new() {
         Ok(runtime) => {
             let code = runtime.block_on(run_stdio());

@@ -1,26 +1,18 @@
-//! A transfer progress bar on stderr: bytes done of total, rate, ETA. Only for a person at a
-//! terminal: never with `--json` and never when stderr is not a TTY. Redrawn at most every
-//! 100 ms on one line (`\r`), cleared when the transfer ends.
+//! A transfer progress bar on stderr (indicatif): bytes done of total, rate, ETA, files. Only
+//! for a person at a terminal: never with `--json` and never when stderr is not a TTY. Cleared
+//! when the transfer ends.
 
-use std::io::{IsTerminal, Write};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::io::IsTerminal;
+use std::sync::Arc;
 
+use indicatif::{ProgressDrawTarget, ProgressStyle};
 use remote_runner_provider::engine::transfer::{ProgressFn, TransferProgress};
 
-const REDRAW_EVERY: Duration = Duration::from_millis(100);
-const BAR_WIDTH: usize = 24;
-
-/// What the bar remembers between updates.
-struct BarState {
-    started: Instant,
-    last_draw: Option<Instant>,
-    drawn: bool,
-}
+const TEMPLATE: &str = "[{bar:24}] {percent:>3}% {binary_bytes} / {binary_total_bytes}  {binary_bytes_per_sec}  ETA {eta}{msg}";
 
 /// The bar: hand [`ProgressBar::callback`] to the engine, call [`ProgressBar::finish`] after.
 pub struct ProgressBar {
-    state: Arc<Mutex<BarState>>,
+    bar: indicatif::ProgressBar,
 }
 
 impl ProgressBar {
@@ -29,101 +21,47 @@ impl ProgressBar {
         if json || !std::io::stderr().is_terminal() {
             return None;
         }
-        Some(ProgressBar {
-            state: Arc::new(Mutex::new(BarState {
-                started: Instant::now(),
-                last_draw: None,
-                drawn: false,
-            })),
-        })
+        let bar = indicatif::ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        let style = ProgressStyle::with_template(TEMPLATE)
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("#>-");
+        bar.set_style(style);
+        Some(ProgressBar { bar })
     }
 
     pub fn callback(&self) -> ProgressFn {
-        let state = self.state.clone();
+        let bar = self.bar.clone();
         Arc::new(move |p: &TransferProgress| {
-            let Ok(mut s) = state.lock() else { return };
-            let now = Instant::now();
-            let complete = p.bytes_total > 0 && p.bytes_done >= p.bytes_total;
-            if !complete && s.last_draw.is_some_and(|t| now - t < REDRAW_EVERY) {
-                return;
+            if p.bytes_total > 0 {
+                bar.set_length(p.bytes_total);
             }
-            s.last_draw = Some(now);
-            s.drawn = true;
-            let line = render(p, now - s.started);
-            let mut err = std::io::stderr().lock();
-            let _ = write!(err, "\r\x1b[2K{line}");
-            let _ = err.flush();
+            bar.set_message(files(p));
+            bar.set_position(p.bytes_done);
+            // The complete state is always shown, however fast the transfer was.
+            if p.bytes_total > 0 && p.bytes_done >= p.bytes_total {
+                bar.force_draw();
+            }
         })
     }
 
     /// Clear the bar's line.
     pub fn finish(&self) {
-        if self.state.lock().is_ok_and(|s| s.drawn) {
-            let mut err = std::io::stderr().lock();
-            let _ = write!(err, "\r\x1b[2K");
-            let _ = err.flush();
-        }
+        self.bar.finish_and_clear();
     }
 }
 
-fn render(p: &TransferProgress, elapsed: Duration) -> String {
-    let secs = elapsed.as_secs_f64().max(0.001);
-    let rate = p.bytes_done as f64 / secs;
-    let (bar, eta) = if p.bytes_total > 0 {
-        let frac = (p.bytes_done as f64 / p.bytes_total as f64).clamp(0.0, 1.0);
-        let filled = (frac * BAR_WIDTH as f64).round() as usize;
-        let bar = format!(
-            "[{}{}] {:>3.0}% ",
-            "#".repeat(filled),
-            "-".repeat(BAR_WIDTH - filled),
-            frac * 100.0
-        );
-        let left = p.bytes_total.saturating_sub(p.bytes_done) as f64;
-        let eta = if rate > 0.0 {
-            format!("  ETA {}", duration(left / rate))
-        } else {
-            String::new()
-        };
-        (bar, eta)
-    } else {
-        (String::new(), String::new())
-    };
-    let files = if p.files_total > 1 {
+/// `  3/10 files` for a tree, nothing for one file.
+fn files(p: &TransferProgress) -> String {
+    if p.files_total > 1 {
         format!("  {}/{} files", p.files_done, p.files_total)
     } else {
         String::new()
-    };
-    format!(
-        "{bar}{} / {}  {}/s{eta}{files}",
-        bytes(p.bytes_done as f64),
-        bytes(p.bytes_total as f64),
-        bytes(rate)
-    )
+    }
 }
 
-/// `12.3 MiB`.
+/// `12.3 MiB`, for summaries printed after a transfer.
 pub fn bytes(n: f64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = n;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{value:.0} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
-}
-
-fn duration(secs: f64) -> String {
-    let s = secs.round() as u64;
-    match s {
-        0..=59 => format!("{s}s"),
-        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
-        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
-    }
+    indicatif::BinaryBytes(n.max(0.0) as u64).to_string()
 }
 
 #[cfg(test)]
@@ -131,25 +69,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_line_shows_bytes_rate_and_eta() {
-        let p = TransferProgress {
-            transfer_id: "tr_1".into(),
-            bytes_done: 50 * 1024 * 1024,
-            bytes_total: 100 * 1024 * 1024,
-            files_done: 0,
-            files_total: 1,
-        };
-        let line = render(&p, Duration::from_secs(5));
-        assert!(line.contains(" 50% "), "{line}");
-        assert!(line.contains("50.0 MiB / 100.0 MiB"), "{line}");
-        assert!(line.contains("10.0 MiB/s"), "{line}");
-        assert!(line.contains("ETA 5s"), "{line}");
+    fn the_template_parses() {
+        assert!(ProgressStyle::with_template(TEMPLATE).is_ok());
     }
 
     #[test]
-    fn sizes_read_naturally() {
+    fn sizes_and_file_counts_read_naturally() {
         assert_eq!(bytes(0.0), "0 B");
-        assert_eq!(bytes(1536.0), "1.5 KiB");
-        assert_eq!(duration(125.0), "2m05s");
+        assert_eq!(bytes(1536.0), "1.50 KiB");
+        let p = TransferProgress {
+            transfer_id: "tr_1".into(),
+            bytes_done: 1,
+            bytes_total: 2,
+            files_done: 3,
+            files_total: 10,
+        };
+        assert_eq!(files(&p), "  3/10 files");
     }
 }
