@@ -802,9 +802,12 @@ impl Engine {
             ),
         };
         let local = Path::new(local);
-        // An ended command's output was copied here as it ended (all of it, unless the link
-        // dropped then): no round trip, not even for an empty stream.
-        if rec.status.is_final() && output::local_len(local) >= size {
+        // The local copy is a byte-exact prefix of the remote file (copied as records refresh,
+        // and kept as streamed): what it has is read here, only the rest goes over the link. An
+        // ended command's copy is complete (unless the link dropped then): no round trip, not
+        // even for an empty stream.
+        let have = output::local_len(local);
+        if offset < have || (rec.status.is_final() && have >= size) {
             return output::read_local(local, offset, max);
         }
         let session = self.load_session(session_id)?;

@@ -44,6 +44,27 @@ fn incomplete_tail_len(b: &[u8]) -> usize {
     0
 }
 
+/// `s` in consecutive pieces of at most `max` bytes (at least one character each), cut on
+/// character boundaries.
+pub fn pieces(s: &str, max: usize) -> impl Iterator<Item = &str> {
+    let mut rest = s;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut end = max.min(rest.len());
+        while !rest.is_char_boundary(end) {
+            end -= 1;
+        }
+        if end == 0 {
+            end = rest.chars().next().map_or(rest.len(), char::len_utf8);
+        }
+        let (piece, after) = rest.split_at(end);
+        rest = after;
+        Some(piece)
+    })
+}
+
 /// The last `max` bytes of `s`, cut on a character boundary, and whether anything was cut.
 pub fn tail(s: &str, max: usize) -> (&str, bool) {
     if s.len() <= max {
@@ -80,6 +101,16 @@ pub fn duration(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pieces_are_bounded_and_whole() {
+        let text = "aé€😀".repeat(100);
+        let parts: Vec<&str> = pieces(&text, 7).collect();
+        assert_eq!(parts.concat(), text);
+        assert!(parts.iter().all(|p| p.len() <= 7 && !p.is_empty()));
+        assert_eq!(pieces("😀", 2).collect::<Vec<_>>(), vec!["😀"]);
+        assert_eq!(pieces("", 4).count(), 0);
+    }
 
     #[test]
     fn utf8_stream_never_splits_a_character() {

@@ -22,8 +22,11 @@ use crate::transport::shell_quote;
 const START_WAIT: Duration = Duration::from_millis(300);
 /// Longest single wait for new output.
 const OUTPUT_WAIT: Duration = Duration::from_secs(10);
-/// Largest read per stream per step (keeps each progress event well under the line limit).
-const READ_CHUNK: usize = 512 * 1024;
+/// Largest read per stream per step.
+const READ_CHUNK: usize = 2 * 1024 * 1024;
+/// Largest progress event text: escaped as JSON (at most 6 bytes a byte) it stays well under
+/// the host's line limit.
+const PROGRESS_PIECE: usize = 512 * 1024;
 /// How much recent output the final summary shows.
 const SUMMARY_TAIL: usize = 3 * 1024;
 /// Cap on an agent reply carried in `final.content`.
@@ -240,17 +243,13 @@ async fn pump(
         out_off += out.len() as u64;
         err_off += err.len() as u64;
         for chunk in [out_text.push(&out), err_text.push(&err)] {
-            if !chunk.is_empty() && !cancel.is_cancelled() {
-                push_tail(&mut tail, &chunk);
-                shared.out.send(Event::progress(turn_id, chunk));
+            if !cancel.is_cancelled() {
+                send_progress(shared, turn_id, &mut tail, &chunk);
             }
         }
         if record.status.is_final() && !got_data {
             for chunk in [out_text.finish(), err_text.finish()] {
-                if !chunk.is_empty() {
-                    push_tail(&mut tail, &chunk);
-                    shared.out.send(Event::progress(turn_id, chunk));
-                }
+                send_progress(shared, turn_id, &mut tail, &chunk);
             }
             return Ok(StreamEnd { record, tail });
         }
@@ -305,6 +304,14 @@ fn lost_while_streaming(e: Error, started: &StartedTurn) -> Error {
             started.record.command_id
         ),
     )
+}
+
+/// Progress events for `chunk` (none when empty), each at most [`PROGRESS_PIECE`] bytes.
+fn send_progress(shared: &Shared, turn_id: &str, tail: &mut String, chunk: &str) {
+    for piece in text::pieces(chunk, PROGRESS_PIECE) {
+        push_tail(tail, piece);
+        shared.out.send(Event::progress(turn_id, piece));
+    }
 }
 
 fn push_tail(tail: &mut String, chunk: &str) {
