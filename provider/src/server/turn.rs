@@ -24,6 +24,8 @@ const START_WAIT: Duration = Duration::from_millis(300);
 const OUTPUT_WAIT: Duration = Duration::from_secs(10);
 /// Largest read per stream per step.
 const READ_CHUNK: usize = 2 * 1024 * 1024;
+/// Most output text queued for stdout before the stream waits for the host to read.
+const QUEUED_OUTPUT_LIMIT: usize = 8 * 1024 * 1024;
 /// Largest progress event text: escaped as JSON (at most 6 bytes a byte) it stays well under
 /// the host's line limit.
 const PROGRESS_PIECE: usize = 512 * 1024;
@@ -206,6 +208,8 @@ async fn pump(
     // stderr costs no round trip per chunk of stdout.
     let (mut more_out, mut more_err) = (true, true);
     loop {
+        // Memory stays bounded whatever the host's reading speed.
+        shared.out.room(QUEUED_OUTPUT_LIMIT).await;
         let final_record = record.status.is_final();
         let want_out = more_out || final_record || record.stdout_bytes > out_off;
         let want_err = more_err || final_record || record.stderr_bytes > err_off;
@@ -310,7 +314,9 @@ fn lost_while_streaming(e: Error, started: &StartedTurn) -> Error {
 fn send_progress(shared: &Shared, turn_id: &str, tail: &mut String, chunk: &str) {
     for piece in text::pieces(chunk, PROGRESS_PIECE) {
         push_tail(tail, piece);
-        shared.out.send(Event::progress(turn_id, piece));
+        shared
+            .out
+            .send_sized(Event::progress(turn_id, piece), piece.len());
     }
 }
 

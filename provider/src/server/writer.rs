@@ -4,22 +4,56 @@
 //! the protocol crate and writes it as one line, flushed. Nothing else in the process writes to
 //! stdout (logs go to stderr), so the host never reads a torn or foreign line.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use remote_runner_protocol::{Event, FailureStatus, LineWriter};
 use tokio::io::AsyncWrite;
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// A cheap, cloneable handle for sending events.
 #[derive(Clone, Debug)]
 pub struct Out {
-    tx: mpsc::UnboundedSender<Event>,
+    tx: mpsc::UnboundedSender<(Event, usize)>,
+    queued: Arc<Queued>,
+}
+
+/// Bytes of output text queued and not yet written, and a wake-up when some are written.
+#[derive(Debug, Default)]
+struct Queued {
+    bytes: AtomicUsize,
+    written: Notify,
 }
 
 impl Out {
     /// Queue an event. After the writer has stopped (stdout closed), events are dropped.
     pub fn send(&self, event: Event) {
-        let _ = self.tx.send(event);
+        self.send_sized(event, 0);
+    }
+
+    /// Queue an event carrying `bytes` of output text (counted by [`Out::room`]).
+    pub fn send_sized(&self, event: Event, bytes: usize) {
+        self.queued.bytes.fetch_add(bytes, Ordering::SeqCst);
+        if self.tx.send((event, bytes)).is_err() {
+            self.queued.bytes.fetch_sub(bytes, Ordering::SeqCst);
+        }
+    }
+
+    /// Wait until at most `limit` bytes of output text are queued: a host that reads slowly
+    /// slows the producer down instead of growing the provider's memory. Returns at once once
+    /// the writer has stopped.
+    pub async fn room(&self, limit: usize) {
+        loop {
+            let written = self.queued.written.notified();
+            tokio::pin!(written);
+            written.as_mut().enable();
+            if self.queued.bytes.load(Ordering::SeqCst) <= limit || self.tx.is_closed() {
+                return;
+            }
+            written.await;
+        }
     }
 }
 
@@ -46,7 +80,9 @@ pub fn spawn<W>(sink: W) -> (Out, Writer)
 where
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
+    let (tx, mut rx) = mpsc::unbounded_channel::<(Event, usize)>();
+    let queued = Arc::new(Queued::default());
+    let counter = queued.clone();
     let stop = CancellationToken::new();
     let stopping = stop.clone();
     let task = tokio::spawn(async move {
@@ -63,6 +99,7 @@ where
                     Err(_) => break,
                 },
             };
+            let (event, bytes) = event;
             let event = match event.validate() {
                 Ok(()) => event,
                 Err(err) => {
@@ -74,13 +111,19 @@ where
                     }
                 }
             };
-            if let Err(err) = writer.send_event(&event).await {
+            let sent = writer.send_event(&event).await;
+            counter.bytes.fetch_sub(bytes, Ordering::SeqCst);
+            counter.written.notify_waiters();
+            if let Err(err) = sent {
                 tracing::warn!(%err, "stdout closed; stopping the writer");
                 break;
             }
         }
+        // Producers waiting for room go on (their events are dropped from now on).
+        rx.close();
+        counter.written.notify_waiters();
     });
-    (Out { tx }, Writer { task, stop })
+    (Out { tx, queued }, Writer { task, stop })
 }
 
 /// A correlated internal failure to send instead of an event that failed validation, when the
