@@ -31,7 +31,8 @@ reaches a machine: the wait of `session exec` and `session command wait` (the co
 the result says `wait_timed_out`); the command's run time of `run once` (it is stopped); the \
 transfer of `file put|get` (it is cancelled); the refresh from the machine of `session show`, \
 `session logs` and `session command list` (on expiry the stored records are shown, marked \
-stale); the connect of `machine doctor` and `session attach`; the whole call of `session \
+stale); the connect of `machine doctor` and `session attach`; the wait for a Slurm allocation of `session create` on a Slurm machine (a pending job is \
+cancelled); the whole call of `session \
 create|send|read|destroy`, `session command show|stop`, `file list` and `machine remove \
 --force` (on expiry: error `timeout`). Commands that only read local records ignore it";
 
@@ -44,7 +45,7 @@ const PER_COMMAND: &[(&str, &str)] = &[
     ),
     (
         "session create",
-        "bounds the whole call, connecting included; error `timeout` when it runs out",
+        "bounds the whole call, connecting included; error `timeout` when it runs out. On a Slurm machine it bounds the wait for the allocation: a job still pending then is cancelled (error `slurm_allocation_timeout`, exit 6), and starting the shell in a granted one gets up to 60 s more",
     ),
     (
         "session show",
@@ -104,7 +105,7 @@ const PER_COMMAND: &[(&str, &str)] = &[
     ),
     (
         "run once",
-        "bounds the command's run time, connecting included; when it runs out the command is stopped and the run is `timed_out` (exit 6)",
+        "bounds the command's run time, connecting included; when it runs out the command is stopped and the run is `timed_out` (exit 6). On a Slurm machine it bounds the batch job from its submission (queue wait included); the job is then cancelled with scancel",
     ),
 ];
 
@@ -153,6 +154,7 @@ pub fn scope(command: &Command) -> Scope {
         Command::Session(s) => match s {
             SessionCommand::List(_) => Scope::Local,
             SessionCommand::Exec(_)
+            | SessionCommand::Create(_)
             | SessionCommand::Show(_)
             | SessionCommand::Logs(_)
             | SessionCommand::Attach(_) => Scope::Own,
