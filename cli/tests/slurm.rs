@@ -398,3 +398,88 @@ fn run_once_past_its_timeout_cancels_the_job() {
     let state = wait_for_state(&job, |s| s != "RUNNING" && s != "COMPLETING");
     assert!(state.is_empty() || state == "CANCELLED", "{state}");
 }
+
+/// The scale figures of docs/slurm.md: `SLURM_SCALE=50 cargo test -p remote-runner --test slurm
+/// -- --ignored --nocapture scale`. N sessions as allocations (created 8 at a time, one command
+/// each, destroyed), then N batch runs at once; prints the wall times.
+#[test]
+#[ignore = "a measurement (minutes on 2 cores), not a check; see docs/slurm.md"]
+fn scale() {
+    let Some(bed) = slurm_machine() else { return };
+    let n: usize = std::env::var("SLURM_SCALE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
+    let par = 8;
+    let timed = |what: &str, f: &(dyn Fn(usize) -> Duration + Sync)| {
+        let start = Instant::now();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let mut each: Vec<Duration> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..par)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut mine = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            if i >= n {
+                                return mine;
+                            }
+                            mine.push(f(i));
+                        }
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().unwrap())
+                .collect()
+        });
+        each.sort();
+        eprintln!(
+            "SCALE {what}: {n} in {:.1} s ({par} at a time); each p50 {:.2} s, max {:.2} s",
+            start.elapsed().as_secs_f64(),
+            each[n / 2].as_secs_f64(),
+            each[n - 1].as_secs_f64()
+        );
+    };
+    let sessions = std::sync::Mutex::new(vec![(String::new(), String::new()); n]);
+    timed("session create (allocation + shell)", &|i| {
+        let t = Instant::now();
+        let s = slurm_session(&bed, &[]);
+        sessions.lock().unwrap()[i] = s;
+        t.elapsed()
+    });
+    let running = Command::new("squeue")
+        .args([
+            "-h",
+            "-t",
+            "running",
+            "-u",
+            remote_runner_testkit::TEST_USER,
+        ])
+        .output()
+        .unwrap();
+    eprintln!(
+        "SCALE allocations running at once: {}",
+        String::from_utf8_lossy(&running.stdout).lines().count()
+    );
+    timed("session exec (one command each)", &|i| {
+        let t = Instant::now();
+        let (session, job) = sessions.lock().unwrap()[i].clone();
+        let (code, out) = stdout_of(&bed, &session, "echo $SLURM_JOB_ID");
+        assert_eq!((code, out.trim()), (0, job.as_str()));
+        t.elapsed()
+    });
+    timed("session destroy (scancel)", &|i| {
+        let t = Instant::now();
+        let session = sessions.lock().unwrap()[i].0.clone();
+        bed.json(&["session", "destroy", "--session", &session]);
+        t.elapsed()
+    });
+    timed("run once (sbatch, follow, exit code)", &|_| {
+        let t = Instant::now();
+        let m = bed.json(&["run", "once", "--machine", "bed", "--cmd", "exit 0"]);
+        assert_eq!(m["status"], "succeeded", "{m}");
+        t.elapsed()
+    });
+}
