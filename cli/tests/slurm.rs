@@ -11,54 +11,17 @@
 mod common;
 mod session_bed;
 
-use std::path::Path;
 use std::process::Command;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use remote_runner_testkit::slurm::{self, job_state, wait_for_job_state as wait_for_state};
 use serde_json::Value;
 use session_bed::Bed;
-
-/// Why the Slurm bed is not there, or `None` when it runs.
-fn slurm_bed() -> Option<&'static str> {
-    static BED: OnceLock<Option<String>> = OnceLock::new();
-    BED.get_or_init(start_bed).as_deref()
-}
-
-fn start_bed() -> Option<String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let script = |name: &str| {
-        Command::new("bash")
-            .arg(root.join("scripts").join(name))
-            .output()
-    };
-    if !Path::new("/usr/sbin/slurmctld").exists() {
-        // The project's install script installs Slurm's packages when missing (as root).
-        let _ = script("install-deps.sh");
-    }
-    if !Path::new("/usr/sbin/slurmctld").exists() {
-        return Some(
-            "Slurm is not installed and scripts/install-deps.sh could not install it (needs root \
-             and a package registry): apt-get install -y --no-install-recommends slurmctld \
-             slurmd slurm-client munge"
-                .to_string(),
-        );
-    }
-    let out = script("slurm-bed.sh").expect("run scripts/slurm-bed.sh");
-    // Slurm is installed: a bed that does not start is a failure, not a skip.
-    assert!(
-        out.status.success(),
-        "scripts/slurm-bed.sh failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    None
-}
 
 /// The SSH test bed as a Slurm login node (machine `bed`, default args `--time=10`), or `None`
 /// (after printing why) when there is no Slurm bed.
 fn slurm_machine() -> Option<Bed> {
-    if let Some(why) = slurm_bed() {
-        eprintln!("SKIPPED: {why}");
+    if !slurm::slurm_bed_or_skip() {
         return None;
     }
     let bed = Bed::ssh();
@@ -94,26 +57,6 @@ fn slurm_session(bed: &Bed, extra: &[&str]) -> (String, String) {
         .unwrap_or_else(|| panic!("no slurm_job_id in {v}"))
         .to_string();
     (v["session_id"].as_str().unwrap().to_string(), job)
-}
-
-/// The job's state as the controller sees it (`""` when it no longer knows the job).
-fn job_state(job: &str) -> String {
-    let out = Command::new("squeue")
-        .args(["-h", "-t", "all", "-j", job, "-o", "%T"])
-        .output()
-        .expect("squeue");
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-fn wait_for_state(job: &str, ok: impl Fn(&str) -> bool) -> String {
-    let start = Instant::now();
-    loop {
-        let s = job_state(job);
-        if ok(&s) || start.elapsed() > Duration::from_secs(30) {
-            return s;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 fn stdout_of(bed: &Bed, session: &str, cmd: &str) -> (i64, String) {
