@@ -18,6 +18,8 @@
 # The config is /etc/slurm/slurm.conf, the clients' default path: no SLURM_CONF needed, for root
 # or any other account. A slurm.conf that this script did not write is never touched.
 set -euo pipefail
+# CI runs with a minimal environment: the daemons and runuser/mungekey live in sbin.
+export PATH="/usr/sbin:/usr/bin:/sbin:/bin:${PATH:-}"
 
 CONF_DIR=/etc/slurm
 CONF=$CONF_DIR/slurm.conf

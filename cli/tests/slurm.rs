@@ -145,6 +145,35 @@ fn a_session_runs_in_an_allocation_and_destroy_releases_it() {
     assert_eq!(stdout_of(&bed, &session, "sh -c 'exit 7'").0, 7);
     let (_, out) = stdout_of(&bed, &session, "printf 'a\\0b\\n'; printf 'no newline'");
     assert_eq!(out, "a\u{0}b\nno newline");
+    // A background command in the allocation, stopped by the engine.
+    let bg = bed
+        .exec(&session, "sleep 300", &["--mode", "background"])
+        .json();
+    let cmd = bg["command_id"].as_str().unwrap().to_string();
+    let stopped = bed.json(&[
+        "session",
+        "command",
+        "stop",
+        "--session",
+        &session,
+        "--command-id",
+        &cmd,
+    ]);
+    assert_eq!(stopped["status"], "stopped", "{stopped}");
+    // Typed input reaches the shell on the node; the transcript has it.
+    bed.json(&[
+        "session",
+        "send",
+        "--session",
+        &session,
+        "--input",
+        "echo typed-$SLURM_JOB_ID",
+    ]);
+    let want = format!("typed-{job}");
+    session_bed::eventually("the typed line's output", || {
+        let r = bed.json(&["session", "read", "--session", &session]);
+        r["text"].as_str().unwrap().contains(&want).then_some(())
+    });
     // A command that ends the shell: its code, and the session goes on in the allocation.
     let r = bed.exec(&session, "exit 4", &[]);
     assert_eq!(r.json()["exit_code"], 4, "{r:?}");
