@@ -8,6 +8,8 @@
 //! - [`Scope::Whole`]: the whole call is bounded; when the limit runs out the call ends with
 //!   the `timeout` error (connecting gets a little longer, so the call's own bound is the one
 //!   that speaks).
+//! - [`Scope::WholeInCommand`]: as `Whole`, applied by the command itself (`session create`, so
+//!   that a pending Slurm allocation is cancelled when the wait for it is given up).
 //! - [`Scope::Local`]: the command never reaches a machine; there is nothing to bound.
 
 use std::future::Future;
@@ -135,6 +137,9 @@ fn annotate_at(cmd: clap::Command, path: &[&str], text: &str) -> clap::Command {
 pub enum Scope {
     Own,
     Whole,
+    /// Like [`Scope::Whole`], but the command applies the bound itself (`session create`: on a
+    /// Slurm machine a pending allocation must be cancelled, not abandoned with a dropped call).
+    WholeInCommand,
     Local,
 }
 
@@ -153,8 +158,8 @@ pub fn scope(command: &Command) -> Scope {
         },
         Command::Session(s) => match s {
             SessionCommand::List(_) => Scope::Local,
+            SessionCommand::Create(_) => Scope::WholeInCommand,
             SessionCommand::Exec(_)
-            | SessionCommand::Create(_)
             | SessionCommand::Show(_)
             | SessionCommand::Logs(_)
             | SessionCommand::Attach(_) => Scope::Own,
@@ -180,12 +185,13 @@ pub fn scope(command: &Command) -> Scope {
 /// The SSH connect bound for a command under `--timeout`.
 pub fn connect_bound(scope: Scope, timeout: Option<Duration>) -> Option<Duration> {
     match (scope, timeout) {
-        (Scope::Whole, Some(t)) => Some(t + CONNECT_SLACK),
+        (Scope::Whole | Scope::WholeInCommand, Some(t)) => Some(t + CONNECT_SLACK),
         (_, t) => t,
     }
 }
 
-/// Run `call`, bounded by `timeout` when the command's scope is [`Scope::Whole`].
+/// Run `call`, bounded by `timeout` when the command's scope is [`Scope::Whole`] (a command of
+/// [`Scope::WholeInCommand`] calls this itself with `Scope::Whole`).
 pub async fn bounded<T>(
     scope: Scope,
     timeout: Option<Duration>,
