@@ -27,7 +27,7 @@ rr_slurm_pending_state() { # "STATE REASON" of JOB
 # Wait up to WAIT s (in 0.1 s steps) for salloc's grant; print the reply.
 rr_slurm_await() {
   rr_pid=
-  read -r rr_pid <"$DIR/salloc.pid" 2>/dev/null
+  if [ -r "$DIR/salloc.pid" ]; then read -r rr_pid <"$DIR/salloc.pid"; fi
   rr_steps=$((WAIT * 10))
   rr_i=0
   while :; do
@@ -44,7 +44,7 @@ rr_slurm_await() {
         return 0
       fi
       rr_st=
-      read -r rr_st <"$DIR/salloc.status" 2>/dev/null
+      if [ -r "$DIR/salloc.status" ]; then read -r rr_st <"$DIR/salloc.status"; fi
       echo "@failed ${rr_st:-unknown} ${rr_job:-}"
       cat "$DIR/salloc.err" 2>/dev/null
       return 0
@@ -85,7 +85,7 @@ RR_EOF
 
 rr_slurm_cancel() {
   rr_pid=
-  read -r rr_pid <"$DIR/salloc.pid" 2>/dev/null
+  if [ -r "$DIR/salloc.pid" ]; then read -r rr_pid <"$DIR/salloc.pid"; fi
   # setsid made it a group leader: TERM the group (the sh and salloc).
   if [ -n "$rr_pid" ]; then kill -TERM -- "-$rr_pid" 2>/dev/null || kill -TERM "$rr_pid" 2>/dev/null; fi
   if [ -n "$JOB" ] && [ "$JOB" != - ]; then scancel "$JOB" 2>/dev/null; fi
