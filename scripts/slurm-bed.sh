@@ -4,7 +4,8 @@
 #
 #   scripts/slurm-bed.sh          # start it (idempotent: a running bed is left as it is)
 #   scripts/slurm-bed.sh status   # say whether it runs (exit 0) or not (exit 1)
-#   scripts/slurm-bed.sh stop     # stop the daemons it started (node daemons first)
+#   scripts/slurm-bed.sh stop     # stop the Slurm daemons (node daemons first), and munged if it
+#                                 # was started by this script
 #
 # Needs root (it writes /etc/slurm/slurm.conf and runs the daemons) and the packages
 # (scripts/install-deps.sh installs them). Every daemon binds 127.0.0.1 only. The bed:
@@ -111,6 +112,8 @@ start_munge() {
   if ! pid_alive /run/munge/munged.pid; then
     rm -f /run/munge/munged.pid
     runuser -u munge -- /usr/sbin/munged
+    mkdir -p "$RUN"
+    touch "$RUN/munged.started" # so that `stop` stops it too
   fi
   for _ in $(seq 50); do
     if munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then return 0; fi
@@ -210,7 +213,13 @@ status)
   ;;
 stop)
   stop_daemons
-  say "stopped (munged is left running)"
+  if [ -e "$RUN/munged.started" ] && pid_alive /run/munge/munged.pid; then
+    kill "$(cat /run/munge/munged.pid)" 2>/dev/null || true
+    rm -f "$RUN/munged.started"
+    say "stopped (and munged, which this script had started)"
+  else
+    say "stopped (munged, not started by this script, is left running)"
+  fi
   exit 0
   ;;
 start) ;;
