@@ -366,6 +366,19 @@ fn run_once_past_its_timeout_cancels_the_job() {
     assert!(started.elapsed() < Duration::from_secs(30));
     let m = r.json();
     assert_eq!(m["status"], "timed_out", "{m}");
+    assert_eq!(m["error"]["code"], "timeout", "{m}");
+    // Slurm's word right after scancel: CANCELLED, or COMPLETING while the step is killed.
+    assert!(
+        m["slurm"]["state"] == "CANCELLED" || m["slurm"]["state"] == "COMPLETING",
+        "{m}"
+    );
+    assert!(
+        m["slurm"]["stderr_excerpt"]
+            .as_str()
+            .unwrap()
+            .contains("CANCELLED"),
+        "{m}"
+    );
     let job = m["slurm"]["job_id"].as_str().unwrap().to_string();
     let state = wait_for_state(&job, |s| s != "RUNNING" && s != "COMPLETING");
     assert!(state.is_empty() || state == "CANCELLED", "{state}");

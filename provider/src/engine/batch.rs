@@ -131,7 +131,11 @@ impl Engine {
                         format!("the run was cancelled; Slurm job {job} was cancelled (scancel)"),
                     )
                 }));
-                None
+                // Slurm's word on the cancelled job (CANCELLED, or still COMPLETING).
+                ops::query(t, std::slice::from_ref(&job))
+                    .await
+                    .ok()
+                    .and_then(|jobs| jobs.into_iter().find(|j| j.job_id == job))
             }
         };
         self.record_end(t, &dir, info, m).await?;
