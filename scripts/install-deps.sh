@@ -3,7 +3,8 @@
 # OpenSSH server and client, tmux, iproute2 and nftables (fault-injection tests), jq (the
 # examples in docs/cli.md, run as written by a test), and for the login-shell test accounts
 # (testkit's ensure_login_account) and the remote scripts: zsh, fish, git, busybox (its sh is a
-# shell the remote scripts are tested under) and shellcheck.
+# shell the remote scripts are tested under) and shellcheck; Slurm (slurmctld, slurmd,
+# slurm-client, munge) for the Slurm test bed, scripts/slurm-bed.sh.
 # Safe to run again: installs only what is missing. Needs root (or sudo) for apt-get.
 set -euo pipefail
 
@@ -22,6 +23,11 @@ command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)  # remote scripts ar
 # code runtime (JavaScript, Python): on the default PATH, which the ssh test account also gets
 [ -x /usr/bin/node ] || [ -x /usr/local/bin/node ] || need+=(nodejs)
 [ -x /usr/bin/python3 ] || [ -x /usr/local/bin/python3 ] || need+=(python3)
+# the Slurm test bed (scripts/slurm-bed.sh, docs/slurm.md): controller, node daemon, clients, munge
+[ -x /usr/sbin/slurmctld ] || need+=(slurmctld)
+[ -x /usr/sbin/slurmd ] || need+=(slurmd)
+command -v salloc >/dev/null 2>&1 && command -v sbatch >/dev/null 2>&1 || need+=(slurm-client)
+[ -x /usr/sbin/munged ] || need+=(munge)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

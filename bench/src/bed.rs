@@ -63,6 +63,7 @@ impl Bed {
             ssh_config_host: None,
             has_password: false,
             login_env: true,
+            scheduler: Default::default(),
         }
     }
 

@@ -8,10 +8,10 @@
 //! | 3    | not found: `unknown_machine`, `unknown_session`, `unknown_command`, `unknown_run`, `remote_not_found` |
 //! | 4    | `already_exists` |
 //! | 5    | `busy`: the session already runs a foreground command |
-//! | 6    | `timeout`: a bounded wait ran out (the remote work may go on) |
+//! | 6    | `timeout`: a bounded wait ran out (the remote work may go on); `slurm_allocation_timeout` (the pending job was cancelled) |
 //! | 7    | `cancelled` |
 //! | 8    | cannot reach or trust the machine: `connection_failed`, `connection_lost`, `auth_failed`, `host_key_unknown`, `host_key_changed` |
-//! | 9    | the remote side failed: `session_lost`, `tmux_missing`, `remote_error` |
+//! | 9    | the remote side failed: `session_lost`, `tmux_missing`, `remote_error`, `slurm_unavailable`, `slurm_rejected`, `slurm_job_ended` |
 //! | 10   | local configuration or state: `config_invalid`, `io_error`, `store_error`, `permission_denied` |
 //! | 11   | `not_implemented`: the command is in the contract but not built yet |
 //! | 12   | wrong state for the request: `not_ready`, `not_detached`, `stale_terminal_generation`, `state_provider_mismatch` |
@@ -39,11 +39,12 @@ pub fn for_error(code: ErrorCode) -> u8 {
         UnknownMachine | UnknownSession | UnknownCommand | UnknownRun | RemoteNotFound => 3,
         AlreadyExists => 4,
         Busy => 5,
-        Timeout => 6,
+        Timeout | SlurmAllocationTimeout => 6,
         Cancelled => 7,
         ConnectionFailed | ConnectionLost | AuthFailed | HostKeyUnknown | HostKeyChanged => 8,
         SessionLost | TmuxMissing | TmuxTooOld | BashMissing | BashTooOld | InsecureRemoteDir
-        | StartupCommandFailed | LanguageUnavailable | RemoteError => 9,
+        | StartupCommandFailed | LanguageUnavailable | RemoteError | SlurmUnavailable
+        | SlurmRejected | SlurmJobEnded => 9,
         ConfigInvalid | Io | Store | PermissionDenied => 10,
         NotImplemented => 11,
         NotReady | NotDetached | StaleGeneration | StateProviderMismatch => 12,

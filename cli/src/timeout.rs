@@ -8,6 +8,8 @@
 //! - [`Scope::Whole`]: the whole call is bounded; when the limit runs out the call ends with
 //!   the `timeout` error (connecting gets a little longer, so the call's own bound is the one
 //!   that speaks).
+//! - [`Scope::WholeInCommand`]: as `Whole`, applied by the command itself (`session create`, so
+//!   that a pending Slurm allocation is cancelled when the wait for it is given up).
 //! - [`Scope::Local`]: the command never reaches a machine; there is nothing to bound.
 
 use std::future::Future;
@@ -31,7 +33,8 @@ reaches a machine: the wait of `session exec` and `session command wait` (the co
 the result says `wait_timed_out`); the command's run time of `run once` (it is stopped); the \
 transfer of `file put|get` (it is cancelled); the refresh from the machine of `session show`, \
 `session logs` and `session command list` (on expiry the stored records are shown, marked \
-stale); the connect of `machine doctor` and `session attach`; the whole call of `session \
+stale); the connect of `machine doctor` and `session attach`; the wait for a Slurm allocation of `session create` on a Slurm machine (a pending job is \
+cancelled); the whole call of `session \
 create|send|read|destroy`, `session command show|stop`, `file list` and `machine remove \
 --force` (on expiry: error `timeout`). Commands that only read local records ignore it";
 
@@ -44,7 +47,7 @@ const PER_COMMAND: &[(&str, &str)] = &[
     ),
     (
         "session create",
-        "bounds the whole call, connecting included; error `timeout` when it runs out",
+        "bounds the whole call, connecting included; error `timeout` when it runs out. On a Slurm machine it bounds the wait for the allocation: a job still pending then is cancelled (error `slurm_allocation_timeout`, exit 6), and starting the shell in a granted one gets up to 60 s more",
     ),
     (
         "session show",
@@ -104,7 +107,7 @@ const PER_COMMAND: &[(&str, &str)] = &[
     ),
     (
         "run once",
-        "bounds the command's run time, connecting included; when it runs out the command is stopped and the run is `timed_out` (exit 6)",
+        "bounds the command's run time, connecting included; when it runs out the command is stopped and the run is `timed_out` (exit 6). On a Slurm machine it bounds the batch job from its submission (queue wait included); the job is then cancelled with scancel",
     ),
 ];
 
@@ -134,6 +137,9 @@ fn annotate_at(cmd: clap::Command, path: &[&str], text: &str) -> clap::Command {
 pub enum Scope {
     Own,
     Whole,
+    /// Like [`Scope::Whole`], but the command applies the bound itself (`session create`: on a
+    /// Slurm machine a pending allocation must be cancelled, not abandoned with a dropped call).
+    WholeInCommand,
     Local,
 }
 
@@ -152,6 +158,7 @@ pub fn scope(command: &Command) -> Scope {
         },
         Command::Session(s) => match s {
             SessionCommand::List(_) => Scope::Local,
+            SessionCommand::Create(_) => Scope::WholeInCommand,
             SessionCommand::Exec(_)
             | SessionCommand::Show(_)
             | SessionCommand::Logs(_)
@@ -178,12 +185,13 @@ pub fn scope(command: &Command) -> Scope {
 /// The SSH connect bound for a command under `--timeout`.
 pub fn connect_bound(scope: Scope, timeout: Option<Duration>) -> Option<Duration> {
     match (scope, timeout) {
-        (Scope::Whole, Some(t)) => Some(t + CONNECT_SLACK),
+        (Scope::Whole | Scope::WholeInCommand, Some(t)) => Some(t + CONNECT_SLACK),
         (_, t) => t,
     }
 }
 
-/// Run `call`, bounded by `timeout` when the command's scope is [`Scope::Whole`].
+/// Run `call`, bounded by `timeout` when the command's scope is [`Scope::Whole`] (a command of
+/// [`Scope::WholeInCommand`] calls this itself with `Scope::Whole`).
 pub async fn bounded<T>(
     scope: Scope,
     timeout: Option<Duration>,

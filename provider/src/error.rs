@@ -85,6 +85,16 @@ pub enum ErrorCode {
     UnknownTransfer,
     /// A verified transfer found different sha256 hashes at the two ends.
     VerifyMismatch,
+    /// Slurm's commands do not answer on the machine (not installed, not on PATH, no
+    /// controller).
+    SlurmUnavailable,
+    /// Slurm refused an allocation or a batch job (bad partition, account, limits, ...).
+    SlurmRejected,
+    /// An allocation was still pending when the wait for it was given up; the job was cancelled.
+    SlurmAllocationTimeout,
+    /// The allocation under a session ended (time limit, `scancel`, preemption, node failure):
+    /// the session is lost.
+    SlurmJobEnded,
 }
 
 impl ErrorCode {
@@ -128,7 +138,18 @@ impl ErrorCode {
             StateProviderMismatch => "state_provider_mismatch",
             UnknownTransfer => "unknown_transfer",
             VerifyMismatch => "verify_mismatch",
+            SlurmUnavailable => "slurm_unavailable",
+            SlurmRejected => "slurm_rejected",
+            SlurmAllocationTimeout => "slurm_allocation_timeout",
+            SlurmJobEnded => "slurm_job_ended",
         }
+    }
+
+    /// Whether the error says the session's shell is gone for good (`session_lost`, or the
+    /// Slurm allocation under it ended): callers that rebuild a session look at this, not at
+    /// one code.
+    pub fn is_session_lost(self) -> bool {
+        matches!(self, ErrorCode::SessionLost | ErrorCode::SlurmJobEnded)
     }
 
     /// Whether the same call may succeed if simply repeated later.
@@ -136,7 +157,12 @@ impl ErrorCode {
         use ErrorCode::*;
         matches!(
             self,
-            Busy | Timeout | ConnectionFailed | ConnectionLost | Store | Io
+            Busy | Timeout
+                | ConnectionFailed
+                | ConnectionLost
+                | Store
+                | Io
+                | SlurmAllocationTimeout
         )
     }
 }

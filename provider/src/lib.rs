@@ -11,6 +11,7 @@ pub mod machine;
 pub mod remote;
 pub mod secret;
 pub mod server;
+pub mod slurm;
 pub mod ssh;
 pub mod store;
 pub mod tmux;

@@ -69,6 +69,48 @@ pub struct Machine {
     /// additions, conda, nvm, ...). Off: the session shell gets what sshd's exec gives.
     #[serde(default = "login_env_default")]
     pub login_env: bool,
+    /// Who places sessions and runs: nobody (they run on this host) or Slurm (this host is a
+    /// cluster's login node; sessions run in allocations, runs are batch jobs). See docs/slurm.md.
+    #[serde(default, skip_serializing_if = "Scheduler::is_none")]
+    pub scheduler: Scheduler,
+}
+
+/// The scheduler of a machine reached over SSH.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Scheduler {
+    /// Sessions and runs run on the machine itself.
+    #[default]
+    None,
+    /// The machine is a Slurm login node: sessions and runs are placed by Slurm.
+    Slurm {
+        /// The user's default `salloc`/`sbatch` arguments (partition, time, account, gres, ...),
+        /// one word per element.
+        #[serde(default)]
+        args: Vec<String>,
+    },
+}
+
+impl Scheduler {
+    pub fn is_none(&self) -> bool {
+        *self == Scheduler::None
+    }
+
+    /// The default Slurm arguments, when the machine is scheduled by Slurm.
+    pub fn slurm_args(&self) -> Option<&[String]> {
+        match self {
+            Scheduler::Slurm { args } => Some(args),
+            Scheduler::None => None,
+        }
+    }
+
+    /// `none` or `slurm`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Scheduler::None => "none",
+            Scheduler::Slurm { .. } => "slurm",
+        }
+    }
 }
 
 fn login_env_default() -> bool {
@@ -97,10 +139,41 @@ impl Machine {
             ssh_config_host: None,
             has_password: false,
             login_env: true,
+            scheduler: Scheduler::None,
         }
     }
 
     pub fn is_local(&self) -> bool {
         self.auth_type == AuthType::Local
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_from_before_schedulers_loads_without_one() {
+        let old = r#"{"machine_id":"lab","host":"h","port":22,"user":"u","auth_type":"key",
+            "default_cwd":"/home/u"}"#;
+        let m: Machine = serde_json::from_str(old).unwrap();
+        assert_eq!(m.scheduler, Scheduler::None);
+        // ... and is written back without the field.
+        assert!(!serde_json::to_string(&m).unwrap().contains("scheduler"));
+    }
+
+    #[test]
+    fn a_slurm_scheduler_round_trips() {
+        let mut m = Machine::local();
+        m.scheduler = Scheduler::Slurm {
+            args: vec!["--partition=gpu".into(), "--time=60".into()],
+        };
+        let text = serde_json::to_string(&m).unwrap();
+        assert!(
+            text.contains(r#""scheduler":{"kind":"slurm","args":["--partition=gpu","--time=60"]}"#)
+        );
+        let back: Machine = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.scheduler.slurm_args().unwrap().len(), 2);
+        assert_eq!(back.scheduler.kind(), "slurm");
     }
 }

@@ -59,6 +59,7 @@ pub fn machine(host: &str, port: u16, sshd: &Sshd, known_hosts: &Path, cwd: &Pat
         ssh_config_host: None,
         has_password: false,
         login_env: true,
+        scheduler: Default::default(),
     }
 }
 

@@ -5,7 +5,10 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
 use remote_runner_provider::engine::Connector;
-use remote_runner_provider::machine::{AuthType, LOCAL_MACHINE_ID, Machine, PathMapping};
+use remote_runner_provider::machine::{
+    AuthType, LOCAL_MACHINE_ID, Machine, PathMapping, Scheduler,
+};
+use remote_runner_provider::slurm;
 use remote_runner_provider::store::Store;
 use remote_runner_provider::store::machines;
 use remote_runner_provider::{Error, ErrorCode, Result};
@@ -61,6 +64,12 @@ pub enum MachineCommand {
         after_help = "Examples:\n  remote-runner machine configure-path-map lab-win-01 \\\n      --command-prefix /mnt/c/Users/example/Desktop/SSHRunner \\\n      --file-prefix C:/Users/example/Desktop/SSHRunner --json\n  remote-runner machine configure-path-map lab-win-01 --clear"
     )]
     ConfigurePathMap(ConfigurePathMapArgs),
+    /// Mark a machine as a Slurm login node (sessions in allocations, runs as batch jobs), set
+    /// its default Slurm arguments, or take the scheduler away (docs/slurm.md)
+    #[command(
+        after_help = "Examples:\n  remote-runner machine configure-scheduler hpc --scheduler slurm \\\n      --slurm-args '--partition=debug --time=60' --json\n  remote-runner machine configure-scheduler hpc --scheduler none"
+    )]
+    ConfigureScheduler(ConfigureSchedulerArgs),
 }
 
 const ADD_EXAMPLES: &str = "\
@@ -76,6 +85,9 @@ Examples:
   # replace an existing record (its sessions, logs and runs are kept)
   remote-runner machine add lab-gpu-01 --replace --confirm-replace lab-gpu-01 \\
       --host 192.0.2.12 --user ely --default-cwd /home/ely
+  # a Slurm cluster's login node: sessions in allocations, runs as batch jobs (docs/slurm.md)
+  remote-runner machine add hpc --host login.cluster.example --user ely --default-cwd /home/ely \\
+      --scheduler slurm --slurm-args '--partition=debug --time=60'
   # interactive: run on a terminal with missing fields and answer the questions
   remote-runner machine add";
 
@@ -177,6 +189,57 @@ pub struct AddArgs {
     /// Never ask questions, even on a terminal: missing fields are an error
     #[arg(long)]
     pub no_input: bool,
+    /// Who places sessions and runs: `slurm` makes this host a cluster's login node (sessions
+    /// run in allocations, runs are batch jobs; docs/slurm.md) [default: none]
+    #[arg(long, value_enum)]
+    pub scheduler: Option<SchedulerArg>,
+    /// Default arguments for salloc/sbatch, as one shell-quoted string (partition, time,
+    /// account, gres, ...), e.g. "--partition=gpu --time=60"
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    pub slurm_args: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SchedulerArg {
+    /// Sessions and runs run on the machine itself
+    None,
+    /// The machine is a Slurm login node
+    Slurm,
+}
+
+/// The machine's scheduler from `--scheduler` and `--slurm-args` (`None`: neither given).
+pub fn scheduler_from(
+    kind: Option<SchedulerArg>,
+    slurm_args: Option<&str>,
+) -> Result<Option<Scheduler>> {
+    let args = slurm_args.map(slurm::split_args).transpose()?;
+    match (kind, args) {
+        (None, None) => Ok(None),
+        (Some(SchedulerArg::None), None) => Ok(Some(Scheduler::None)),
+        (Some(SchedulerArg::None), Some(_)) => Err(Error::invalid(
+            "--slurm-args needs --scheduler slurm; drop it or pass --scheduler slurm",
+        )),
+        (None, Some(_)) => Err(Error::invalid(
+            "--slurm-args needs --scheduler slurm (the machine's sessions and runs then go \
+             through Slurm); add --scheduler slurm",
+        )),
+        (Some(SchedulerArg::Slurm), args) => Ok(Some(Scheduler::Slurm {
+            args: args.unwrap_or_default(),
+        })),
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigureSchedulerArgs {
+    #[arg(value_name = "MACHINE_ID")]
+    pub machine_id: String,
+    /// `slurm`: sessions in allocations, runs as batch jobs; `none`: on the machine itself
+    #[arg(long, value_enum)]
+    pub scheduler: SchedulerArg,
+    /// Default arguments for salloc/sbatch, as one shell-quoted string, e.g.
+    /// "--partition=gpu --time=60 --gres=gpu:1" (replaces the stored ones)
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    pub slurm_args: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -221,6 +284,7 @@ pub async fn run(ctx: &Context, command: MachineCommand) -> Result<Report> {
         MachineCommand::Remove(args) => remove(ctx, args).await,
         MachineCommand::ConfigureStartup(args) => configure_startup(ctx, args),
         MachineCommand::ConfigurePathMap(args) => configure_path_map(ctx, args),
+        MachineCommand::ConfigureScheduler(args) => configure_scheduler(ctx, args),
     }
 }
 
@@ -449,6 +513,18 @@ fn configure_path_map(ctx: &Context, args: ConfigurePathMapArgs) -> Result<Repor
             }
             None => m.path_mappings.clear(),
         }
+        Ok(())
+    })
+    .map_err(|e| explain_local_refusal(e, &args.machine_id))?;
+    Ok(Report::new(machine_json(&machine)).human(vec![Block::Fields(machine_fields(&machine))]))
+}
+
+fn configure_scheduler(ctx: &Context, args: ConfigureSchedulerArgs) -> Result<Report> {
+    let scheduler =
+        scheduler_from(Some(args.scheduler), args.slurm_args.as_deref())?.unwrap_or_default();
+    let store = ctx.store()?;
+    let machine = machines::update(&store, &args.machine_id, |m| {
+        m.scheduler = scheduler.clone();
         Ok(())
     })
     .map_err(|e| explain_local_refusal(e, &args.machine_id))?;

@@ -7,6 +7,7 @@
 
 use clap::{Args, Subcommand};
 use remote_runner_provider::engine::run::{RunManifest, RunRequest, RunStatus, RunTransfer};
+use remote_runner_provider::slurm;
 use remote_runner_provider::{Error, ErrorCode, Result};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -81,6 +82,10 @@ pub struct OnceArgs {
     /// Hash both ends of every input and artifact transfer (sha256)
     #[arg(long)]
     pub verify: bool,
+    /// On a Slurm machine: sbatch arguments added to the machine's defaults, as one
+    /// shell-quoted string, e.g. "--time=10 --mem=4G" (docs/slurm.md)
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    pub slurm_args: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -144,6 +149,10 @@ async fn once(ctx: &Context, args: OnceArgs) -> Result<Report> {
         keep_session: args.keep_session,
         timeout: ctx.timeout,
         verify: args.verify,
+        slurm_args: match &args.slurm_args {
+            Some(text) => slurm::split_args(text)?,
+            None => Vec::new(),
+        },
     };
     let interrupt = Interrupt::watch(ctx.out);
     let manifest = wired.engine.run_once(request, interrupt.token()).await?;

@@ -26,7 +26,7 @@ Examples:
 pub enum SessionCommand {
     /// Start a persistent shell on a machine
     #[command(
-        after_help = "Examples:\n  remote-runner session create --machine local --json\n  remote-runner session create --machine lab-gpu-01 --cwd /home/ely/project --json"
+        after_help = "Examples:\n  remote-runner session create --machine local --json\n  remote-runner session create --machine lab-gpu-01 --cwd /home/ely/project --json\n  remote-runner --timeout 120 session create --machine hpc --slurm-args '--time=30' --json   # a Slurm machine: the shell runs in an allocation"
     )]
     Create(CreateArgs),
     /// List active and recoverable sessions
@@ -79,6 +79,10 @@ pub struct CreateArgs {
     /// Working directory [default: the machine's default cwd]
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<String>,
+    /// On a Slurm machine: salloc arguments added to the machine's defaults, as one
+    /// shell-quoted string, e.g. "--time=30 --gres=gpu:1" (docs/slurm.md)
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    pub slurm_args: Option<String>,
 }
 
 #[derive(Debug, Args)]

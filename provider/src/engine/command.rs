@@ -186,7 +186,21 @@ impl Engine {
     /// out; background mode starts it detached in its own process group and returns at once.
     /// Errors: `busy` when a foreground command runs (in any process), `session_lost` when the
     /// shell is gone or the command ended it (the command record then says how).
+    /// On a session in a Slurm allocation that ended, the error is `slurm_job_ended`, naming
+    /// the job and Slurm's reason.
     pub async fn exec(
+        &self,
+        session_id: &str,
+        command: &str,
+        req: ExecRequest,
+    ) -> Result<CommandRecord> {
+        match self.exec_in_shell(session_id, command, req).await {
+            Err(e) => Err(self.explain_lost(session_id, e).await),
+            ok => ok,
+        }
+    }
+
+    async fn exec_in_shell(
         &self,
         session_id: &str,
         command: &str,
@@ -618,7 +632,10 @@ impl Engine {
         command_id: &str,
         timeout: Duration,
     ) -> Result<CommandRecord> {
-        self.refresh(session_id, command_id, timeout).await
+        match self.refresh(session_id, command_id, timeout).await {
+            Err(e) => Err(self.explain_lost(session_id, e).await),
+            ok => ok,
+        }
     }
 
     async fn refresh(

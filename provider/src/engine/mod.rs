@@ -8,12 +8,14 @@
 //! Truth lives on the machine: a command's `exit` file says whether and how it ended, so any
 //! process, after any crash or reconnect, can pick a command up again by id.
 
+pub mod batch;
 pub mod code;
 pub mod command;
 pub mod output;
 pub mod records;
 pub mod run;
 pub mod session;
+pub mod slurm;
 pub mod transfer;
 
 use std::path::{Path, PathBuf};
@@ -31,6 +33,7 @@ use crate::transport::local::LocalTransport;
 pub use command::{ExecRequest, Freshness, LogEntry, OutputStream, StopOutcome};
 pub use records::{CommandMode, CommandRecord, CommandStatus, SessionRecord, SessionStatus};
 pub use session::{DestroyOptions, DestroyResult, Screen, SendResult, TranscriptChunk};
+pub use slurm::CreateOptions;
 
 /// Gives the engine a transport for a machine id (an SSH connection, or this host).
 #[async_trait]

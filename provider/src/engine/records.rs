@@ -68,6 +68,10 @@ pub struct SessionRecord {
     /// The user's login shell on the machine (`$SHELL`); the session shell is bash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub login_shell: Option<String>,
+    /// On a Slurm machine: the job id of the allocation the session's shell runs in (released
+    /// by destroy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_job_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

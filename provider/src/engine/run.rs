@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use super::transfer::{ErrorInfo, TransferDirection, TransferOptions, TransferRecord};
+use super::transfer::{
+    ErrorInfo, TransferDirection, TransferOptions, TransferPlace, TransferRecord,
+};
 use super::{CommandRecord, CommandStatus, Engine, ExecRequest};
 use crate::error::{Error, ErrorCode, Result};
 use crate::machine::Machine;
@@ -37,6 +39,8 @@ pub struct RunRequest {
     pub timeout: Option<Duration>,
     /// Verify transfers (sha256 on both ends).
     pub verify: bool,
+    /// On a Slurm machine: `sbatch` arguments added to the machine's defaults.
+    pub slurm_args: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -142,6 +146,9 @@ pub struct RunManifest {
     pub manifest_file: String,
     /// The session's local logs (command logs, transcript).
     pub log_dir_local: Option<String>,
+    /// On a Slurm machine: the batch job that ran the command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<super::batch::BatchJob>,
 }
 
 /// One line of `run list`.
@@ -182,7 +189,7 @@ impl From<&RunManifest> for RunSummary {
 
 /// How long one bounded wait for the command lasts before checking cancellation and deadline
 /// again (cancellation also interrupts a wait at once).
-const WAIT_SLICE: Duration = Duration::from_secs(10);
+pub(super) const WAIT_SLICE: Duration = Duration::from_secs(10);
 
 /// How the command step ended.
 enum CommandEnd {
@@ -253,6 +260,7 @@ impl Engine {
             error: None,
             manifest_file: run_dir.join("manifest.json").to_string_lossy().into_owned(),
             log_dir_local: None,
+            slurm: None,
         };
         self.save_manifest(&m)?;
         let outcome = self.run_steps(&req, &cancel, &mut m).await;
@@ -289,6 +297,18 @@ impl Engine {
         m: &mut RunManifest,
     ) -> Result<()> {
         check_cancel(cancel)?;
+        match req.machine.scheduler.slurm_args() {
+            Some(defaults) => return self.run_batch(req, defaults, cancel, m).await,
+            None if !req.slurm_args.is_empty() => {
+                return Err(Error::invalid(format!(
+                    "--slurm-args is for machines scheduled by Slurm, and machine {} has no \
+                     scheduler; mark it with `remote-runner machine configure-scheduler {} \
+                     --scheduler slurm`",
+                    req.machine.machine_id, req.machine.machine_id
+                )));
+            }
+            None => {}
+        }
         let session = self
             .create_session(&req.machine, req.cwd.as_deref())
             .await?;
@@ -296,39 +316,12 @@ impl Engine {
         m.cwd = session.cwd.clone();
         m.log_dir_local = Some(session.log_dir_local.clone());
         self.save_manifest(m)?;
-        let mappings = req.machine.path_mappings.clone();
-        let options = TransferOptions {
-            verify: req.verify,
-            progress: None,
-            cancel: cancel.clone(),
+        let place = TransferPlace {
+            machine_id: &session.machine_id,
+            session_id: Some(&session.session_id),
+            cwd: &session.cwd,
         };
-        for (i, (local, remote)) in req.inputs.iter().enumerate() {
-            let res = self
-                .transfer_with(
-                    &session,
-                    &mappings,
-                    TransferDirection::Put,
-                    &PathBuf::from(local),
-                    remote,
-                    options.clone(),
-                )
-                .await;
-            match res {
-                Ok((rec, err)) => {
-                    m.inputs[i].apply(&rec, err.as_ref());
-                    if let Some(e) = err {
-                        return Err(step_error(
-                            e,
-                            &format!("input {local} could not be uploaded"),
-                        ));
-                    }
-                }
-                Err(e) => {
-                    m.inputs[i].fail(&e);
-                    return Err(e);
-                }
-            }
-        }
+        self.upload_inputs(place, req, cancel, m).await?;
         self.save_manifest(m)?;
         let end = self
             .run_command(&session.session_id, req, cancel, m)
@@ -356,25 +349,13 @@ impl Engine {
         }
         self.save_manifest(m)?;
         // Artifacts are fetched whatever the exit code: the ones that exist are kept.
-        for (i, (remote, local)) in req.artifacts.iter().enumerate() {
-            if cancel.is_cancelled() {
-                break;
-            }
-            let res = self
-                .transfer_with(
-                    &session,
-                    &mappings,
-                    TransferDirection::Get,
-                    &PathBuf::from(local),
-                    remote,
-                    options.clone(),
-                )
-                .await;
-            match res {
-                Ok((rec, err)) => m.artifacts[i].apply(&rec, err.as_ref()),
-                Err(e) => m.artifacts[i].fail(&e),
-            }
-        }
+        self.download_artifacts(place, req, cancel, m).await;
+        self.settle(cancel, m);
+        Ok(())
+    }
+
+    /// The run's outcome once the command and the artifacts are done (unless already set).
+    pub(super) fn settle(&self, cancel: &CancellationToken, m: &mut RunManifest) {
         if m.status == RunStatus::Running && cancel.is_cancelled() {
             m.status = RunStatus::Cancelled;
             m.error = Some(ErrorInfo::from(&Error::new(
@@ -416,7 +397,75 @@ impl Engine {
                 )));
             }
         }
+    }
+
+    /// Upload the run's inputs, in order, to `place`; the first failure stops the run.
+    pub(super) async fn upload_inputs(
+        &self,
+        place: TransferPlace<'_>,
+        req: &RunRequest,
+        cancel: &CancellationToken,
+        m: &mut RunManifest,
+    ) -> Result<()> {
+        let options = transfer_options(req, cancel);
+        for (i, (local, remote)) in req.inputs.iter().enumerate() {
+            let res = self
+                .transfer_at(
+                    place,
+                    &req.machine.path_mappings,
+                    TransferDirection::Put,
+                    &PathBuf::from(local),
+                    remote,
+                    options.clone(),
+                )
+                .await;
+            match res {
+                Ok((rec, err)) => {
+                    m.inputs[i].apply(&rec, err.as_ref());
+                    if let Some(e) = err {
+                        return Err(step_error(
+                            e,
+                            &format!("input {local} could not be uploaded"),
+                        ));
+                    }
+                }
+                Err(e) => {
+                    m.inputs[i].fail(&e);
+                    return Err(e);
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// Download the run's artifacts from `place`, each whatever became of the others.
+    pub(super) async fn download_artifacts(
+        &self,
+        place: TransferPlace<'_>,
+        req: &RunRequest,
+        cancel: &CancellationToken,
+        m: &mut RunManifest,
+    ) {
+        let options = transfer_options(req, cancel);
+        for (i, (remote, local)) in req.artifacts.iter().enumerate() {
+            if cancel.is_cancelled() {
+                break;
+            }
+            let res = self
+                .transfer_at(
+                    place,
+                    &req.machine.path_mappings,
+                    TransferDirection::Get,
+                    &PathBuf::from(local),
+                    remote,
+                    options.clone(),
+                )
+                .await;
+            match res {
+                Ok((rec, err)) => m.artifacts[i].apply(&rec, err.as_ref()),
+                Err(e) => m.artifacts[i].fail(&e),
+            }
+        }
     }
 
     /// Start the command in the session shell and wait for it in slices, stopping it on the
@@ -533,7 +582,7 @@ impl Engine {
     }
 
     /// Write the manifest file (0600, atomically) and its store row.
-    fn save_manifest(&self, m: &RunManifest) -> Result<()> {
+    pub(super) fn save_manifest(&self, m: &RunManifest) -> Result<()> {
         let path = PathBuf::from(&m.manifest_file);
         let dir = path
             .parent()
@@ -574,11 +623,19 @@ impl Engine {
     }
 }
 
-fn check_cancel(cancel: &CancellationToken) -> Result<()> {
+pub(super) fn check_cancel(cancel: &CancellationToken) -> Result<()> {
     if cancel.is_cancelled() {
         return Err(Error::new(ErrorCode::Cancelled, "the run was cancelled"));
     }
     Ok(())
+}
+
+fn transfer_options(req: &RunRequest, cancel: &CancellationToken) -> TransferOptions {
+    TransferOptions {
+        verify: req.verify,
+        progress: None,
+        cancel: cancel.clone(),
+    }
 }
 
 /// Keep the code, say which step it was.

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::{Engine, SessionRecord, SessionStatus, output};
+use super::{CreateOptions, Engine, SessionRecord, SessionStatus, output};
 use crate::error::{Error, ErrorCode, Result};
 use crate::machine::Machine;
 use crate::remote;
@@ -44,6 +44,9 @@ pub struct DestroyResult {
     pub transcript_file_local: String,
     /// Commands that were still running and were stopped.
     pub stopped_commands: Vec<String>,
+    /// On a Slurm machine: the job of the session's allocation, released (`scancel`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slurm_job_id: Option<String>,
     /// Only after a forced destroy that could not reach the machine: the session is marked
     /// destroyed here, but its shell may still run there.
     pub remote_may_still_run: bool,
@@ -99,6 +102,19 @@ impl Engine {
         machine: &Machine,
         cwd: Option<&str>,
     ) -> Result<SessionRecord> {
+        self.create_session_with(machine, cwd, &CreateOptions::default())
+            .await
+    }
+
+    /// [`Engine::create_session`] with options: on a Slurm machine the shell runs in a new
+    /// allocation (the machine's Slurm arguments plus `opts.slurm_args`), waited for within
+    /// `opts.allocation_bound`; the allocation is released when the create fails.
+    pub async fn create_session_with(
+        &self,
+        machine: &Machine,
+        cwd: Option<&str>,
+        opts: &CreateOptions,
+    ) -> Result<SessionRecord> {
         let cwd = cwd.unwrap_or(&machine.default_cwd).trim_end_matches('/');
         let cwd = if cwd.is_empty() { "/" } else { cwd };
         validate_dir(cwd)?;
@@ -138,24 +154,66 @@ impl Engine {
             status_message: None,
             login_environment: None,
             login_shell: Some(tools.login_shell.clone()),
+            slurm_job_id: None,
+        };
+        let pane_prefix = match machine.scheduler.slurm_args() {
+            Some(defaults) => {
+                let job = self
+                    .allocate_for_session(transport.as_ref(), &paths, &session_id, defaults, opts)
+                    .await?;
+                rec.slurm_job_id = Some(job.clone());
+                crate::slurm::pane_prefix(&job)
+            }
+            None if !opts.slurm_args.is_empty() => {
+                return Err(Error::invalid(format!(
+                    "--slurm-args is for machines scheduled by Slurm, and machine {} has no \
+                     scheduler; mark it with `remote-runner machine configure-scheduler {} \
+                     --scheduler slurm`",
+                    machine.machine_id, machine.machine_id
+                )));
+            }
+            None => Vec::new(),
         };
         let driver = TmuxDriver::new(transport, paths);
+        match self
+            .start_shell(&driver, machine, cwd, &pane_prefix, &mut rec)
+            .await
+        {
+            Ok(()) => {}
+            Err(e) => {
+                let _ = self.release_allocation(&rec).await;
+                return Err(e);
+            }
+        }
+        self.save_session(&rec)?;
+        Ok(rec)
+    }
+
+    /// The session shell in its tmux session (under `pane_prefix`), then the startup commands.
+    async fn start_shell(
+        &self,
+        driver: &TmuxDriver,
+        machine: &Machine,
+        cwd: &str,
+        pane_prefix: &[String],
+        rec: &mut SessionRecord,
+    ) -> Result<()> {
         let login_env = driver
             .start(&StartOptions {
-                bash_path: &tools.bash_path,
+                bash_path: &rec.bash_path,
                 cwd,
                 env: &self.options.session_env,
                 login_env: self.options.login_env && machine.login_env,
                 login_env_bound: self.options.login_env_bound,
+                pane_prefix,
             })
             .await?;
         rec.login_environment = Some(describe_login_env(&login_env));
-        if let Err(e) = self.run_startup_commands(&driver, machine).await {
+        if let Err(e) = self.run_startup_commands(driver, machine).await {
             let _ = driver.kill().await;
             return Err(e);
         }
-        self.save_session(&rec)?;
-        Ok(rec)
+        Ok(())
     }
 
     /// The machine's startup commands, in order, in the new session's shell (so what they set
@@ -248,8 +306,16 @@ impl Engine {
         match rec.status {
             SessionStatus::Active => {}
             SessionStatus::Lost => {
+                let ended = rec
+                    .status_message
+                    .as_deref()
+                    .is_some_and(super::slurm::is_slurm_reason);
                 return Err(Error::new(
-                    ErrorCode::SessionLost,
+                    if ended {
+                        ErrorCode::SlurmJobEnded
+                    } else {
+                        ErrorCode::SessionLost
+                    },
                     format!(
                         "session {session_id} is lost ({}); its records and logs are kept; create \
                          a new session to continue",
@@ -294,7 +360,7 @@ impl Engine {
         match driver.send_input(bytes, enter).await {
             Err(e) if e.code == ErrorCode::SessionLost => {
                 self.mark_lost(session_id, "the tmux session is gone")?;
-                Err(e)
+                Err(self.explain_lost(session_id, e).await)
             }
             other => other,
         }
@@ -375,7 +441,12 @@ impl Engine {
         if rec.status == SessionStatus::Destroyed {
             return Ok(destroy_result(rec, Vec::new(), None));
         }
-        let (stopped, warning) = match self.end_remote_shell(&rec, opts.keep_remote_state).await {
+        let ended = async {
+            let stopped = self.end_remote_shell(&rec, opts.keep_remote_state).await?;
+            self.release_allocation(&rec).await?;
+            Ok::<_, Error>(stopped)
+        };
+        let (stopped, warning) = match ended.await {
             Ok(stopped) => (stopped, None),
             Err(e) if force => (Vec::new(), Some(remote_may_still_run(&rec, &e))),
             Err(e) => return Err(not_destroyed(&rec, e)),
@@ -452,6 +523,11 @@ impl Engine {
         let alive = driver.is_alive().await?;
         if !alive {
             self.mark_lost(&rec.session_id, "the tmux session is gone")?;
+            if rec.slurm_job_id.is_some() {
+                // Keep Slurm's reason as the session's status message.
+                let lost = Error::new(ErrorCode::SessionLost, "the tmux session is gone");
+                let _ = self.explain_lost(&rec.session_id, lost).await;
+            }
         }
         Ok(alive)
     }
@@ -463,6 +539,7 @@ fn destroy_result(
     warning: Option<String>,
 ) -> DestroyResult {
     DestroyResult {
+        slurm_job_id: rec.slurm_job_id,
         session_id: rec.session_id,
         status: rec.status,
         log_dir_local: rec.log_dir_local,

@@ -349,7 +349,27 @@ impl Engine {
         remote: &str,
         options: TransferOptions,
     ) -> Result<(TransferRecord, Option<Error>)> {
-        let remote_path = RemotePath::resolve(remote, &session.cwd, mappings)?;
+        let place = TransferPlace {
+            machine_id: &session.machine_id,
+            session_id: Some(&session.session_id),
+            cwd: &session.cwd,
+        };
+        self.transfer_at(place, mappings, direction, local, remote, options)
+            .await
+    }
+
+    /// [`Engine::transfer_with`] for a place that need not be a session (a Slurm run's
+    /// directory on the login node).
+    pub(crate) async fn transfer_at(
+        &self,
+        place: TransferPlace<'_>,
+        mappings: &[PathMapping],
+        direction: TransferDirection,
+        local: &Path,
+        remote: &str,
+        options: TransferOptions,
+    ) -> Result<(TransferRecord, Option<Error>)> {
+        let remote_path = RemotePath::resolve(remote, place.cwd, mappings)?;
         let local_shown = local.to_string_lossy().into_owned();
         let (source, destination) = match direction {
             TransferDirection::Put => (local_shown.clone(), remote.to_string()),
@@ -357,8 +377,8 @@ impl Engine {
         };
         let mut rec = TransferRecord {
             transfer_id: new_id("xfer"),
-            session_id: Some(session.session_id.clone()),
-            machine_id: session.machine_id.clone(),
+            session_id: place.session_id.map(str::to_string),
+            machine_id: place.machine_id.to_string(),
             direction,
             source,
             destination,
@@ -383,7 +403,7 @@ impl Engine {
         self.with_store(|s| store::transfers::upsert(s, &rec))?;
         let mut out = Outcome::default();
         let result = async {
-            let t = self.connector.connect(&session.machine_id).await?;
+            let t = self.connector.connect(place.machine_id).await?;
             let job = Job {
                 t,
                 transfer_id: rec.transfer_id.clone(),
@@ -457,6 +477,15 @@ impl Engine {
         drop(alive);
         Ok((rec, error))
     }
+}
+
+/// Where a transfer happens: the machine, the session it belongs to (if any), and the directory
+/// relative remote paths are taken from.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TransferPlace<'a> {
+    pub machine_id: &'a str,
+    pub session_id: Option<&'a str>,
+    pub cwd: &'a str,
 }
 
 /// A finished transfer as the public calls return it: the error (naming the stored transfer)

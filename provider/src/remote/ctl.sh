@@ -171,10 +171,18 @@ rr_start_session() {
   eval "$SESSION_ENV"
   if [ "$LOGINENV" = 1 ]; then rr_login_env; else echo "env=off"; fi
   rr_sd=$(rr_tmux_literal "$SD")
+  # PANE_PREFIX: words (one a line) the pane's command runs under, e.g. `srun --jobid=J
+  # --overlap --pty` for a session in a Slurm allocation (docs/slurm.md); empty for none.
+  set --
+  while IFS= read -r rr_w; do
+    if [ -n "$rr_w" ]; then set -- "$@" "$rr_w"; fi
+  done <<RR_EOF
+${PANE_PREFIX-}
+RR_EOF
   # The server's default-shell runs pipe-pane and run-shell jobs: keep the user's login shell
   # (fish, tcsh, ...) out of it.
   SHELL=/bin/sh rr_tmux -f /dev/null new-session -d -s "$SID" -x "$COLS" -y "$ROWS" -c "$rr_sd" -- \
-    "$BASH" --noprofile --norc "$SD/rr.sh" pane \; \
+    "$@" "$BASH" --noprofile --norc "$SD/rr.sh" pane \; \
     pipe-pane -o -t "=$SID:" "exec cat >> '$(rr_tmux_literal "$SD")/transcript.raw'" || exit 3
   rr_limit=$((ENVBOUND + 20))
   timeout "$rr_limit" "$T" -L "$S" wait-for "rr-$SID-ready" || exit 4

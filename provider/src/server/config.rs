@@ -322,6 +322,7 @@ fn adhoc_machine(get: &impl Fn(&str) -> Option<String>, host: String) -> Result<
         ssh_config_host: None,
         has_password: false,
         login_env: true,
+        scheduler: Default::default(),
     })
 }
 

@@ -560,7 +560,7 @@ async fn retire(shared: &Shared, session: &SessionRef) -> OldSession {
                 OldSession::NotDestroyed(id, e.message)
             }
         },
-        Err(e) if e.code == ErrorCode::SessionLost || e.code == ErrorCode::UnknownSession => {
+        Err(e) if e.code.is_session_lost() || e.code == ErrorCode::UnknownSession => {
             OldSession::AlreadyGone(id)
         }
         Err(e) => {

@@ -67,7 +67,7 @@ pub async fn begin(shared: &Shared, c: &TurnCommand) -> Result<StartedTurn> {
         Ok(record) => record,
         // The command ran and ended the shell (`exit`): that is the turn's result (streamed,
         // then reported as a lost session), not a failed start.
-        Err(err) if err.code == ErrorCode::SessionLost => match lost_command(shared, &session_id) {
+        Err(err) if err.code.is_session_lost() => match lost_command(shared, &session_id) {
             // Streamed, then `finish` decides whether the session itself is gone.
             Some(record) => record,
             None => {
@@ -166,7 +166,7 @@ pub async fn stream(
     let event = match outcome {
         Ok(end) => finish(shared, turn_id, &started, end).await,
         Err(err) => {
-            if err.code == ErrorCode::SessionLost {
+            if err.code.is_session_lost() {
                 shared.lock().session_lost = true;
             }
             failure_for(None, Some(turn_id), &err)

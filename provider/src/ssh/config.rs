@@ -223,6 +223,7 @@ pub fn machine_from_alias(alias: &str, config: &SshConfigSource) -> Result<Optio
         ssh_config_host: Some(alias.to_string()),
         has_password: false,
         login_env: true,
+        scheduler: Default::default(),
     }))
 }
 

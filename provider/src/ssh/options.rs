@@ -236,6 +236,7 @@ fn resolve_jump(
         ssh_config_host: None,
         has_password: false,
         login_env: true,
+        scheduler: Default::default(),
     };
     // A hop's own ProxyJump is not followed (one hop), which also rules out loops.
     let mut t = Target::resolve_hop(&machine, opts, false)?;
@@ -267,6 +268,7 @@ mod tests {
             ssh_config_host: alias.map(str::to_string),
             has_password: false,
             login_env: true,
+            scheduler: Default::default(),
         }
     }
 

@@ -335,6 +335,7 @@ mod tests {
             ssh_config_host: None,
             has_password: false,
             login_env: true,
+            scheduler: Default::default(),
         }
     }
 

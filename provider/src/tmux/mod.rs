@@ -148,6 +148,9 @@ pub struct StartOptions<'a> {
     pub login_env: bool,
     /// Bound on resolving the login environment.
     pub login_env_bound: Duration,
+    /// Words the pane's command runs under (empty: none). Slurm: `srun --jobid=J --overlap
+    /// --pty`, so the session shell runs in the allocation while tmux stays on the login node.
+    pub pane_prefix: &'a [String],
 }
 
 impl TmuxDriver {
@@ -190,6 +193,7 @@ impl TmuxDriver {
             .param("LOGINENV", if opts.login_env { "1" } else { "0" })
             .param("ENVBOUND", bound.to_string())
             .param("SESSION_ENV", script::posix_exports(opts.env))
+            .param("PANE_PREFIX", opts.pane_prefix.join("\n"))
             .data(text.as_bytes())
             .limit(Duration::from_secs(bound + 60))
             .run(self.transport.as_ref())

@@ -21,6 +21,7 @@ fn request(bed: &Bed, command: &str) -> RunRequest {
         keep_session: false,
         timeout: Some(Duration::from_secs(120)),
         verify: false,
+        slurm_args: Vec::new(),
     }
 }
 

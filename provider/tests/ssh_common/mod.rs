@@ -37,6 +37,7 @@ fn machine_as(sshd: &Sshd, user: &str, key: Option<&Path>) -> Machine {
         ssh_config_host: None,
         has_password: false,
         login_env: true,
+        scheduler: Default::default(),
     }
 }
 

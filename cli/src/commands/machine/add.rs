@@ -172,6 +172,7 @@ fn fill_fields(
         ssh_config_host: None,
         has_password: false,
         login_env: true,
+        scheduler: Default::default(),
     });
     let host = args.host.clone().or(from_alias.then(|| base.host.clone()));
     let user = args.user.clone().or(from_alias.then(|| base.user.clone()));
@@ -272,6 +273,8 @@ fn fill_fields(
         ssh_config_host: base.ssh_config_host,
         has_password: false,
         login_env: base.login_env && !args.no_login_env,
+        scheduler: super::scheduler_from(args.scheduler, args.slurm_args.as_deref())?
+            .unwrap_or(base.scheduler),
     };
     if args.key_path.is_some() && auth_type != AuthType::Key {
         ctx.out

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use remote_runner_provider::machine::{AuthType, Machine};
 use remote_runner_provider::remote;
+use remote_runner_provider::slurm;
 use remote_runner_provider::ssh::{self, ConnectOptions, PassphraseSource};
 use remote_runner_provider::store::machines;
 use remote_runner_provider::transport::local::LocalTransport;
@@ -95,6 +96,30 @@ impl Findings {
             (_, false) => Cell::new("not found", Tone::Bad),
         };
         fields.push(("tmux", tmux));
+        if let Some(slurm) = self.details.get("slurm") {
+            let parts: Vec<String> = slurm["partitions"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|p| {
+                            format!(
+                                "{} ({} nodes {})",
+                                p["partition"].as_str().unwrap_or("?"),
+                                p["nodes"],
+                                p["state"].as_str().unwrap_or("?")
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            fields.push(("slurm partitions", Cell::plain(parts.join(", "))));
+            let acct = if slurm["accounting"].as_bool() == Some(true) {
+                "sacct answers"
+            } else {
+                "no accounting (exit codes from squeue and remote-runner's exit file)"
+            };
+            fields.push(("slurm accounting", Cell::plain(acct)));
+        }
         let mut blocks = vec![Block::Fields(fields)];
         for e in &self.errors {
             blocks.push(Block::Line(Cell::new(
@@ -188,7 +213,12 @@ async fn check_ssh(ctx: &Context, machine: &Machine) -> Result<Findings> {
             ..opts
         };
         match ssh::connect(machine, quiet).await {
-            Ok(transport) => check_session_tools(transport.as_ref(), &mut findings).await,
+            Ok(transport) => {
+                check_session_tools(transport.as_ref(), &mut findings).await;
+                if !machine.scheduler.is_none() {
+                    check_slurm(transport.as_ref(), &mut findings).await;
+                }
+            }
             Err(e) if e.code == ErrorCode::AuthFailed => {
                 findings.details.insert(
                     "session_tools".into(),
@@ -232,6 +262,73 @@ async fn check_session_tools(transport: &dyn Transport, findings: &mut Findings)
             findings.errors.push(e);
         }
     }
+}
+
+/// A Slurm machine: every Slurm command sessions and runs use answers on the login node, and
+/// the partitions (`details.slurm`). No accounting (`sacct` says it is disabled) is not a
+/// failure: exit codes then come from `squeue` and the engine's own exit file.
+async fn check_slurm(transport: &dyn Transport, findings: &mut Findings) {
+    let probe = match slurm::ops::probe(transport).await {
+        Ok(p) => p,
+        Err(e) => {
+            findings.errors.push(e);
+            return;
+        }
+    };
+    let missing: Vec<&str> = slurm::TOOLS
+        .iter()
+        .copied()
+        .filter(|t| !probe.tools.iter().any(|(n, p)| n == t && p.is_some()))
+        .collect();
+    if !missing.is_empty() {
+        findings.errors.push(Error::new(
+            ErrorCode::SlurmUnavailable,
+            format!(
+                "Slurm commands not found on the login node: {}; install Slurm's client \
+                 commands there (Debian: apt-get install slurm-client) or put them on the \
+                 PATH of non-interactive logins",
+                missing.join(", ")
+            ),
+        ));
+    }
+    if let Some(said) = probe.sinfo_error.as_ref().or(probe.squeue_error.as_ref()) {
+        findings.errors.push(Error::new(
+            ErrorCode::SlurmUnavailable,
+            format!(
+                "Slurm does not answer on the login node: {said}; check that the controller \
+                 runs and that SLURM_CONF (or /etc/slurm/slurm.conf) is readable there"
+            ),
+        ));
+    }
+    let partitions: Vec<Value> = probe
+        .partitions
+        .iter()
+        .map(|line| {
+            let f: Vec<&str> = line.split('|').collect();
+            json!({
+                "partition": f.first().map(|p| p.trim_end_matches('*')),
+                "default": f.first().is_some_and(|p| p.ends_with('*')),
+                "avail": f.get(1),
+                "time_limit": f.get(2),
+                "nodes": f.get(3).and_then(|n| n.parse::<u64>().ok()),
+                "state": f.get(4),
+            })
+        })
+        .collect();
+    let tools: serde_json::Map<String, Value> = probe
+        .tools
+        .iter()
+        .map(|(n, p)| (n.clone(), json!(p)))
+        .collect();
+    findings.details.insert(
+        "slurm".into(),
+        json!({
+            "tools": tools,
+            "partitions": partitions,
+            "accounting": probe.sacct_error.is_none(),
+            "accounting_note": probe.sacct_error,
+        }),
+    );
 }
 
 /// An unknown host key's message gets the exact command that trusts it for this machine.

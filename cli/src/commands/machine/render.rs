@@ -69,6 +69,14 @@ pub fn machine_fields(m: &Machine) -> Vec<(&'static str, Cell)> {
     fields.push(("startup", Cell::plain(startup)));
     let login_env = if m.login_env { "on" } else { "off" };
     fields.push(("login env", Cell::plain(login_env)));
+    if let Some(args) = m.scheduler.slurm_args() {
+        let shown = if args.is_empty() {
+            "slurm".to_string()
+        } else {
+            format!("slurm ({})", args.join(" "))
+        };
+        fields.push(("scheduler", Cell::plain(shown)));
+    }
     let maps = if m.path_mappings.is_empty() {
         "none".to_string()
     } else {

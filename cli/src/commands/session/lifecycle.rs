@@ -3,21 +3,46 @@
 use std::io::IsTerminal;
 
 use remote_runner_provider::Result;
+use remote_runner_provider::engine::CreateOptions;
 use remote_runner_provider::engine::DestroyOptions;
 use remote_runner_provider::engine::session::MAX_READ;
+use remote_runner_provider::slurm;
 use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Time `session create` on a Slurm machine gets past `--timeout` to start the shell once the
+/// allocation is granted.
+const SLURM_START_SLACK: Duration = Duration::from_secs(60);
 
 use super::{CreateArgs, DestroyArgs, ListArgs, ReadArgs, SendArgs, SessionArg, render};
 use crate::context::Context;
 use crate::output::{Block, Cell, Report, Tone, neutralize, to_json};
+use crate::timeout::{self, Scope};
 
 pub async fn create(ctx: &Context, args: CreateArgs) -> Result<Report> {
     let wired = ctx.engine()?;
     let machine = wired.machine(&args.machine)?;
-    let rec = wired
+    let out = ctx.out;
+    let opts = CreateOptions {
+        slurm_args: match &args.slurm_args {
+            Some(text) => slurm::split_args(text)?,
+            None => Vec::new(),
+        },
+        allocation_bound: ctx.timeout,
+        // With --json stderr holds only the error object; a person sees the pending job.
+        progress: (!out.json).then(|| Arc::new(move |line: &str| out.note(line)) as _),
+    };
+    let call = wired
         .engine
-        .create_session(&machine, args.cwd.as_deref())
-        .await?;
+        .create_session_with(&machine, args.cwd.as_deref(), &opts);
+    // On a Slurm machine --timeout bounds the wait for the allocation (the engine cancels a
+    // job still pending); starting the shell in it then gets a little more.
+    let bound = match machine.scheduler.slurm_args() {
+        Some(_) => ctx.timeout.map(|t| t + SLURM_START_SLACK),
+        None => ctx.timeout,
+    };
+    let rec = timeout::bounded(Scope::Whole, bound, call).await?;
     let mut human = render::session(&rec);
     human.push(Block::Line(Cell::new(
         format!(

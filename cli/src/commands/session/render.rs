@@ -53,6 +53,9 @@ pub fn session(rec: &SessionRecord) -> Vec<Block> {
         ("created", Cell::plain(relative_time(&rec.created_at))),
         ("commands", Cell::plain(rec.command_count.to_string())),
     ];
+    if let Some(job) = &rec.slurm_job_id {
+        fields.push(("slurm job", Cell::plain(job)));
+    }
     if let Some(last) = &rec.last_command {
         fields.push(("last command", Cell::plain(short_command(last))));
         fields.push(("last exit code", opt(rec.last_exit_code)));
