@@ -387,3 +387,54 @@ fn wait_file(path: &std::path::Path, want: &str) {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+#[test]
+fn agent_mode_turns_get_the_helper_too() {
+    let sshd = Sshd::start().expect("sshd test bed");
+    let local = tempfile::tempdir().unwrap();
+    let remote = sshd.remote_dir("chat-agent").unwrap();
+    // The example agent from examples/botmux, copied to the machine.
+    let agent = remote.join("chat-agent.sh");
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../examples/botmux/chat-agent.sh"
+        ),
+        &agent,
+    )
+    .unwrap();
+    let mut env = ssh_env(&sshd, &local.path().join("state"), &remote);
+    env.push(("REMOTE_RUNNER_TURN_MODE", "agent".into()));
+    env.push((
+        "REMOTE_RUNNER_AGENT_COMMAND",
+        format!("sh '{}'", agent.display()),
+    ));
+    let mut host = Host::spawn(local.path(), &env);
+    host.hello();
+    assert_eq!(host.start("/host/cwd")["type"], "ready");
+    let tid = send_turn(&mut host, 1, "tidy the repo");
+    let (_, fin, ops) = run_turn(&mut host, &tid, |host, ev| {
+        if ev["type"] == "outbound_message" {
+            outbound_result(
+                host,
+                ev,
+                json!({"outcome": "delivered", "messageId": "om_agent"}),
+            );
+        } else {
+            tool_result(
+                host,
+                ev,
+                json!({"outcome": "completed", "exitCode": 0, "stdout": "[\"earlier message\"]", "stderr": ""}),
+            );
+        }
+    });
+    assert_eq!(fin["type"], "final", "{fin}");
+    assert_eq!(ops.len(), 2, "{ops:#?}");
+    assert_eq!(ops[0]["content"], "Working on: tidy the repo");
+    assert_eq!(ops[1]["request"], json!({"tool": "history", "limit": 3}));
+    assert_eq!(
+        fin["content"],
+        "You asked: tidy the repo\nRecent chat: [\"earlier message\"]\n"
+    );
+    cancel(&mut host);
+}
