@@ -122,11 +122,29 @@ printf 'two\nlines' | "$RR_CHAT" send --auxiliary --mention-requester -; echo "r
     let tid = send_turn(&mut host, 1, content);
     let (progress, fin, ops) = run_turn(&mut host, &tid, |host, ev| {
         match (ev["type"].as_str().unwrap(), ev["responseKind"].as_str()) {
-            ("outbound_message", Some("progress")) => outbound_result(
-                host,
-                ev,
-                json!({"outcome": "delivered", "messageId": "om_first"}),
-            ),
+            ("outbound_message", Some("progress")) => {
+                // Results for another turn or generation settle nothing and get no reply
+                // (run_turn fails on any event that is not the turn's own).
+                let mut stale = ev.clone();
+                stale["turnId"] = json!("t0");
+                outbound_result(
+                    host,
+                    &stale,
+                    json!({"outcome": "delivered", "messageId": "om_stale"}),
+                );
+                let mut stale = ev.clone();
+                stale["generation"] = json!(ev["generation"].as_u64().unwrap() + 1);
+                outbound_result(
+                    host,
+                    &stale,
+                    json!({"outcome": "delivered", "messageId": "om_stale"}),
+                );
+                outbound_result(
+                    host,
+                    ev,
+                    json!({"outcome": "delivered", "messageId": "om_first"}),
+                )
+            }
             ("outbound_message", _) => outbound_result(
                 host,
                 ev,
@@ -163,6 +181,7 @@ printf 'two\nlines' | "$RR_CHAT" send --auxiliary --mention-requester -; echo "r
         .map(|o| o["operationId"].as_str().unwrap())
         .collect();
     assert_eq!(ids.len(), 4, "each call gets a fresh operationId: {ops:#?}");
+    assert!(!progress.contains("om_stale"), "{progress}");
     for want in [
         "om_first\nsend=0",
         "{\"total\":1}\n",
