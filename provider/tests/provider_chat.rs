@@ -457,3 +457,25 @@ fn agent_mode_turns_get_the_helper_too() {
     );
     cancel(&mut host);
 }
+
+#[test]
+fn a_cancel_ends_a_waiting_call_with_unknown() {
+    let sshd = Sshd::start().expect("sshd test bed");
+    let local = tempfile::tempdir().unwrap();
+    let (mut host, _env, _) = started(&sshd, &local, "chat-cancel");
+    let remote = sshd.remote_dir("chat-cancel").unwrap();
+    let rc = remote.join("rc");
+    // The call outlives the session's processes (nohup), so its exit code can be read.
+    let content = format!(
+        "nohup sh -c '\"$RR_CHAT\" send waiting; echo $? > {}' >/dev/null 2>&1 &\nsleep 30",
+        rc.display()
+    );
+    send_turn(&mut host, 1, &content);
+    host.wait_for(T, |v| v["type"] == "outbound_message");
+    host.send("cancel", json!({"requestId": "cancel:1"}));
+    let failure = host.wait_for(T, |v| v["type"] == "failure");
+    assert_eq!(failure["status"], "cancelled", "{failure}");
+    host.wait_for(T, |v| v["status"] == "closed");
+    // Sent and never settled: it may have been delivered.
+    wait_file(&rc, "4\n");
+}

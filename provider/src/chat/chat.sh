@@ -78,6 +78,9 @@ rr_wait() {
   rr_end=$(($(date +%s) + rr_limit))
   rr_i=0
   while [ ! -s "$rr_d/status" ]; do
+    if [ ! -d "$rr_d" ]; then
+      rr_fail 4 turn_ended "the session was closed while this request was with the host; it may have been carried out"
+    fi
     if [ -e "$rr_dir/closed" ] && [ ! -s "$rr_d/status" ]; then
       rr_fail 3 turn_ended "the turn ended before the provider saw this request; nothing was sent"
     fi
@@ -88,9 +91,14 @@ rr_wait() {
     if [ "$rr_i" -lt 40 ]; then rr_nap 0.05; else rr_nap 0.2; fi
     rr_i=$((rr_i + 1))
   done
+  # Read the status first: a session closed right now removes the call's directory.
+  rr_status=
+  read -r rr_status 2>/dev/null <"$rr_d/status"
+  case $rr_status in
+  '' | *[!0-9]*) rr_fail 4 turn_ended "the session was closed while this request was with the host; it may have been carried out" ;;
+  esac
   [ -f "$rr_d/out" ] && cat "$rr_d/out"
   [ -f "$rr_d/err" ] && cat "$rr_d/err" >&2
-  read -r rr_status <"$rr_d/status"
   exit "$rr_status"
 }
 

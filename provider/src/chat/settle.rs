@@ -49,7 +49,13 @@ impl Settlements {
         kind: OperationKind,
     ) -> oneshot::Receiver<Settlement> {
         let (tx, rx) = oneshot::channel();
-        self.lock()
+        let mut waiting = self.lock();
+        // Calls that ended without a result (their turn failed) wait no more.
+        waiting.retain(|_, queue| {
+            queue.retain(|w| !w.tx.is_closed());
+            !queue.is_empty()
+        });
+        waiting
             .entry(operation_id.to_string())
             .or_default()
             .push_back(Waiter {

@@ -83,27 +83,24 @@ pub async fn begin(shared: &Shared, c: &TurnCommand) -> Result<StartedTurn> {
     } else {
         None
     };
-    let chat_env = place.as_ref().and_then(|p| {
-        p.chat_script.as_ref().map(|script| {
-            format!(
-                "RR_CHAT={} RR_TURN_DIR={} RR_TURN_ID={}",
-                shell_quote(script),
-                shell_quote(&p.dir),
-                shell_quote(&c.turn_id)
-            )
-        })
-    });
+    let chat_script = place.as_ref().and_then(|p| p.chat_script.as_deref());
     let (command, agent_dir) = match (&shared.config.turn_mode, &place) {
         (TurnMode::Agent { command }, Some(place)) => {
-            let line = prepare_agent_turn(shared, place, c, command, chat_env.as_deref()).await?;
+            let line = prepare_agent_turn(shared, place, c, command, chat_script).await?;
             (line, Some(place.dir.clone()))
         }
         // Shell mode: the variables are exported by a first line, so every process of the
         // turn sees them (the next turn exports its own).
-        (_, _) => match &chat_env {
-            Some(env) => (format!("export {env}\n{}", c.content), None),
-            None => (c.content.clone(), None),
-        },
+        (_, Some(place)) if chat_script.is_some() => {
+            let export = format!(
+                "export RR_CHAT={} RR_TURN_DIR={} RR_TURN_ID={}",
+                shell_quote(chat_script.unwrap_or_default()),
+                shell_quote(&place.dir),
+                shell_quote(&c.turn_id)
+            );
+            (format!("{export}\n{}", c.content), None)
+        }
+        _ => (c.content.clone(), None),
     };
     let request = ExecRequest::wait().with_timeout(START_WAIT);
     let record = match shared.engine.exec(&session_id, &command, request).await {
@@ -228,7 +225,7 @@ async fn prepare_agent_turn(
     place: &TurnPlace,
     c: &TurnCommand,
     agent_command: &str,
-    chat_env: Option<&str>,
+    chat_script: Option<&str>,
 ) -> Result<String> {
     let dir = &place.dir;
     place
@@ -241,7 +238,9 @@ async fn prepare_agent_turn(
         .unwrap_or_default();
     let line = format!(
         "{chat}RR_TURN_DIR={d} RR_TURN_ID={t} RR_THREAD_ID={th} {agent_command} < {input}",
-        chat = chat_env.map(|e| format!("{e} ")).unwrap_or_default(),
+        chat = chat_script
+            .map(|p| format!("RR_CHAT={} ", shell_quote(p)))
+            .unwrap_or_default(),
         d = shell_quote(dir),
         t = shell_quote(&c.turn_id),
         th = shell_quote(&thread),
@@ -262,7 +261,7 @@ pub async fn stream(
         let stop = watch_stop.clone();
         tokio::spawn(async move { chat.watch(stop).await });
     }
-    let _stop_watch = watch_stop.drop_guard();
+    let _stop_watch = watch_stop.clone().drop_guard();
     let abort_chat = || {
         if let Some(chat) = &started.chat {
             chat.abort();
@@ -272,6 +271,8 @@ pub async fn stream(
         outcome = pump(shared, turn_id, &started, &cancel) => outcome,
         _ = cancel.cancelled() => return abort_chat(),
     };
+    // The command has ended: from here the drain's own scan picks up the last calls.
+    watch_stop.cancel();
     if cancel.is_cancelled() {
         return abort_chat();
     }
