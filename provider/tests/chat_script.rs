@@ -309,3 +309,29 @@ fn the_providers_verbs_watch_and_sweep() {
         let _ = finish(b);
     }
 }
+
+#[test]
+fn closing_lists_the_calls_the_provider_answers_and_refuses_the_rest() {
+    for shell in shells() {
+        let turn = Turn::new();
+        let chat = turn.turn_dir.join("chat");
+        let seen = turn.call(&shell, &["send", "seen"], &[]);
+        turn.ready(1);
+        let out = Command::new(&shell[0])
+            .args(&shell[1..])
+            .arg(&turn.script)
+            .args(["__close", chat.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "1\n", "{shell:?}");
+        assert_eq!(read(chat.join("closed")), "1\n");
+        // Call 1 was listed: it still waits for its reply, which then comes.
+        std::thread::sleep(Duration::from_millis(300));
+        reply(&turn.call_dir(1), "om_1\n", "", 0);
+        assert_eq!(finish(seen).0, 0, "{shell:?}");
+        // A call after the close is never sent.
+        let (code, _, err) = finish(turn.call(&shell, &["send", "late"], &[]));
+        assert_eq!(code, 3, "{shell:?}");
+        assert!(err.starts_with("turn_ended:"), "{err}");
+    }
+}

@@ -17,11 +17,12 @@
 # How it works: each call is a directory under $RR_TURN_DIR/chat/ (allocated with mkdir, which
 # is atomic): the request's files, then `ready`. The provider sees it, records the operation id
 # it uses (`operation`) before it sends anything, and writes `out`, `err` and last `status`.
-# The call waits for `status`. `closed` in the chat directory means the turn is over: a request
-# the provider never saw was never sent.
+# The call waits for `status`. `closed` in the chat directory means the turn is over; it lists
+# the calls the provider saw, and a call not listed was never sent.
 #
-# The provider also runs two verbs of its own: `__watch` (wait for new requests) and `__sweep`
-# (after a provider restart, settle what the old process left waiting).
+# The provider also runs verbs of its own: `__watch` (wait for new requests), `__close` (end
+# the turn's chat) and `__sweep` (after a provider restart, settle what the old process left
+# waiting).
 
 rr_me=rr-chat
 
@@ -51,7 +52,7 @@ rr_json_str() {
 rr_chat_dir() {
   [ -n "${RR_TURN_DIR:-}" ] || rr_fail 2 not_in_turn "RR_TURN_DIR is not set: run $rr_me from a turn's command, where the provider sets it"
   rr_dir=$RR_TURN_DIR/chat
-  [ -d "$rr_dir" ] || rr_fail 2 not_in_turn "$rr_dir is missing: this turn has no chat (is outbound_message/session_tool turned off in the provider?)"
+  mkdir -p "$rr_dir" 2>/dev/null || rr_fail 2 chat_dir_unwritable "cannot create $rr_dir"
   [ -e "$rr_dir/closed" ] && rr_fail 3 turn_ended "the turn is over; nothing was sent"
   return 0
 }
@@ -81,7 +82,9 @@ rr_wait() {
     if [ ! -d "$rr_d" ]; then
       rr_fail 4 turn_ended "the session was closed while this request was with the host; it may have been carried out"
     fi
-    if [ -e "$rr_dir/closed" ] && [ ! -s "$rr_d/status" ]; then
+    # `closed` lists the calls the provider saw before it closed the turn: one not listed was
+    # never sent.
+    if [ -e "$rr_dir/closed" ] && [ ! -s "$rr_d/status" ] && ! grep -qx "$rr_n" "$rr_dir/closed"; then
       rr_fail 3 turn_ended "the turn ended before the provider saw this request; nothing was sent"
     fi
     if [ "$(date +%s)" -ge "$rr_end" ]; then
@@ -212,12 +215,25 @@ rr_watch() {
     if [ "$(date +%s)" -ge "$rr_w_end" ]; then break; fi
     rr_nap 0.1
   done
-  for rr_f in "$rr_w_dir"/*/ready; do
+  rr_ready_calls "$rr_w_dir"
+  if [ -n "$rr_w_exit" ] && [ -s "$rr_w_exit" ]; then echo @exit; fi
+}
+
+# The numbers of the ready calls in chat dir $1.
+rr_ready_calls() {
+  for rr_f in "$1"/*/ready; do
     [ -e "$rr_f" ] || continue
     rr_f=${rr_f%/ready}
     printf '%s\n' "${rr_f##*/}"
   done
-  if [ -n "$rr_w_exit" ] && [ -s "$rr_w_exit" ]; then echo @exit; fi
+}
+
+# __close CHAT_DIR: the turn is over. Write `closed` listing the calls ready now (the provider
+# answers each of them; a call not listed is never sent), and print that list.
+rr_close() {
+  mkdir -p "$1" || exit 1
+  rr_ready_calls "$1" >"$1/closed.tmp" && mv -f "$1/closed.tmp" "$1/closed" || exit 1
+  cat "$1/closed"
 }
 
 # Write a call's result: err text, then status, each atomically.
@@ -232,7 +248,6 @@ rr_settle() { # call-dir status err
 rr_sweep() {
   for rr_c in "$1"/turns/*/chat; do
     [ -d "$rr_c" ] || continue
-    : >"$rr_c/closed"
     for rr_r in "$rr_c"/*/ready; do
       [ -e "$rr_r" ] || continue
       rr_r=${rr_r%/ready}
@@ -243,6 +258,7 @@ rr_sweep() {
         rr_settle "$rr_r" 3 "provider_restarted: the provider restarted before sending this request; nothing was sent"
       fi
     done
+    [ -e "$rr_c/closed" ] || rr_close "$rr_c" >/dev/null
   done
 }
 
@@ -257,6 +273,7 @@ skills) rr_tool '{"tool":"skill.list"}' ;;
 skill) shift && rr_skill "$@" ;;
 __watch) shift && rr_watch "$@" ;;
 __sweep) shift && rr_sweep "$@" ;;
+__close) shift && rr_close "$@" ;;
 '' | -h | --help | help) rr_usage "usage" ;;
 *) rr_usage "unknown command $1" ;;
 esac

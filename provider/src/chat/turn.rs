@@ -76,7 +76,7 @@ impl ChatTurn {
             let known = lock(&self.inner.seen).len();
             let found = tokio::select! {
                 _ = stop.cancelled() => return,
-                found = self.list(known, WATCH_WAIT, true) => found,
+                found = self.list(known, WATCH_WAIT) => found,
             };
             match found {
                 Ok((ready, exited)) => {
@@ -98,21 +98,11 @@ impl ChatTurn {
         }
     }
 
-    /// The command ended: pick up calls the watch has not seen, wait until every call is
-    /// settled, then close the chat (a call made after this is told nothing was sent).
+    /// The command ended: close the turn's chat (which lists the calls made so far; a call
+    /// made after this is told nothing was sent), answer the calls the watch had not seen, and
+    /// wait until every call is settled.
     pub async fn drain(&self) {
-        for attempt in 1..=LINK_RETRIES {
-            match self.list(usize::MAX, Duration::ZERO, false).await {
-                Ok((ready, _)) => {
-                    self.take(ready);
-                    break;
-                }
-                Err(e) => {
-                    tracing::warn!("listing the turn's chat calls failed: {e}");
-                    tokio::time::sleep(backoff(attempt)).await;
-                }
-            }
-        }
+        self.close_and_take().await;
         loop {
             let pending: Vec<JoinHandle<()>> = std::mem::take(&mut *lock(&self.inner.calls));
             if pending.is_empty() {
@@ -122,7 +112,6 @@ impl ChatTurn {
                 let _ = handle.await;
             }
         }
-        self.close().await;
     }
 
     /// The turn failed or was cancelled: calls still waiting end with exit 4, calls not yet
@@ -130,40 +119,46 @@ impl ChatTurn {
     pub fn abort(&self) {
         self.inner.abort.cancel();
         let this = self.clone();
-        tokio::spawn(async move {
-            let pending: Vec<JoinHandle<()>> = std::mem::take(&mut *lock(&this.inner.calls));
-            for handle in pending {
-                let _ = handle.await;
-            }
-            this.close().await;
-        });
+        tokio::spawn(async move { this.close_and_take().await });
     }
 
-    async fn close(&self) {
-        let path = format!("{}/closed", self.inner.setup.dir);
-        let t = &self.inner.setup.transport;
+    /// One remote call: write `closed` with the list of ready calls, and take those.
+    async fn close_and_take(&self) {
+        let s = &self.inner.setup;
+        let line = format!(
+            "exec /bin/sh {} __close {}",
+            shell_quote(&s.script),
+            shell_quote(&s.dir)
+        );
         for attempt in 1..=LINK_RETRIES {
-            match t.write_file(&path, b"", 0o600).await {
-                Ok(()) => return,
-                Err(e) => {
-                    tracing::debug!("closing the turn's chat failed: {e}");
-                    tokio::time::sleep(backoff(attempt)).await;
+            let out = crate::remote::sh(
+                s.transport.as_ref(),
+                &line,
+                None,
+                Some(Duration::from_secs(30)),
+                256 * 1024,
+            )
+            .await;
+            match out {
+                Ok(out) if out.status.success() => {
+                    self.take(parse_calls(&out.stdout_lossy()));
+                    return;
                 }
+                Ok(out) => tracing::warn!(
+                    "closing the turn's chat failed: {}",
+                    out.stderr_lossy().trim()
+                ),
+                Err(e) => tracing::warn!("closing the turn's chat failed: {e}"),
             }
+            tokio::time::sleep(backoff(attempt)).await;
         }
     }
 
     /// Ready calls (numbers) once more than `known` are ready, the command exited, or `wait`
     /// passed; and whether the command has exited.
-    async fn list(
-        &self,
-        known: usize,
-        wait: Duration,
-        until_exit: bool,
-    ) -> Result<(Vec<u64>, bool)> {
+    async fn list(&self, known: usize, wait: Duration) -> Result<(Vec<u64>, bool)> {
         let s = &self.inner.setup;
-        let exit_file = if until_exit { s.exit_file.as_str() } else { "" };
-        let known = known.min(1_000_000);
+        let exit_file = s.exit_file.as_str();
         let line = format!(
             "exec /bin/sh {} __watch {} {known} {} {}",
             shell_quote(&s.script),
@@ -188,13 +183,9 @@ impl ChatTurn {
                 ),
             ));
         }
-        let ready = out
-            .stdout_lossy()
-            .lines()
-            .filter_map(|l| l.trim().parse::<u64>().ok())
-            .collect();
-        let exited = until_exit && out.stdout_lossy().lines().any(|l| l.trim() == "@exit");
-        Ok((ready, exited))
+        let text = out.stdout_lossy();
+        let exited = text.lines().any(|l| l.trim() == "@exit");
+        Ok((parse_calls(&text), exited))
     }
 
     /// Start a task for each call not seen before.
@@ -340,6 +331,13 @@ impl ChatTurn {
             _ = self.inner.abort.cancelled() => turn_ended_sent(),
         }
     }
+}
+
+/// Call numbers, one a line (other lines ignored).
+fn parse_calls(text: &str) -> Vec<u64> {
+    text.lines()
+        .filter_map(|l| l.trim().parse::<u64>().ok())
+        .collect()
 }
 
 fn turn_ended_sent() -> Reply {

@@ -79,7 +79,7 @@ pub async fn begin(shared: &Shared, c: &TurnCommand) -> Result<StartedTurn> {
     let chat_on = shared.config.chat();
     let agent = matches!(shared.config.turn_mode, TurnMode::Agent { .. });
     let place = if chat_on || agent {
-        Some(turn_place(shared, &session_id, c, chat_on).await?)
+        Some(turn_place(shared, &session_id, c, chat_on, agent).await?)
     } else {
         None
     };
@@ -152,13 +152,15 @@ pub async fn begin(shared: &Shared, c: &TurnCommand) -> Result<StartedTurn> {
     })
 }
 
-/// Make the turn's directory on the machine (`<session dir>/turns/<time>-<turn id>`, with
-/// `chat/` in it when the chat is on) and install the chat helper if needed.
+/// The turn's directory on the machine (`<session dir>/turns/<time>-<turn id>`; made here in
+/// agent mode, which writes the input there) and, with the chat on, the helper (installed once
+/// per provider process and version).
 async fn turn_place(
     shared: &Shared,
     session_id: &str,
     c: &TurnCommand,
     chat_on: bool,
+    agent: bool,
 ) -> Result<TurnPlace> {
     let session = shared.engine.session_show(session_id)?;
     let transport = shared.engine_transport(&session.machine_id).await?;
@@ -180,25 +182,21 @@ async fn turn_place(
         crate::util::now_unix_ms(),
         slug
     );
+    // The chat directory is made by the helper on first use (and by the provider when it
+    // closes the turn's chat), so a turn costs no round trip for it here.
     let chat_script = if chat_on {
         let script = crate::chat::script_path(&session.remote_state_dir);
-        let chat_dir = format!("{dir}/chat");
-        if shared.chat_installed(&script) {
-            transport.create_dir_all(&chat_dir, 0o700).await?;
-        } else {
-            let (installed, made) = tokio::join!(
-                crate::chat::install(transport.as_ref(), &script),
-                transport.create_dir_all(&chat_dir, 0o700)
-            );
-            installed?;
-            made?;
+        if !shared.chat_installed(&script) {
+            crate::chat::install(transport.as_ref(), &script).await?;
             shared.mark_chat_installed(&script);
         }
         Some(script)
     } else {
-        transport.create_dir_all(&dir, 0o700).await?;
         None
     };
+    if agent {
+        transport.create_dir_all(&dir, 0o700).await?;
+    }
     Ok(TurnPlace {
         dir,
         chat_script,
