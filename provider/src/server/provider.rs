@@ -375,7 +375,13 @@ where
         } else {
             work(s.clone(), token).await
         };
+        // The first screen of a session goes out after its `ready` is queued, never before
+        // (the host fails a screen ahead of the state it has applied).
+        let ready = matches!(&result, Ok(Event::Ready(_)));
         reply(&s.out, &request_id, result);
+        if ready {
+            s.screen.kick();
+        }
     });
 }
 
@@ -510,7 +516,6 @@ async fn start(shared: &Shared, c: StartCommand, token: &CancellationToken) -> R
     let (session, state) =
         create_unless_cancelled(shared, &c.session_id, &c.cwd, 1, None, token).await?;
     install(shared, session, state.clone(), false);
-    shared.screen.kick();
     Ok(Event::ready(c.request_id, state))
 }
 
@@ -547,7 +552,6 @@ async fn resume(shared: &Shared, c: ResumeCommand, token: &CancellationToken) ->
             install(shared, session.clone(), state.clone(), true);
         } else {
             install(shared, session.clone(), state.clone(), false);
-            shared.screen.kick();
         }
         return Ok(Event::ready(c.request_id, state));
     }
