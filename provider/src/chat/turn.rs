@@ -53,6 +53,9 @@ struct Inner {
     calls: Mutex<Vec<JoinHandle<()>>>,
     /// Fired when the turn fails or is cancelled: waiting calls end with exit 4.
     abort: CancellationToken,
+    /// Set before the chat is closed: from then on only the close's own list of calls is
+    /// taken (a call the watch finds later was told it was never sent).
+    closing: std::sync::atomic::AtomicBool,
 }
 
 impl ChatTurn {
@@ -64,6 +67,7 @@ impl ChatTurn {
                 seen: Mutex::new(BTreeSet::new()),
                 calls: Mutex::new(Vec::new()),
                 abort: CancellationToken::new(),
+                closing: std::sync::atomic::AtomicBool::new(false),
             }),
         }
     }
@@ -73,6 +77,9 @@ impl ChatTurn {
     pub async fn watch(&self, stop: CancellationToken) {
         let mut failures = 0u32;
         loop {
+            if self.is_closing() || failures >= LINK_RETRIES {
+                return;
+            }
             let known = lock(&self.inner.seen).len();
             let found = tokio::select! {
                 _ = stop.cancelled() => return,
@@ -81,7 +88,9 @@ impl ChatTurn {
             match found {
                 Ok((ready, exited)) => {
                     failures = 0;
-                    self.take(ready);
+                    if !self.is_closing() {
+                        self.take(ready);
+                    }
                     if exited {
                         return;
                     }
@@ -122,8 +131,15 @@ impl ChatTurn {
         tokio::spawn(async move { this.close_and_take().await });
     }
 
+    fn is_closing(&self) -> bool {
+        self.inner.closing.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// One remote call: write `closed` with the list of ready calls, and take those.
     async fn close_and_take(&self) {
+        self.inner
+            .closing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         let s = &self.inner.setup;
         let line = format!(
             "exec /bin/sh {} __close {}",

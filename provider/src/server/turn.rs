@@ -259,8 +259,11 @@ pub async fn stream(
         let stop = watch_stop.clone();
         tokio::spawn(async move { chat.watch(stop).await });
     }
-    let _stop_watch = watch_stop.clone().drop_guard();
+    // The watch ends by itself when the command ends (its remote wait sees the exit file);
+    // it is cut short only when the turn is aborted, as a dropped call costs its control
+    // process.
     let abort_chat = || {
+        watch_stop.cancel();
         if let Some(chat) = &started.chat {
             chat.abort();
         }
@@ -269,8 +272,6 @@ pub async fn stream(
         outcome = pump(shared, turn_id, &started, &cancel) => outcome,
         _ = cancel.cancelled() => return abort_chat(),
     };
-    // The command has ended: from here the drain's own scan picks up the last calls.
-    watch_stop.cancel();
     if cancel.is_cancelled() {
         return abort_chat();
     }
