@@ -97,6 +97,10 @@ pub struct OperationStats {
     pub conflicts: usize,
     /// Events refused for the per-turn limit.
     pub rate_limited: usize,
+    /// Distinct outbound operations admitted (at most the per-turn limit).
+    pub distinct_outbound: usize,
+    /// Distinct session tools admitted (at most the per-turn limit).
+    pub distinct_tools: usize,
     /// Results written back.
     pub results_written: usize,
 }
@@ -743,6 +747,10 @@ impl Tracker {
                     refusal(op, code, "too many operations in one turn")
                 } else {
                     *count += 1;
+                    match op {
+                        Op::Outbound => turn.stats.distinct_outbound = *count,
+                        Op::Tool => turn.stats.distinct_tools = *count,
+                    }
                     let policy = match op {
                         Op::Outbound => outbound_policy,
                         Op::Tool => tool_policy,

@@ -10,6 +10,12 @@
 //! - extra triggers `request-outbound-{duplicate,conflict,burst}` and the session-tool ones
 //!   (docs/conformance.md).
 //!
+//! It answers the triggers from memory. `botmux-remote-runner` sends the same events from a
+//! real machine: a turn's command calls the chat helper, `"$RR_CHAT" send TEXT` or
+//! `"$RR_CHAT" tool '{"tool":"history","limit":20}'`, and sees the host's result as its exit
+//! code and output (docs/provider.md; `examples/botmux/chat-agent.sh` is an agent doing it,
+//! and `provider/tests/provider_conformance.rs` maps each trigger to a helper call).
+//!
 //! `--mutant NAME` (or `REFERENCE_PROVIDER_MUTANT=NAME`) switches on one deliberate defect;
 //! `--list-mutants` prints their names.
 

@@ -69,6 +69,7 @@ mod event;
 pub mod grammar;
 pub mod lifecycle;
 mod limits;
+pub mod operations;
 mod outbound;
 pub mod schema;
 mod session_tool;
@@ -92,6 +93,7 @@ pub use event::{
     SessionToolEvent, StatusEvent, TerminalScreenEvent, validate_access_url,
 };
 pub use limits::*;
+pub use operations::{OperationKind, RateLimited, TurnOperations};
 pub use outbound::{
     IMAGE_MIME_TYPES, Mention, OutboundImage, OutboundResult, ResponseKind,
     decode_canonical_base64, validate_content as validate_outbound_content, validate_file_name,

@@ -56,3 +56,19 @@ pub const DEFAULT_REQUIRED_CAPABILITIES: [&str; 7] = [
 /// The optional terminal capabilities (`terminal_screen`, `terminal_input`, `terminal_resize`).
 pub const TERMINAL_CAPABILITIES: [&str; 3] =
     ["terminal_screen", "terminal_input", "terminal_resize"];
+/// Most distinct `outbound_message` operations the host accepts in one turn; the next one is
+/// rejected with [`OUTBOUND_RATE_LIMITED`].
+pub const MAX_OUTBOUND_PER_TURN: usize = 10;
+/// Most distinct `session_tool` operations the host runs in one turn; the next one is rejected
+/// with [`SESSION_TOOL_RATE_LIMITED`].
+pub const MAX_SESSION_TOOLS_PER_TURN: usize = 30;
+/// The host's code for an outbound_message over the per-turn limit.
+pub const OUTBOUND_RATE_LIMITED: &str = "outbound_rate_limited";
+/// The host's code for a session_tool over the per-turn limit.
+pub const SESSION_TOOL_RATE_LIMITED: &str = "session_tool_rate_limited";
+/// The host's code for an operationId reused with a different payload.
+pub const OPERATION_ID_CONFLICT: &str = "operation_id_conflict";
+/// The optional host-executed operation capabilities.
+pub const OUTBOUND_MESSAGE_CAPABILITY: &str = "outbound_message";
+/// See [`OUTBOUND_MESSAGE_CAPABILITY`].
+pub const SESSION_TOOL_CAPABILITY: &str = "session_tool";

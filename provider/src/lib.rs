@@ -4,6 +4,7 @@
 //! (a separate crate) both call into [`engine`]. The engine reaches machines only through the
 //! [`transport::Transport`] trait (SSH or local) and keeps records in [`store`].
 
+pub mod chat;
 pub mod connect;
 pub mod engine;
 pub mod error;

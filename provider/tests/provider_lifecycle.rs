@@ -21,7 +21,7 @@ async fn before_start_hello_status_and_refusals_are_answered_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let mut p = Pipes::local(&dir);
     p.send(&line(r#""type":"hello","requestId":"hello:1","sessionId":"chat-1","requiredCapabilities":["start"]"#)).await;
-    p.expect(&line(r#""type":"hello","requestId":"hello:1","provider":"remote-runner","capabilities":["start","resume","turn","cancel","detach","reattach","status"]"#)).await;
+    p.expect(&line(r#""type":"hello","requestId":"hello:1","provider":"remote-runner","capabilities":["start","resume","turn","cancel","detach","reattach","status","outbound_message","session_tool"]"#)).await;
     p.send(&line(r#""type":"status","requestId":"status:1""#))
         .await;
     p.expect(&line(

@@ -8,32 +8,9 @@ use std::time::Duration;
 
 use remote_runner_testkit::Sshd;
 use serde_json::json;
-use support::host::{Host, state_of};
+use support::host::{Host, ssh_env, state_of};
 
 const T: Duration = Duration::from_secs(60);
-
-fn ssh_env(
-    sshd: &Sshd,
-    state: &std::path::Path,
-    cwd: &std::path::Path,
-) -> Vec<(&'static str, String)> {
-    vec![
-        ("REMOTE_RUNNER_STATE_DIR", state.display().to_string()),
-        ("REMOTE_RUNNER_HOST", "127.0.0.1".into()),
-        ("REMOTE_RUNNER_PORT", sshd.port.to_string()),
-        ("REMOTE_RUNNER_USER", sshd.user().into()),
-        (
-            "REMOTE_RUNNER_KEY_PATH",
-            sshd.keys.ed25519.display().to_string(),
-        ),
-        (
-            "REMOTE_RUNNER_KNOWN_HOSTS",
-            sshd.known_hosts.display().to_string(),
-        ),
-        ("REMOTE_RUNNER_REMOTE_CWD", cwd.display().to_string()),
-        ("SSH_AUTH_SOCK", String::new()),
-    ]
-}
 
 #[test]
 fn ssh_turns_and_a_killed_provider_is_resumed_at_the_same_generation() {

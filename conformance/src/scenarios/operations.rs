@@ -31,6 +31,19 @@ impl Kind {
             Kind::Tool => SESSION_TOOL_TRIGGER,
         }
     }
+    /// Distinct operations the host admitted in the turn, and the host's limit.
+    fn distinct(self, stats: &OperationStats) -> (usize, usize) {
+        match self {
+            Kind::Outbound => (
+                stats.distinct_outbound,
+                remote_runner_protocol::MAX_OUTBOUND_PER_TURN,
+            ),
+            Kind::Tool => (
+                stats.distinct_tools,
+                remote_runner_protocol::MAX_SESSION_TOOLS_PER_TURN,
+            ),
+        }
+    }
     fn events(self, stats: &OperationStats) -> usize {
         match self {
             Kind::Outbound => stats.outbound_events,
@@ -81,7 +94,12 @@ async fn triggered(
         Needs::Any => kind.events(&stats) > 0,
         Needs::Duplicate => stats.duplicates > 0,
         Needs::Conflict => stats.conflicts > 0,
-        Needs::RateLimited => stats.rate_limited > 0,
+        // Either the host refused one over the limit, or the provider enforced the limit
+        // itself: asked for one more, it sent exactly the limit.
+        Needs::RateLimited => {
+            let (distinct, limit) = kind.distinct(&stats);
+            stats.rate_limited > 0 || distinct == limit
+        }
     };
     if !seen {
         return Err(Stop::NotApplicable(format!(
@@ -173,8 +191,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         op_scenario!(
             "outbound_rate_limit",
             "outbound",
-            "the 11th distinct outbound_message in a turn gets outbound_rate_limited; the turn \
-             ends after every result",
+            "the 11th distinct outbound_message in a turn gets outbound_rate_limited (or the \
+             provider refuses it itself and sends 10); the turn ends after every result",
             Outbound,
             "-burst",
             Succeed,
@@ -235,7 +253,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         op_scenario!(
             "session_tool_rate_limit",
             "session_tool",
-            "the 31st distinct session_tool in a turn gets session_tool_rate_limited",
+            "the 31st distinct session_tool in a turn gets session_tool_rate_limited (or the \
+             provider refuses it itself and sends 30)",
             Tool,
             "-burst",
             Succeed,

@@ -10,4 +10,4 @@
 pub mod host;
 pub mod provider;
 
-pub use provider::{ProviderLifecycle, Refusal, capabilities};
+pub use provider::{ProviderLifecycle, Refusal, capabilities, capabilities_with};

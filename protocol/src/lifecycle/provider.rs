@@ -20,6 +20,19 @@ pub fn capabilities(terminal: bool) -> Vec<&'static str> {
     caps
 }
 
+/// [`capabilities`] plus the optional host-executed operations a provider offers
+/// (`outbound_message`, `session_tool`).
+pub fn capabilities_with(terminal: bool, outbound: bool, session_tool: bool) -> Vec<&'static str> {
+    let mut caps = capabilities(terminal);
+    if outbound {
+        caps.push(crate::limits::OUTBOUND_MESSAGE_CAPABILITY);
+    }
+    if session_tool {
+        caps.push(crate::limits::SESSION_TOOL_CAPABILITY);
+    }
+    caps
+}
+
 /// Why a command is refused. Each has a stable code and a message saying what to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {

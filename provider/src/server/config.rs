@@ -44,6 +44,17 @@ pub struct ProviderConfig {
     pub screen_interval: Duration,
     /// Whether to advertise and send terminal_screen.
     pub terminal: bool,
+    /// Whether to advertise `outbound_message` (`"$RR_CHAT" send` in a turn).
+    pub outbound: bool,
+    /// Whether to advertise `session_tool` (`"$RR_CHAT" tool` in a turn).
+    pub session_tool: bool,
+}
+
+impl ProviderConfig {
+    /// Whether turns get the chat helper (`RR_CHAT`): either operation is on.
+    pub fn chat(&self) -> bool {
+        self.outbound || self.session_tool
+    }
 }
 
 /// Names of every variable, for docs and error messages.
@@ -65,6 +76,8 @@ pub mod vars {
     pub const TERMINAL_COLS: &str = "REMOTE_RUNNER_TERMINAL_COLS";
     pub const TERMINAL_ROWS: &str = "REMOTE_RUNNER_TERMINAL_ROWS";
     pub const SCREEN_INTERVAL_MS: &str = "REMOTE_RUNNER_SCREEN_INTERVAL_MS";
+    pub const OUTBOUND_MESSAGE: &str = "REMOTE_RUNNER_OUTBOUND_MESSAGE";
+    pub const SESSION_TOOL: &str = "REMOTE_RUNNER_SESSION_TOOL";
 
     /// Every variable, in documentation order.
     pub const ALL: &[&str] = &[
@@ -85,6 +98,8 @@ pub mod vars {
         TERMINAL_COLS,
         TERMINAL_ROWS,
         SCREEN_INTERVAL_MS,
+        OUTBOUND_MESSAGE,
+        SESSION_TOOL,
     ];
 }
 
@@ -203,11 +218,14 @@ impl ProviderConfig {
             }
         };
 
-        let terminal = match get(vars::TERMINAL).as_deref() {
-            None | Some("1") | Some("true") | Some("on") => true,
-            Some("0") | Some("false") | Some("off") => false,
-            Some(other) => return Err(bad(vars::TERMINAL, &format!("{other:?}: use on or off"))),
+        let on_off = |name: &str| match get(name).as_deref() {
+            None | Some("1") | Some("true") | Some("on") => Ok(true),
+            Some("0") | Some("false") | Some("off") => Ok(false),
+            Some(other) => Err(bad(name, &format!("{other:?}: use on or off"))),
         };
+        let terminal = on_off(vars::TERMINAL)?;
+        let outbound = on_off(vars::OUTBOUND_MESSAGE)?;
+        let session_tool = on_off(vars::SESSION_TOOL)?;
         let terminal_cols = size_var(&get, vars::TERMINAL_COLS, 120)?;
         let terminal_rows = size_var(&get, vars::TERMINAL_ROWS, 40)?;
         let screen_interval = match get(vars::SCREEN_INTERVAL_MS) {
@@ -235,6 +253,8 @@ impl ProviderConfig {
             terminal_rows,
             screen_interval,
             terminal,
+            outbound,
+            session_tool,
         })
     }
 

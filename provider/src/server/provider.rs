@@ -25,6 +25,7 @@ use super::lane::Lane;
 use super::screen::ScreenKick;
 use super::turn::{self, StartedTurn};
 use super::writer::Out;
+use crate::chat::{Settlement, Settlements};
 use crate::connect::MachineConnector;
 use crate::engine::Connector;
 use crate::engine::{Engine, EngineOptions};
@@ -89,6 +90,16 @@ pub struct Shared {
     pub session_lane: Lane,
     /// Terminal input and resize: one at a time, in order, beside the session lane.
     pub terminal_lane: Lane,
+    /// Chat calls of the running turn waiting for the host's results.
+    pub settlements: Arc<Settlements>,
+    /// Chat helpers known to be installed (path on the machine).
+    pub chat_scripts: Arc<Mutex<std::collections::HashSet<String>>>,
+}
+
+fn lock_set(
+    m: &Mutex<std::collections::HashSet<String>>,
+) -> MutexGuard<'_, std::collections::HashSet<String>> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl Shared {
@@ -100,6 +111,15 @@ impl Shared {
 
     pub fn state(&self) -> Option<State> {
         self.lock().state.clone()
+    }
+
+    /// Whether this process already installed (or found) the chat helper at `path`.
+    pub fn chat_installed(&self, path: &str) -> bool {
+        lock_set(&self.chat_scripts).contains(path)
+    }
+
+    pub fn mark_chat_installed(&self, path: &str) {
+        lock_set(&self.chat_scripts).insert(path.to_string());
     }
 
     /// The transport the engine uses for a machine.
@@ -136,7 +156,11 @@ impl Provider {
                 self.out.send(Event::hello(
                     c.request_id,
                     shared.config.provider_name.clone(),
-                    lifecycle::capabilities(shared.config.terminal),
+                    lifecycle::capabilities_with(
+                        shared.config.terminal,
+                        shared.config.outbound,
+                        shared.config.session_tool,
+                    ),
                 ));
             }
             Command::Status(c) => {
@@ -183,13 +207,22 @@ impl Provider {
                     move |s, session| async move { terminal_resize(&s, &session, c).await },
                 )
             }
-            Command::OutboundMessageResult(c) => {
-                // Not advertised; the host allows no reply to a settlement notice.
-                tracing::warn!(operation = %c.operation_id, "ignoring outbound_message_result: capability not advertised");
-            }
-            Command::SessionToolResult(c) => {
-                tracing::warn!(operation = %c.operation_id, "ignoring session_tool_result: capability not advertised");
-            }
+            // Settlement notices: never answered (the host allows no reply). One for another
+            // turn or generation, or for a capability turned off, finds no call and is dropped.
+            Command::OutboundMessageResult(c) => settle(
+                shared,
+                &c.operation_id,
+                &c.turn_id,
+                c.generation,
+                Settlement::Outbound(c.result),
+            ),
+            Command::SessionToolResult(c) => settle(
+                shared,
+                &c.operation_id,
+                &c.turn_id,
+                c.generation,
+                Settlement::Tool(c.result),
+            ),
         }
     }
 
@@ -227,6 +260,16 @@ impl Provider {
     }
 }
 
+/// Hand a host result to the chat call waiting for it.
+fn settle(shared: &Shared, operation_id: &str, turn_id: &str, generation: u64, result: Settlement) {
+    if let Err(why) = shared
+        .settlements
+        .settle(operation_id, turn_id, generation, result)
+    {
+        tracing::warn!("dropping a result the host wrote back: {why}");
+    }
+}
+
 fn build_shared(config: ProviderConfig, out: Out) -> Result<Shared> {
     let mut connector = MachineConnector::new(config.state_dir.clone(), ConnectOptions::default());
     if let Some(m) = &config.adhoc_machine {
@@ -261,6 +304,8 @@ fn build_shared(config: ProviderConfig, out: Out) -> Result<Shared> {
         screen,
         session_lane: Lane::spawn(),
         terminal_lane: Lane::spawn(),
+        settlements: Arc::new(Settlements::default()),
+        chat_scripts: Arc::default(),
     };
     super::screen::spawn(shared.clone());
     Ok(shared)
@@ -330,7 +375,13 @@ where
         } else {
             work(s.clone(), token).await
         };
+        // The first screen of a session goes out after its `ready` is queued, never before
+        // (the host fails a screen ahead of the state it has applied).
+        let ready = matches!(&result, Ok(Event::Ready(_)));
         reply(&s.out, &request_id, result);
+        if ready {
+            s.screen.kick();
+        }
     });
 }
 
@@ -465,7 +516,6 @@ async fn start(shared: &Shared, c: StartCommand, token: &CancellationToken) -> R
     let (session, state) =
         create_unless_cancelled(shared, &c.session_id, &c.cwd, 1, None, token).await?;
     install(shared, session, state.clone(), false);
-    shared.screen.kick();
     Ok(Event::ready(c.request_id, state))
 }
 
@@ -492,6 +542,9 @@ async fn resume(shared: &Shared, c: ResumeCommand, token: &CancellationToken) ->
         && let Some(session) = &previous
         && session_alive(shared, session).await
     {
+        if shared.config.chat() {
+            sweep_chat(shared, session).await;
+        }
         let mut state = old.clone();
         state.generation = state.generation.max(1);
         if state.generation != old.generation {
@@ -499,7 +552,6 @@ async fn resume(shared: &Shared, c: ResumeCommand, token: &CancellationToken) ->
             install(shared, session.clone(), state.clone(), true);
         } else {
             install(shared, session.clone(), state.clone(), false);
-            shared.screen.kick();
         }
         return Ok(Event::ready(c.request_id, state));
     }
@@ -519,6 +571,19 @@ async fn resume(shared: &Shared, c: ResumeCommand, token: &CancellationToken) ->
     let (session, state) = created.map_err(|e| old_session.explain(e))?;
     install(shared, session, state.clone(), true);
     Ok(Event::ready(c.request_id, state))
+}
+
+/// A session adopted from an earlier provider process: settle the chat calls it left waiting
+/// (see [`crate::chat::sweep`]). Best effort: a call not settled here times out on its own.
+async fn sweep_chat(shared: &Shared, session: &SessionRef) {
+    let swept = async {
+        let rec = shared.engine.session_show(&session.session_id)?;
+        let transport = shared.engine_transport(&session.machine_id).await?;
+        crate::chat::sweep(transport.as_ref(), &rec.remote_state_dir).await
+    };
+    if let Err(e) = swept.await {
+        tracing::warn!(session = %session.session_id, "settling the previous process's chat calls failed: {e}");
+    }
 }
 
 /// What a rebuild did to the session the state named.

@@ -14,6 +14,8 @@ use tokio_util::sync::CancellationToken;
 use super::config::TurnMode;
 use super::provider::{Shared, failure_for};
 use super::text::{self, Utf8Stream};
+use crate::chat::ChatTurn;
+use crate::chat::turn::ChatSetup;
 use crate::engine::{CommandRecord, CommandStatus, ExecRequest, OutputStream};
 use crate::error::{Error, ErrorCode, Result};
 use crate::transport::shell_quote;
@@ -39,12 +41,31 @@ pub const COMMAND_LOST: &str = "command_lost";
 const STREAM_RETRIES: u32 = 5;
 
 /// A turn whose command has been accepted by the session shell.
-#[derive(Debug)]
 pub struct StartedTurn {
     pub session_id: String,
     pub record: CommandRecord,
     /// Agent mode: the remote turn directory.
     pub agent_dir: Option<String>,
+    /// The turn's chat calls (`RR_CHAT`), when outbound_message or session_tool is on.
+    pub chat: Option<ChatTurn>,
+}
+
+impl std::fmt::Debug for StartedTurn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StartedTurn")
+            .field("session_id", &self.session_id)
+            .field("record", &self.record)
+            .field("agent_dir", &self.agent_dir)
+            .field("chat", &self.chat.is_some())
+            .finish()
+    }
+}
+
+/// The turn's directory on the machine and, with the chat on, the helper's path.
+struct TurnPlace {
+    dir: String,
+    chat_script: Option<String>,
+    transport: std::sync::Arc<dyn crate::transport::Transport>,
 }
 
 /// Start the turn's command (bounded); errors here become a pre-ACK failure.
@@ -55,12 +76,31 @@ pub async fn begin(shared: &Shared, c: &TurnCommand) -> Result<StartedTurn> {
         .as_ref()
         .map(|s| s.session_id.clone())
         .ok_or_else(|| Error::new(ErrorCode::NotReady, "no session yet"))?;
-    let (command, agent_dir) = match &shared.config.turn_mode {
-        TurnMode::Shell => (c.content.clone(), None),
-        TurnMode::Agent { command } => {
-            let (line, dir) = prepare_agent_turn(shared, &session_id, c, command).await?;
-            (line, Some(dir))
+    let chat_on = shared.config.chat();
+    let agent = matches!(shared.config.turn_mode, TurnMode::Agent { .. });
+    let place = if chat_on || agent {
+        Some(turn_place(shared, &session_id, c, chat_on, agent).await?)
+    } else {
+        None
+    };
+    let chat_script = place.as_ref().and_then(|p| p.chat_script.as_deref());
+    let (command, agent_dir) = match (&shared.config.turn_mode, &place) {
+        (TurnMode::Agent { command }, Some(place)) => {
+            let line = prepare_agent_turn(shared, place, c, command, chat_script).await?;
+            (line, Some(place.dir.clone()))
         }
+        // Shell mode: the variables are exported by a first line, so every process of the
+        // turn sees them (the next turn exports its own).
+        (_, Some(place)) if chat_script.is_some() => {
+            let export = format!(
+                "export RR_CHAT={} RR_TURN_DIR={} RR_TURN_ID={}",
+                shell_quote(chat_script.unwrap_or_default()),
+                shell_quote(&place.dir),
+                shell_quote(&c.turn_id)
+            );
+            (format!("{export}\n{}", c.content), None)
+        }
+        _ => (c.content.clone(), None),
     };
     let request = ExecRequest::wait().with_timeout(START_WAIT);
     let record = match shared.engine.exec(&session_id, &command, request).await {
@@ -84,33 +124,44 @@ pub async fn begin(shared: &Shared, c: &TurnCommand) -> Result<StartedTurn> {
         },
         Err(err) => return Err(err),
     };
+    let chat = match place {
+        Some(TurnPlace {
+            dir,
+            chat_script: Some(script),
+            transport,
+        }) => Some(ChatTurn::new(ChatSetup {
+            transport,
+            script,
+            dir: format!("{dir}/chat"),
+            exit_file: format!("{}/exit", record.remote_state_dir),
+            turn_id: c.turn_id.clone(),
+            generation: shared.state().map_or(0, |s| s.generation),
+            id_prefix: record.command_id.clone(),
+            outbound: shared.config.outbound,
+            session_tool: shared.config.session_tool,
+            out: shared.out.clone(),
+            settlements: shared.settlements.clone(),
+        })),
+        _ => None,
+    };
     Ok(StartedTurn {
         session_id,
         record,
         agent_dir,
+        chat,
     })
 }
 
-/// The command that ended the session, if the session recorded one that ran.
-fn lost_command(shared: &Shared, session_id: &str) -> Option<CommandRecord> {
-    let session = shared.engine.session_show(session_id).ok()?;
-    let command_id = session.last_command_id?;
-    let record = shared
-        .engine
-        .command_list(session_id)
-        .ok()?
-        .into_iter()
-        .find(|c| c.command_id == command_id)?;
-    (record.status == CommandStatus::Lost).then_some(record)
-}
-
-/// Write the turn's content to the remote turn directory and build the agent command line.
-async fn prepare_agent_turn(
+/// The turn's directory on the machine (`<session dir>/turns/<time>-<turn id>`; made here in
+/// agent mode, which writes the input there) and, with the chat on, the helper (installed once
+/// per provider process and version).
+async fn turn_place(
     shared: &Shared,
     session_id: &str,
     c: &TurnCommand,
-    agent_command: &str,
-) -> Result<(String, String)> {
+    chat_on: bool,
+    agent: bool,
+) -> Result<TurnPlace> {
     let session = shared.engine.session_show(session_id)?;
     let transport = shared.engine_transport(&session.machine_id).await?;
     let slug: String = c
@@ -131,8 +182,52 @@ async fn prepare_agent_turn(
         crate::util::now_unix_ms(),
         slug
     );
-    transport.create_dir_all(&dir, 0o700).await?;
-    transport
+    // The chat directory is made by the helper on first use (and by the provider when it
+    // closes the turn's chat), so a turn costs no round trip for it here.
+    let chat_script = if chat_on {
+        let script = crate::chat::script_path(&session.remote_state_dir);
+        if !shared.chat_installed(&script) {
+            crate::chat::install(transport.as_ref(), &script).await?;
+            shared.mark_chat_installed(&script);
+        }
+        Some(script)
+    } else {
+        None
+    };
+    if agent {
+        transport.create_dir_all(&dir, 0o700).await?;
+    }
+    Ok(TurnPlace {
+        dir,
+        chat_script,
+        transport,
+    })
+}
+
+/// The command that ended the session, if the session recorded one that ran.
+fn lost_command(shared: &Shared, session_id: &str) -> Option<CommandRecord> {
+    let session = shared.engine.session_show(session_id).ok()?;
+    let command_id = session.last_command_id?;
+    let record = shared
+        .engine
+        .command_list(session_id)
+        .ok()?
+        .into_iter()
+        .find(|c| c.command_id == command_id)?;
+    (record.status == CommandStatus::Lost).then_some(record)
+}
+
+/// Write the turn's content to the remote turn directory and build the agent command line.
+async fn prepare_agent_turn(
+    shared: &Shared,
+    place: &TurnPlace,
+    c: &TurnCommand,
+    agent_command: &str,
+    chat_script: Option<&str>,
+) -> Result<String> {
+    let dir = &place.dir;
+    place
+        .transport
         .write_file(&format!("{dir}/input"), c.content.as_bytes(), 0o600)
         .await?;
     let thread = shared
@@ -140,13 +235,16 @@ async fn prepare_agent_turn(
         .and_then(|s| s.agent_thread_id)
         .unwrap_or_default();
     let line = format!(
-        "RR_TURN_DIR={d} RR_TURN_ID={t} RR_THREAD_ID={th} {agent_command} < {input}",
-        d = shell_quote(&dir),
+        "{chat}RR_TURN_DIR={d} RR_TURN_ID={t} RR_THREAD_ID={th} {agent_command} < {input}",
+        chat = chat_script
+            .map(|p| format!("RR_CHAT={} ", shell_quote(p)))
+            .unwrap_or_default(),
+        d = shell_quote(dir),
         t = shell_quote(&c.turn_id),
         th = shell_quote(&thread),
         input = shell_quote(&format!("{dir}/input")),
     );
-    Ok((line, dir))
+    Ok(line)
 }
 
 /// Stream the started turn to its end. Emits progress, then final or a failure with the turn id.
@@ -156,16 +254,40 @@ pub async fn stream(
     started: StartedTurn,
     cancel: CancellationToken,
 ) {
+    let watch_stop = CancellationToken::new();
+    if let Some(chat) = started.chat.clone() {
+        let stop = watch_stop.clone();
+        tokio::spawn(async move { chat.watch(stop).await });
+    }
+    // The watch ends by itself when the command ends (its remote wait sees the exit file);
+    // it is cut short only when the turn is aborted, as a dropped call costs its control
+    // process.
+    let abort_chat = || {
+        watch_stop.cancel();
+        if let Some(chat) = &started.chat {
+            chat.abort();
+        }
+    };
     let outcome = tokio::select! {
         outcome = pump(shared, turn_id, &started, &cancel) => outcome,
-        _ = cancel.cancelled() => return,
+        _ = cancel.cancelled() => return abort_chat(),
     };
     if cancel.is_cancelled() {
-        return;
+        return abort_chat();
+    }
+    if outcome.is_ok()
+        && let Some(chat) = &started.chat
+    {
+        // The final waits until every call of the turn has its result.
+        tokio::select! {
+            _ = chat.drain() => {}
+            _ = cancel.cancelled() => return abort_chat(),
+        }
     }
     let event = match outcome {
         Ok(end) => finish(shared, turn_id, &started, end).await,
         Err(err) => {
+            abort_chat();
             if err.code.is_session_lost() {
                 shared.lock().session_lost = true;
             }

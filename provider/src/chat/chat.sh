@@ -1,0 +1,279 @@
+#!/bin/sh
+# rr-chat: from a turn on this machine to the chat it came from (BotMux outbound_message and
+# session_tool). remote-runner installs this file as <state root>/lib/chat-<hash>.sh; a turn's
+# command finds it as "$RR_CHAT".
+#
+#   "$RR_CHAT" send [--auxiliary] [--mention-requester] [--id KEY] TEXT...   (TEXT - : stdin)
+#   "$RR_CHAT" tool [--id KEY] JSON            e.g. '{"tool":"history","limit":3}'
+#   "$RR_CHAT" history [--limit N] [--scope session|thread|chat|ambient] [--cards]
+#   "$RR_CHAT" quoted MESSAGE_ID [--raw]
+#   "$RR_CHAT" bots | skills | skill show|resources NAME | skill read NAME PATH
+#
+# Exit status: send: 0 delivered (the message id on stdout); tool: the tool's own exit code
+# (its stdout and stderr as they were); 2 a bad request, nothing sent; 3 rejected (code:
+# message on stderr; nothing was posted); 4 unknown (it may have happened: never retried
+# automatically; resend with the same --id KEY to get the first result instead of a repeat).
+#
+# How it works: each call is a directory under $RR_TURN_DIR/chat/ (allocated with mkdir, which
+# is atomic): the request's files, then `ready`. The provider sees it, records the operation id
+# it uses (`operation`) before it sends anything, and writes `out`, `err` and last `status`.
+# The call waits for `status`. `closed` in the chat directory means the turn is over; it lists
+# the calls the provider saw, and a call not listed was never sent.
+#
+# The provider also runs verbs of its own: `__watch` (wait for new requests), `__close` (end
+# the turn's chat) and `__sweep` (after a provider restart, settle what the old process left
+# waiting).
+
+rr_me=rr-chat
+
+rr_usage() {
+  printf '%s: %s\n' "$rr_me" "$1" >&2
+  sed -n '6,10p' "$0" | sed 's/^#//' >&2
+  exit 2
+}
+
+rr_fail() { # exit-status code message
+  printf '%s: %s\n' "$2" "$3" >&2
+  exit "$1"
+}
+
+rr_nap() {
+  sleep "$1" 2>/dev/null || sleep 1
+}
+
+# $1 as the inside of a JSON string: quotes and backslashes escaped. Names and paths with
+# control characters make invalid JSON, which the provider refuses (exit 2, nothing sent).
+rr_json_str() {
+  printf '%s' "$1" | sed 's/[\\"]/\\&/g'
+}
+
+# ------------------------------------------------------------------ calls from the turn
+
+rr_chat_dir() {
+  [ -n "${RR_TURN_DIR:-}" ] || rr_fail 2 not_in_turn "RR_TURN_DIR is not set: run $rr_me from a turn's command, where the provider sets it"
+  rr_dir=$RR_TURN_DIR/chat
+  mkdir -p "$rr_dir" 2>/dev/null || rr_fail 2 chat_dir_unwritable "cannot create $rr_dir"
+  [ -e "$rr_dir/closed" ] && rr_fail 3 turn_ended "the turn is over; nothing was sent"
+  return 0
+}
+
+# Allocate the call's directory: $rr_dir/N, the lowest free N from the count of calls so far.
+rr_new_call() {
+  set -- "$rr_dir"/[0-9]*
+  if [ -e "$1" ]; then rr_n=$(($# + 1)); else rr_n=1; fi
+  rr_tries=0
+  until mkdir "$rr_dir/$rr_n" 2>/dev/null; do
+    rr_n=$((rr_n + 1))
+    rr_tries=$((rr_tries + 1))
+    [ "$rr_tries" -lt 1000 ] || rr_fail 2 chat_dir_unwritable "cannot create a call directory in $rr_dir"
+  done
+  rr_d=$rr_dir/$rr_n
+  [ -z "$rr_key" ] || printf '%s' "$rr_key" >"$rr_d/key"
+}
+
+# Wait for the provider's status (bounded by RR_CHAT_TIMEOUT seconds, default 900), then
+# replay out and err and exit with the status.
+rr_wait() {
+  : >"$rr_d/ready"
+  rr_limit=${RR_CHAT_TIMEOUT:-900}
+  rr_end=$(($(date +%s) + rr_limit))
+  rr_i=0
+  while [ ! -s "$rr_d/status" ]; do
+    if [ ! -d "$rr_d" ]; then
+      rr_fail 4 turn_ended "the session was closed while this request was with the host; it may have been carried out"
+    fi
+    # `closed` lists the calls the provider saw before it closed the turn: one not listed was
+    # never sent.
+    if [ -e "$rr_dir/closed" ] && [ ! -s "$rr_d/status" ] && ! grep -qx "$rr_n" "$rr_dir/closed"; then
+      rr_fail 3 turn_ended "the turn ended before the provider saw this request; nothing was sent"
+    fi
+    if [ "$(date +%s)" -ge "$rr_end" ]; then
+      : >"$rr_d/abandoned"
+      rr_fail 4 chat_timeout "no result within ${rr_limit}s (RR_CHAT_TIMEOUT); the request may have been sent"
+    fi
+    if [ "$rr_i" -lt 40 ]; then rr_nap 0.05; else rr_nap 0.2; fi
+    rr_i=$((rr_i + 1))
+  done
+  # Read the status first: a session closed right now removes the call's directory.
+  rr_status=
+  read -r rr_status 2>/dev/null <"$rr_d/status"
+  case $rr_status in
+  '' | *[!0-9]*) rr_fail 4 turn_ended "the session was closed while this request was with the host; it may have been carried out" ;;
+  esac
+  [ -f "$rr_d/out" ] && cat "$rr_d/out"
+  [ -f "$rr_d/err" ] && cat "$rr_d/err" >&2
+  exit "$rr_status"
+}
+
+rr_send() {
+  rr_kind=progress
+  rr_mention=none
+  while [ $# -gt 0 ]; do
+    case $1 in
+    --auxiliary) rr_kind=auxiliary ;;
+    --mention-requester) rr_mention=requester ;;
+    --id)
+      [ $# -ge 2 ] || rr_usage "--id needs a KEY"
+      rr_key=$2
+      shift
+      ;;
+    --) shift && break ;;
+    -) break ;;
+    -*) rr_usage "unknown option $1" ;;
+    *) break ;;
+    esac
+    shift
+  done
+  [ $# -gt 0 ] || rr_usage "send needs TEXT (or - to read it from stdin)"
+  rr_chat_dir
+  rr_new_call
+  printf 'send\n' >"$rr_d/kind"
+  printf '%s %s\n' "$rr_kind" "$rr_mention" >"$rr_d/opts"
+  if [ "$*" = - ]; then cat >"$rr_d/content"; else printf '%s' "$*" >"$rr_d/content"; fi
+  rr_wait
+}
+
+rr_tool() { # JSON
+  rr_chat_dir
+  rr_new_call
+  printf 'tool\n' >"$rr_d/kind"
+  printf '%s' "$1" >"$rr_d/request"
+  rr_wait
+}
+
+rr_tool_cmd() {
+  while [ $# -gt 0 ]; do
+    case $1 in
+    --id)
+      [ $# -ge 2 ] || rr_usage "--id needs a KEY"
+      rr_key=$2
+      shift
+      ;;
+    *) break ;;
+    esac
+    shift
+  done
+  [ $# -eq 1 ] || rr_usage "tool needs one JSON request object"
+  rr_tool "$1"
+}
+
+rr_history() {
+  rr_j='{"tool":"history"'
+  while [ $# -gt 0 ]; do
+    case $1 in
+    --limit)
+      case ${2:-} in '' | *[!0-9]*) rr_usage "--limit needs a number (1..100)" ;; esac
+      rr_j="$rr_j,\"limit\":$2"
+      shift
+      ;;
+    --scope)
+      [ $# -ge 2 ] || rr_usage "--scope needs session, thread, chat or ambient"
+      rr_j="$rr_j,\"scope\":\"$(rr_json_str "$2")\""
+      shift
+      ;;
+    --cards) rr_j="$rr_j,\"withCardJson\":true" ;;
+    *) rr_usage "unknown history option $1" ;;
+    esac
+    shift
+  done
+  rr_tool "$rr_j}"
+}
+
+rr_quoted() {
+  [ $# -ge 1 ] || rr_usage "quoted needs a message id (om_...)"
+  rr_j="{\"tool\":\"quoted\",\"messageId\":\"$(rr_json_str "$1")\""
+  [ "${2:-}" = --raw ] && rr_j="$rr_j,\"raw\":true"
+  rr_tool "$rr_j}"
+}
+
+rr_skill() {
+  case ${1:-} in
+  show | resources)
+    [ $# -eq 2 ] || rr_usage "skill $1 needs NAME"
+    rr_tool "{\"tool\":\"skill.$1\",\"name\":\"$(rr_json_str "$2")\"}"
+    ;;
+  read)
+    [ $# -eq 3 ] || rr_usage "skill read needs NAME PATH"
+    rr_tool "{\"tool\":\"skill.read\",\"name\":\"$(rr_json_str "$2")\",\"path\":\"$(rr_json_str "$3")\"}"
+    ;;
+  *) rr_usage "skill needs show, resources or read" ;;
+  esac
+}
+
+# ------------------------------------------------------------------ verbs of the provider
+
+# __watch CHAT_DIR KNOWN SECS EXIT_FILE: wait until more than KNOWN calls are ready, the
+# command's exit file is there, or SECS pass; print the numbers of the ready calls, then
+# @exit if the command has ended.
+rr_watch() {
+  rr_w_dir=$1 rr_w_known=$2 rr_w_exit=$4
+  rr_w_end=$(($(date +%s) + $3))
+  while :; do
+    set -- "$rr_w_dir"/*/ready
+    if [ -e "$1" ] && [ $# -gt "$rr_w_known" ]; then break; fi
+    if [ -n "$rr_w_exit" ] && [ -s "$rr_w_exit" ]; then break; fi
+    if [ "$(date +%s)" -ge "$rr_w_end" ]; then break; fi
+    rr_nap 0.1
+  done
+  rr_ready_calls "$rr_w_dir"
+  if [ -n "$rr_w_exit" ] && [ -s "$rr_w_exit" ]; then echo @exit; fi
+}
+
+# The numbers of the ready calls in chat dir $1.
+rr_ready_calls() {
+  for rr_f in "$1"/*/ready; do
+    [ -e "$rr_f" ] || continue
+    rr_f=${rr_f%/ready}
+    printf '%s\n' "${rr_f##*/}"
+  done
+}
+
+# __close CHAT_DIR: the turn is over. Write `closed` listing the calls ready now (the provider
+# answers each of them; a call not listed is never sent), and print that list.
+rr_close() {
+  mkdir -p "$1" || exit 1
+  rr_ready_calls "$1" >"$1/closed.tmp" && mv -f "$1/closed.tmp" "$1/closed" || exit 1
+  cat "$1/closed"
+}
+
+# Write a call's result: err text, then status, each atomically.
+rr_settle() { # call-dir status err
+  printf '%s\n' "$3" >"$1/err.tmp" && mv -f "$1/err.tmp" "$1/err"
+  printf '%s\n' "$2" >"$1/status.tmp" && mv -f "$1/status.tmp" "$1/status"
+}
+
+# __sweep SESSION_DIR: a new provider process took the session over. Every turn's chat is
+# closed, and every call still waiting is settled truthfully: one the old process recorded
+# (`operation`) may have been sent (4, unknown); one without it was never sent (3).
+rr_sweep() {
+  for rr_c in "$1"/turns/*/chat; do
+    [ -d "$rr_c" ] || continue
+    for rr_r in "$rr_c"/*/ready; do
+      [ -e "$rr_r" ] || continue
+      rr_r=${rr_r%/ready}
+      [ -s "$rr_r/status" ] && continue
+      if [ -e "$rr_r/operation" ]; then
+        rr_settle "$rr_r" 4 "provider_restarted: the provider restarted while this request was with the host; it may have been delivered (never replayed automatically)"
+      else
+        rr_settle "$rr_r" 3 "provider_restarted: the provider restarted before sending this request; nothing was sent"
+      fi
+    done
+    [ -e "$rr_c/closed" ] || rr_close "$rr_c" >/dev/null
+  done
+}
+
+rr_key=
+case ${1:-} in
+send) shift && rr_send "$@" ;;
+tool) shift && rr_tool_cmd "$@" ;;
+history) shift && rr_history "$@" ;;
+quoted) shift && rr_quoted "$@" ;;
+bots) rr_tool '{"tool":"bots.list"}' ;;
+skills) rr_tool '{"tool":"skill.list"}' ;;
+skill) shift && rr_skill "$@" ;;
+__watch) shift && rr_watch "$@" ;;
+__sweep) shift && rr_sweep "$@" ;;
+__close) shift && rr_close "$@" ;;
+'' | -h | --help | help) rr_usage "usage" ;;
+*) rr_usage "unknown command $1" ;;
+esac

@@ -1,0 +1,382 @@
+//! One turn's chat: watch `chat/` on the machine while the command runs, send each call to the
+//! host once, write its result back, and, before the turn's `final`, wait until every call is
+//! settled. A failure or cancel ends waiting calls with exit 4 (unknown: the host may have acted).
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use remote_runner_protocol::{Event, OperationKind, TurnOperations};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::call::{self, Call, Operation, Reply, status};
+use super::settle::{Settlement, Settlements};
+use crate::error::{Error, ErrorCode, Result};
+use crate::server::writer::Out;
+use crate::transport::{Transport, shell_quote};
+
+/// Longest single remote wait for new calls.
+const WATCH_WAIT: Duration = Duration::from_secs(10);
+/// Attempts at a remote step (reading a call, writing a reply) across a dropped link.
+const LINK_RETRIES: u32 = 6;
+
+/// What a turn's chat needs to know.
+pub struct ChatSetup {
+    pub transport: Arc<dyn Transport>,
+    /// The helper on the machine.
+    pub script: String,
+    /// `<turn dir>/chat`.
+    pub dir: String,
+    /// The command's exit file: the watch ends when it appears.
+    pub exit_file: String,
+    pub turn_id: String,
+    pub generation: u64,
+    /// Prefix of the operation ids of calls without `--id` (unique per turn: the command id).
+    pub id_prefix: String,
+    pub outbound: bool,
+    pub session_tool: bool,
+    pub out: Out,
+    pub settlements: Arc<Settlements>,
+}
+
+/// One turn's calls.
+#[derive(Clone)]
+pub struct ChatTurn {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    setup: ChatSetup,
+    ledger: Mutex<TurnOperations>,
+    seen: Mutex<BTreeSet<u64>>,
+    calls: Mutex<Vec<JoinHandle<()>>>,
+    /// Fired when the turn fails or is cancelled: waiting calls end with exit 4.
+    abort: CancellationToken,
+    /// Set before the chat is closed: from then on only the close's own list of calls is
+    /// taken (a call the watch finds later was told it was never sent).
+    closing: std::sync::atomic::AtomicBool,
+}
+
+impl ChatTurn {
+    pub fn new(setup: ChatSetup) -> ChatTurn {
+        ChatTurn {
+            inner: Arc::new(Inner {
+                setup,
+                ledger: Mutex::new(TurnOperations::default()),
+                seen: Mutex::new(BTreeSet::new()),
+                calls: Mutex::new(Vec::new()),
+                abort: CancellationToken::new(),
+                closing: std::sync::atomic::AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// Watch for calls until the command's exit file appears or `stop` fires. Link errors are
+    /// retried; the final scan in [`ChatTurn::drain`] catches whatever this missed.
+    pub async fn watch(&self, stop: CancellationToken) {
+        let mut failures = 0u32;
+        loop {
+            if self.is_closing() || failures >= LINK_RETRIES {
+                return;
+            }
+            let known = lock(&self.inner.seen).len();
+            let found = tokio::select! {
+                _ = stop.cancelled() => return,
+                found = self.list(known, WATCH_WAIT) => found,
+            };
+            match found {
+                Ok((ready, exited)) => {
+                    failures = 0;
+                    if !self.is_closing() {
+                        self.take(ready);
+                    }
+                    if exited {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    failures += 1;
+                    tracing::debug!("watching the turn's chat calls failed ({failures}): {e}");
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = tokio::time::sleep(backoff(failures)) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// The command ended: close the turn's chat (which lists the calls made so far; a call
+    /// made after this is told nothing was sent), answer the calls the watch had not seen, and
+    /// wait until every call is settled.
+    pub async fn drain(&self) {
+        self.close_and_take().await;
+        loop {
+            let pending: Vec<JoinHandle<()>> = std::mem::take(&mut *lock(&self.inner.calls));
+            if pending.is_empty() {
+                break;
+            }
+            for handle in pending {
+                let _ = handle.await;
+            }
+        }
+    }
+
+    /// The turn failed or was cancelled: calls still waiting end with exit 4, calls not yet
+    /// sent with exit 3, and the chat is closed. Does not wait for the calls' replies.
+    pub fn abort(&self) {
+        self.inner.abort.cancel();
+        let this = self.clone();
+        tokio::spawn(async move { this.close_and_take().await });
+    }
+
+    fn is_closing(&self) -> bool {
+        self.inner.closing.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// One remote call: write `closed` with the list of ready calls, and take those.
+    async fn close_and_take(&self) {
+        self.inner
+            .closing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let s = &self.inner.setup;
+        let line = format!(
+            "exec /bin/sh {} __close {}",
+            shell_quote(&s.script),
+            shell_quote(&s.dir)
+        );
+        for attempt in 1..=LINK_RETRIES {
+            let out = crate::remote::sh(
+                s.transport.as_ref(),
+                &line,
+                None,
+                Some(Duration::from_secs(30)),
+                256 * 1024,
+            )
+            .await;
+            match out {
+                Ok(out) if out.status.success() => {
+                    self.take(parse_calls(&out.stdout_lossy()));
+                    return;
+                }
+                Ok(out) => tracing::warn!(
+                    "closing the turn's chat failed: {}",
+                    out.stderr_lossy().trim()
+                ),
+                Err(e) => tracing::warn!("closing the turn's chat failed: {e}"),
+            }
+            tokio::time::sleep(backoff(attempt)).await;
+        }
+    }
+
+    /// Ready calls (numbers) once more than `known` are ready, the command exited, or `wait`
+    /// passed; and whether the command has exited.
+    async fn list(&self, known: usize, wait: Duration) -> Result<(Vec<u64>, bool)> {
+        let s = &self.inner.setup;
+        let exit_file = s.exit_file.as_str();
+        let line = format!(
+            "exec /bin/sh {} __watch {} {known} {} {}",
+            shell_quote(&s.script),
+            shell_quote(&s.dir),
+            wait.as_secs(),
+            shell_quote(exit_file),
+        );
+        let out = crate::remote::sh(
+            s.transport.as_ref(),
+            &line,
+            None,
+            Some(wait + Duration::from_secs(20)),
+            256 * 1024,
+        )
+        .await?;
+        if !out.status.success() {
+            return Err(Error::new(
+                ErrorCode::RemoteError,
+                format!(
+                    "the chat helper's watch failed: {}",
+                    out.stderr_lossy().trim()
+                ),
+            ));
+        }
+        let text = out.stdout_lossy();
+        let exited = text.lines().any(|l| l.trim() == "@exit");
+        Ok((parse_calls(&text), exited))
+    }
+
+    /// Start a task for each call not seen before.
+    fn take(&self, ready: Vec<u64>) {
+        for n in ready {
+            if !lock(&self.inner.seen).insert(n) {
+                continue;
+            }
+            let this = self.clone();
+            let handle = tokio::spawn(async move { this.run_call(n).await });
+            lock(&self.inner.calls).push(handle);
+        }
+    }
+
+    /// One call, start to end: read, check, send once, wait, write the reply.
+    async fn run_call(&self, n: u64) {
+        let s = &self.inner.setup;
+        let dir = format!("{}/{n}", s.dir);
+        let mut read = None;
+        for attempt in 1..=LINK_RETRIES {
+            match call::read(s.transport.as_ref(), n, &dir).await {
+                Ok(c) => {
+                    read = Some(c);
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(call = n, "reading a chat call failed: {e}");
+                    tokio::time::sleep(backoff(attempt)).await;
+                }
+            }
+        }
+        let Some(c) = read else {
+            return; // the machine is unreachable: the helper times out (exit 4)
+        };
+        let reply = self.answer(c, &dir).await;
+        for attempt in 1..=LINK_RETRIES {
+            match reply.write(s.transport.as_ref(), &dir).await {
+                Ok(()) => return,
+                Err(e) => {
+                    tracing::warn!(call = n, "writing a chat reply failed: {e}");
+                    tokio::time::sleep(backoff(attempt)).await;
+                }
+            }
+        }
+    }
+
+    async fn answer(&self, c: Call, dir: &str) -> Reply {
+        let s = &self.inner.setup;
+        let op = match c.operation {
+            Ok(op) => op,
+            Err(why) => return Reply::error(status::INVALID, "invalid_request", &why),
+        };
+        let kind = op.kind();
+        let enabled = match kind {
+            OperationKind::Outbound => s.outbound,
+            OperationKind::SessionTool => s.session_tool,
+        };
+        if !enabled {
+            return Reply::error(
+                status::REJECTED,
+                "capability_off",
+                &format!(
+                    "{} is turned off in this provider's configuration \
+                     (REMOTE_RUNNER_OUTBOUND_MESSAGE / REMOTE_RUNNER_SESSION_TOOL); nothing was sent",
+                    kind.capability()
+                ),
+            );
+        }
+        // Once recorded, a call keeps its id; a caller's key is the id; else prefix.n.
+        let operation_id = c
+            .recorded_id
+            .clone()
+            .or(c.key.clone())
+            .unwrap_or_else(|| format!("{}.{}", s.id_prefix, c.n));
+        if let Err(e) = remote_runner_protocol::grammar::id("operationId", &operation_id) {
+            return Reply::error(
+                status::INVALID,
+                "invalid_request",
+                &format!("--id: {e}; use letters, digits and . _ : / - (at most 256)"),
+            );
+        }
+        let event = match &op {
+            Operation::Outbound {
+                content,
+                response_kind,
+                mention,
+            } => Event::outbound_message(
+                &operation_id,
+                &s.turn_id,
+                s.generation,
+                content.clone(),
+                *response_kind,
+                *mention,
+            ),
+            Operation::Tool(request) => {
+                Event::session_tool(&operation_id, &s.turn_id, s.generation, request.clone())
+            }
+        };
+        if let Err(e) = event.validate() {
+            return Reply::error(status::INVALID, "invalid_request", &e.to_string());
+        }
+        if let Err(limited) = lock(&self.inner.ledger).admit(kind, &operation_id) {
+            return Reply::error(status::REJECTED, limited.code, &limited.message);
+        }
+        if self.inner.abort.is_cancelled() {
+            return turn_ended_unsent();
+        }
+        // Recorded on the machine before it is sent: a provider that restarts later knows
+        // this call may have reached the host.
+        if c.recorded_id.is_none() {
+            let path = format!("{dir}/operation");
+            let mut recorded = false;
+            for attempt in 1..=LINK_RETRIES {
+                match s
+                    .transport
+                    .write_file(&path, operation_id.as_bytes(), 0o600)
+                    .await
+                {
+                    Ok(()) => {
+                        recorded = true;
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::warn!("recording a chat operation failed: {e}");
+                        tokio::time::sleep(backoff(attempt)).await;
+                    }
+                }
+            }
+            if !recorded {
+                return turn_ended_unsent();
+            }
+        }
+        let rx = s
+            .settlements
+            .expect(&operation_id, &s.turn_id, s.generation, kind);
+        s.out.send(event);
+        tokio::select! {
+            settled = rx => match settled {
+                Ok(Settlement::Outbound(r)) => Reply::from_outbound(&r),
+                Ok(Settlement::Tool(r)) => Reply::from_tool(&r, dir),
+                Err(_) => turn_ended_sent(),
+            },
+            _ = self.inner.abort.cancelled() => turn_ended_sent(),
+        }
+    }
+}
+
+/// Call numbers, one a line (other lines ignored).
+fn parse_calls(text: &str) -> Vec<u64> {
+    text.lines()
+        .filter_map(|l| l.trim().parse::<u64>().ok())
+        .collect()
+}
+
+fn turn_ended_sent() -> Reply {
+    Reply::error(
+        status::UNKNOWN,
+        "turn_ended",
+        "the turn ended (failed or cancelled) before the host's result arrived; the request was \
+         sent and may have been carried out (never replayed automatically)",
+    )
+}
+
+fn turn_ended_unsent() -> Reply {
+    Reply::error(
+        status::REJECTED,
+        "turn_ended",
+        "the turn ended (failed or cancelled) before this request was sent; nothing was sent",
+    )
+}
+
+fn backoff(attempt: u32) -> Duration {
+    Duration::from_millis(250 * (1 << attempt.min(4)))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
