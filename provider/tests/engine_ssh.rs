@@ -27,6 +27,7 @@ ssh_tests!(
     exec_exact_exit_codes,
     stdout_stderr_separated,
     shell_state_persists,
+    exec_env_is_exported_not_typed,
     heredocs,
     unbalanced_quotes,
     history_characters,

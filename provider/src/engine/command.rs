@@ -35,6 +35,10 @@ pub struct ExecRequest {
     /// Bound on the wait (not on the command): on expiry the record says `running` with
     /// `wait_timed_out`. `None`: wait until it ends.
     pub timeout: Option<Duration>,
+    /// Variables exported in the session shell just before the command (they stay set, as an
+    /// `export` typed there would), without being part of its text, its record or the
+    /// terminal's view of it. Names that are not shell names are ignored.
+    pub env: Vec<(String, String)>,
 }
 
 impl ExecRequest {
@@ -53,6 +57,10 @@ impl ExecRequest {
     }
     pub fn with_cwd(mut self, cwd: &str) -> Self {
         self.cwd = Some(cwd.to_string());
+        self
+    }
+    pub fn with_env(mut self, env: Vec<(String, String)>) -> Self {
+        self.env = env;
         self
     }
 }
@@ -244,7 +252,7 @@ impl Engine {
         };
         let started = Instant::now();
         let outcome = driver
-            .start_command(&command_id, mode, req.cwd.as_deref(), first_wait)
+            .start_command(&command_id, mode, req.cwd.as_deref(), &req.env, first_wait)
             .await;
         let state = match outcome {
             Ok(StartOutcome::Started(st)) => st,

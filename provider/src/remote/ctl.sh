@@ -298,11 +298,13 @@ rr_report() {
 
 # start_command: lock, check the terminal is at the shell, type the fixed line, wait for the
 # command's end (foreground) or launch (background) on its channel, report. The command text is
-# already in $D/cmd.sh; a cwd override goes to $D/cwd as data, never typed.
+# already in $D/cmd.sh; a cwd override goes to $D/cwd and extra environment (export lines the
+# engine made) to $D/env.sh, as data, never typed.
 rr_start_command() {
   trap '' HUP PIPE INT TERM
   rr_take_lock
   if [ "$HASCWD" = 1 ]; then printf '%s' "$CWD" >"$D/cwd"; fi
+  if [ -n "${CMDENV-}" ]; then printf '%s' "$CMDENV" >"$D/env.sh"; fi
   if rr_terminal_group; then
     rr_i=0
     while [ "$rr_fg" != "$rr_p" ] && [ "$rr_fg" -gt 0 ] 2>/dev/null; do

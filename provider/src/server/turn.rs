@@ -89,20 +89,20 @@ pub async fn begin(shared: &Shared, c: &TurnCommand) -> Result<StartedTurn> {
             let line = prepare_agent_turn(shared, place, c, command, chat_script).await?;
             (line, Some(place.dir.clone()))
         }
-        // Shell mode: the variables are exported by a first line, so every process of the
-        // turn sees them (the next turn exports its own).
-        (_, Some(place)) if chat_script.is_some() => {
-            let export = format!(
-                "export RR_CHAT={} RR_TURN_DIR={} RR_TURN_ID={}",
-                shell_quote(chat_script.unwrap_or_default()),
-                shell_quote(&place.dir),
-                shell_quote(&c.turn_id)
-            );
-            (format!("{export}\n{}", c.content), None)
-        }
         _ => (c.content.clone(), None),
     };
-    let request = ExecRequest::wait().with_timeout(START_WAIT);
+    // Shell mode: the variables are exported in the session shell before the turn's text (so
+    // every process of the turn sees them; the next turn exports its own), without being part
+    // of the text the record and the terminal show.
+    let env = match (&place, chat_script) {
+        (Some(place), Some(script)) if agent_dir.is_none() => vec![
+            ("RR_CHAT".to_string(), script.to_string()),
+            ("RR_TURN_DIR".to_string(), place.dir.clone()),
+            ("RR_TURN_ID".to_string(), c.turn_id.clone()),
+        ],
+        _ => Vec::new(),
+    };
+    let request = ExecRequest::wait().with_timeout(START_WAIT).with_env(env);
     let record = match shared.engine.exec(&session_id, &command, request).await {
         Ok(record) => record,
         // The command ran and ended the shell (`exit`): that is the turn's result (streamed,

@@ -261,6 +261,7 @@ impl TmuxDriver {
         command_id: &str,
         mode: RunMode,
         cwd: Option<&str>,
+        env: &[(String, String)],
         wait: Duration,
     ) -> Result<StartOutcome> {
         let dir = self.paths.command_dir(command_id);
@@ -282,7 +283,8 @@ impl TmuxDriver {
             .param("LINE", line)
             .param("CH", channel.as_str())
             .param("HASCWD", if cwd.is_some() { "1" } else { "0" })
-            .param("CWD", cwd.unwrap_or(""));
+            .param("CWD", cwd.unwrap_or(""))
+            .param("CMDENV", script::posix_exports(env));
         let out = self.wait_bounded(call, &channel, wait).await?;
         let stdout = out.stdout_lossy();
         let first = stdout.lines().next().unwrap_or("").trim();

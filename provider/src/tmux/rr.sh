@@ -9,7 +9,8 @@
 #   pane            executed by tmux as the pane process: runs the session shell, and starts a
 #                   fresh one (same cwd and exported environment) when a command ends it
 # Every command DIR gets: started, pwd, stdout, stderr, then exit (one write, last; non-empty =
-# there). A cwd override is read from DIR/cwd (data, never typed).
+# there). A cwd override is read from DIR/cwd, extra environment from DIR/env.sh (the engine's
+# export lines), both data, never typed.
 # shellcheck disable=SC2034,SC1090,SC1091
 __rr_tmux=@TMUX@
 __rr_sock=@SOCK@
@@ -162,6 +163,7 @@ run)
   else
     __rr_started "$__rr_cur"
     if __rr_parses "$__rr_cur"; then
+      if [ -f "$__rr_cur/env.sh" ]; then \builtin . "$__rr_cur/env.sh" 2>/dev/null; fi
       case $__rr_uf in *u*) \builtin set -u ;; esac
       case $__rr_uf in *C*) \builtin set -C ;; esac
       \builtin . "$__rr_cur/cmd.sh" >|"$__rr_cur/stdout" 2>|"$__rr_cur/stderr"
@@ -215,6 +217,7 @@ bgrun)
     __rr_fin 1 cd_failed
   else
     __rr_started "$2"
+    if [ -f "$2/env.sh" ]; then . "$2/env.sh" 2>/dev/null; fi
     "$BASH" --noprofile --norc -- "$2/cmd.sh" </dev/null >"$2/stdout" 2>"$2/stderr"
     __rr_fin $? normal
   fi

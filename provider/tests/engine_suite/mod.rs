@@ -216,6 +216,46 @@ pub async fn stdout_stderr_separated(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
+/// An exec's extra environment is exported in the session shell before the command (and stays,
+/// as a typed `export` would), for background commands too, with any value as data; the
+/// command's text, record and terminal view hold none of it.
+pub async fn exec_env_is_exported_not_typed(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    let hostile = "it's $(touch /tmp/rr-env-never) `x`\nline2";
+    let env = vec![
+        ("RR_ENV_A".to_string(), hostile.to_string()),
+        ("not a name".to_string(), "ignored".to_string()),
+    ];
+    let req = ExecRequest::wait()
+        .with_timeout(Duration::from_secs(60))
+        .with_env(env.clone());
+    let rec = b
+        .engine
+        .exec(b.sid(), "printf '%s|' \"$RR_ENV_A\"", req)
+        .await
+        .unwrap();
+    assert_eq!(rec.stdout, format!("{hostile}|"), "{rec:?}");
+    assert_eq!(rec.command, "printf '%s|' \"$RR_ENV_A\"");
+    assert!(!std::path::Path::new("/tmp/rr-env-never").exists());
+    let rec = b.run("printf '%s|' \"$RR_ENV_A\"").await;
+    assert_eq!(rec.stdout, format!("{hostile}|"), "it stays set: {rec:?}");
+    let screen = b.engine.capture_screen(b.sid()).await.unwrap();
+    assert!(!screen.text.contains("RR_ENV_A="), "{}", screen.text);
+    let req = ExecRequest::background().with_env(vec![("RR_ENV_B".into(), "bg-value".into())]);
+    let rec = b
+        .engine
+        .exec(b.sid(), "printf '%s' \"$RR_ENV_B\"", req)
+        .await
+        .unwrap();
+    let rec = b
+        .engine
+        .command_wait(b.sid(), &rec.command_id, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(rec.stdout, "bg-value", "{rec:?}");
+    b.finish().await;
+}
+
 pub async fn shell_state_persists(t: Arc<dyn Transport>, dir: &str) {
     let b = bed(t, dir).await;
     b.run(&format!("mkdir -p {dir}/sub && cd {dir}/sub")).await;
