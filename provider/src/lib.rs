@@ -7,6 +7,7 @@
 pub mod connect;
 pub mod engine;
 pub mod error;
+pub mod keeper;
 pub mod machine;
 pub mod remote;
 pub mod secret;

@@ -16,6 +16,7 @@ use crate::output::{Block, Cell, Report, Tone, relative_time};
 use render::{machine_fields, machine_json, machine_row};
 
 mod add;
+mod disconnect;
 mod doctor;
 mod render;
 
@@ -61,6 +62,10 @@ pub enum MachineCommand {
         after_help = "Examples:\n  remote-runner machine configure-path-map lab-win-01 \\\n      --command-prefix /mnt/c/Users/example/Desktop/SSHRunner \\\n      --file-prefix C:/Users/example/Desktop/SSHRunner --json\n  remote-runner machine configure-path-map lab-win-01 --clear"
     )]
     ConfigurePathMap(ConfigurePathMapArgs),
+    /// End the background connection keeper of a machine (or of all) now; the next command
+    /// connects afresh
+    #[command(after_help = disconnect::EXAMPLES)]
+    Disconnect(disconnect::DisconnectArgs),
 }
 
 const ADD_EXAMPLES: &str = "\
@@ -221,6 +226,7 @@ pub async fn run(ctx: &Context, command: MachineCommand) -> Result<Report> {
         MachineCommand::Remove(args) => remove(ctx, args).await,
         MachineCommand::ConfigureStartup(args) => configure_startup(ctx, args),
         MachineCommand::ConfigurePathMap(args) => configure_path_map(ctx, args),
+        MachineCommand::Disconnect(args) => disconnect::run(ctx, args).await,
     }
 }
 
@@ -306,6 +312,7 @@ async fn remove(ctx: &Context, args: RemoveArgs) -> Result<Report> {
         }
     }
     let password_removed = ctx.credentials()?.remove(machine_id)?;
+    remote_runner_provider::keeper::disconnect(&ctx.state_dir, machine_id).await;
     let retained = session_count(&store, machine_id)?;
     let json = json!({
         "machine_id": machine_id,
