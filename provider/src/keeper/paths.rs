@@ -71,10 +71,19 @@ pub fn build_id() -> String {
     )
 }
 
-/// Hash of a machine record: a keeper serves only the record it was started with.
+/// Hash of a machine record and of the environment that decides how it is reached (HOME for
+/// `~/.ssh`, the ssh_config override, the agent): a keeper serves only what it was started with.
 pub fn record_hash(machine: &Machine) -> String {
-    let json = serde_json::to_vec(machine).unwrap_or_default();
-    short_hash(&json)
+    let mut bytes = serde_json::to_vec(machine).unwrap_or_default();
+    for var in ["HOME", "REMOTE_RUNNER_SSH_CONFIG", "SSH_AUTH_SOCK"] {
+        bytes.push(0);
+        bytes.extend_from_slice(var.as_bytes());
+        if let Some(v) = std::env::var_os(var) {
+            bytes.push(b'=');
+            bytes.extend_from_slice(v.as_encoded_bytes());
+        }
+    }
+    short_hash(&bytes)
 }
 
 fn short_hash(bytes: &[u8]) -> String {

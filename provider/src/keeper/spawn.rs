@@ -47,9 +47,13 @@ impl Launcher {
         let log2 = log
             .try_clone()
             .map_err(|e| Error::io("cannot share the keeper log", &e))?;
+        // An absolute state dir: the keeper runs from `/`, holding no directory of the caller.
+        let state_dir = std::path::absolute(state_dir)
+            .map_err(|e| Error::io("cannot resolve the state dir for a keeper", &e))?;
         let mut cmd = Command::new(&self.program);
-        cmd.arg("--state-dir")
-            .arg(state_dir)
+        cmd.current_dir("/")
+            .arg("--state-dir")
+            .arg(&state_dir)
             .arg(SUBCOMMAND)
             .arg("--machine")
             .arg(machine_id)
