@@ -193,6 +193,33 @@ impl KeeperTransport {
         into_result(frame)
     }
 
+    /// An `exec_raw` or `exec` request and its output (the reply body is stdout, then stderr).
+    async fn exec_call(&self, request: Request, options: ExecOptions) -> Result<ExecOutput> {
+        let frame = self
+            .call(request, options.stdin.as_deref().unwrap_or_default())
+            .await?;
+        match frame.header {
+            Reply::Exec {
+                stdout_len,
+                stdout_truncated,
+                stderr_truncated,
+                code,
+                signal,
+            } if stdout_len <= frame.body.len() => {
+                let mut stdout = frame.body;
+                let stderr = stdout.split_off(stdout_len);
+                Ok(ExecOutput {
+                    stdout,
+                    stderr,
+                    stdout_truncated,
+                    stderr_truncated,
+                    status: Reply::exit_status(code, signal),
+                })
+            }
+            other => Err(unexpected(&other)),
+        }
+    }
+
     async fn call_done(&self, request: Request, body: &[u8]) -> Result<()> {
         match self.call(request, body).await?.header {
             Reply::Done => Ok(()),
@@ -232,29 +259,17 @@ impl Transport for KeeperTransport {
             max_output: options.max_output,
             stdin: options.stdin.is_some(),
         };
-        let frame = self
-            .call(request, options.stdin.as_deref().unwrap_or_default())
-            .await?;
-        match frame.header {
-            Reply::Exec {
-                stdout_len,
-                stdout_truncated,
-                stderr_truncated,
-                code,
-                signal,
-            } if stdout_len <= frame.body.len() => {
-                let mut stdout = frame.body;
-                let stderr = stdout.split_off(stdout_len);
-                Ok(ExecOutput {
-                    stdout,
-                    stderr,
-                    stdout_truncated,
-                    stderr_truncated,
-                    status: Reply::exit_status(code, signal),
-                })
-            }
-            other => Err(unexpected(&other)),
-        }
+        self.exec_call(request, options).await
+    }
+
+    async fn exec(&self, command: &str, options: ExecOptions) -> Result<ExecOutput> {
+        let request = Request::Exec {
+            command: command.to_string(),
+            timeout_ms: options.timeout.map(|t| t.as_millis() as u64),
+            max_output: options.max_output,
+            stdin: options.stdin.is_some(),
+        };
+        self.exec_call(request, options).await
     }
 
     async fn write_file(&self, path: &str, data: &[u8], mode: u32) -> Result<()> {

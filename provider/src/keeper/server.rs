@@ -24,7 +24,7 @@ use crate::engine::Connector;
 use crate::error::{Error, ErrorCode, Result};
 use crate::ssh::{ConnectOptions, PassphraseSource};
 use crate::store::ownership::effective_uid;
-use crate::transport::{ExecOptions, Transport};
+use crate::transport::{ExecOptions, ExitStatus, Transport};
 
 /// What a keeper serves and for how long.
 #[derive(Debug, Clone)]
@@ -317,30 +317,17 @@ async fn request(shared: Arc<Shared>, frame: Frame<Request>, out: Out) {
             max_output,
             stdin,
         } => {
-            let options = ExecOptions {
-                stdin: stdin.then_some(frame.body),
-                timeout: timeout_ms.map(Duration::from_millis),
-                max_output,
-            };
-            match t.exec_raw(&command, options).await {
-                Ok(o) => {
-                    let (code, signal) = match o.status {
-                        crate::transport::ExitStatus::Code(c) => (Some(c), None),
-                        crate::transport::ExitStatus::Signal(s) => (None, Some(s)),
-                    };
-                    let header = Reply::Exec {
-                        stdout_len: o.stdout.len(),
-                        stdout_truncated: o.stdout_truncated,
-                        stderr_truncated: o.stderr_truncated,
-                        code,
-                        signal,
-                    };
-                    let mut body = o.stdout;
-                    body.extend_from_slice(&o.stderr);
-                    reply(&out, id, header, &body);
-                }
-                Err(e) => reply(&out, id, Reply::from_error(&e), &[]),
-            }
+            let options = exec_options(timeout_ms, max_output, stdin.then_some(frame.body));
+            send_exec(&out, id, t.exec_raw(&command, options).await);
+        }
+        Request::Exec {
+            command,
+            timeout_ms,
+            max_output,
+            stdin,
+        } => {
+            let options = exec_options(timeout_ms, max_output, stdin.then_some(frame.body));
+            send_exec(&out, id, t.exec(&command, options).await);
         }
         Request::WriteFile { path, mode, new } => {
             let r = if new {
@@ -381,6 +368,36 @@ async fn request(shared: Arc<Shared>, frame: Frame<Request>, out: Out) {
             reply(&out, id, Reply::from_error(&e), &[]);
         }
     }
+}
+
+fn exec_options(timeout_ms: Option<u64>, max_output: usize, stdin: Option<Vec<u8>>) -> ExecOptions {
+    ExecOptions {
+        stdin,
+        timeout: timeout_ms.map(Duration::from_millis),
+        max_output,
+    }
+}
+
+/// An exec's output: the status in the header, stdout then stderr in the body.
+fn send_exec(out: &Out, id: u64, result: Result<crate::transport::ExecOutput>) {
+    let o = match result {
+        Ok(o) => o,
+        Err(e) => return reply(out, id, Reply::from_error(&e), &[]),
+    };
+    let (code, signal) = match o.status {
+        ExitStatus::Code(c) => (Some(c), None),
+        ExitStatus::Signal(s) => (None, Some(s)),
+    };
+    let header = Reply::Exec {
+        stdout_len: o.stdout.len(),
+        stdout_truncated: o.stdout_truncated,
+        stderr_truncated: o.stderr_truncated,
+        code,
+        signal,
+    };
+    let mut body = o.stdout;
+    body.extend_from_slice(&o.stderr);
+    reply(out, id, header, &body);
 }
 
 /// A streamed file: reads run at most [`WINDOW`] chunks ahead of the client's acknowledgements;

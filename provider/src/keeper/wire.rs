@@ -37,6 +37,15 @@ pub enum Request {
         max_output: usize,
         stdin: bool,
     },
+    /// `Transport::exec` (a POSIX sh script through the keeper's control plane, whose
+    /// long-lived control processes outlive any one CLI call); the body is stdin when `stdin`
+    /// is set.
+    Exec {
+        command: String,
+        timeout_ms: Option<u64>,
+        max_output: usize,
+        stdin: bool,
+    },
     /// `write_file` (`new: false`) or `write_new_file`; the body is the data.
     WriteFile {
         path: String,
