@@ -265,3 +265,65 @@ fn works_without_shell_in_the_environment() {
     assert_eq!(r.code, 3, "{r:?}");
     assert_eq!(r.stdout, "x\n");
 }
+
+#[test]
+fn another_user_is_refused_even_when_the_socket_is_reachable() {
+    let bed = Bed::ssh();
+    let _k = Keepers(&bed);
+    bed.session();
+    let pid = keeper_pid(&bed);
+    if remote_runner_testkit::ensure_test_user().is_err() || not_root() {
+        return; // needs root to act as another user
+    }
+    // Open the way to the socket for everyone: only the keeper's own uid check is left.
+    let state = bed.sb.state_dir();
+    for dir in [
+        bed.sb.path().to_path_buf(),
+        state.clone(),
+        keepers_dir(&bed),
+    ] {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711)).unwrap();
+    }
+    let socket = std::fs::read_dir(keepers_dir(&bed))
+        .unwrap()
+        .flatten()
+        .find(|e| e.path().extension().is_some_and(|x| x == "sock"))
+        .unwrap()
+        .path();
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let out = std::process::Command::new("runuser")
+        .args([
+            "-u",
+            remote_runner_testkit::TEST_USER,
+            "--",
+            common::BIN,
+            "--state-dir",
+        ])
+        .arg(&state)
+        .args(["machine", "disconnect", "--machine", &bed.machine, "--json"])
+        .env_remove("REMOTE_RUNNER_STATE_DIR")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        common::one_json_object(&stdout)["disconnected"],
+        serde_json::json!([]),
+        "another user's request is not answered"
+    );
+    assert!(alive(pid), "the keeper goes on");
+    assert!(socket.exists(), "another user cannot remove the socket");
+    let log = std::fs::read_to_string(socket.with_extension("log")).unwrap();
+    assert!(
+        log.contains("refused a connection from another user"),
+        "{log}"
+    );
+}
+
+fn not_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() != "0")
+        .unwrap_or(true)
+}
