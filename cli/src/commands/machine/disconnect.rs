@@ -9,6 +9,10 @@ use crate::context::Context;
 use crate::output::{Block, Cell, Report, Tone};
 
 pub const EXAMPLES: &str = "\
+The first command that reaches an SSH machine starts its connection keeper in the background;
+later commands reuse its connection. A keeper ends after REMOTE_RUNNER_KEEPER_IDLE seconds
+without requests (default 600), or now with this command. REMOTE_RUNNER_KEEPER=off: no keepers.
+
 Examples:
   remote-runner machine disconnect --machine lab-gpu-01
   remote-runner machine disconnect --all --json";
