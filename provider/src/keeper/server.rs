@@ -38,6 +38,9 @@ pub struct KeeperOptions {
 /// How long a starting keeper waits for the machine's lock before leaving it to the holder.
 const LOCK_WAIT: Duration = Duration::from_secs(2);
 
+/// Bound on the link check of each handshake (under the client's handshake bound).
+const PROBE_BOUND: Duration = Duration::from_millis(350);
+
 /// How often the keeper checks its idle time, its socket and its link.
 const TICK: Duration = Duration::from_millis(500);
 
@@ -160,6 +163,21 @@ async fn run(
     }
 }
 
+/// One round trip on the kept link (an SFTP `stat /`) before a client trusts it: a machine
+/// that stopped answering must not hold a CLI call that a direct connect would have bounded.
+async fn probe(shared: &Shared) -> Result<()> {
+    match tokio::time::timeout(PROBE_BOUND, shared.transport.stat("/")).await {
+        Err(_) => Err(Error::new(
+            ErrorCode::Timeout,
+            "the machine did not answer the keeper's link check in time; the command connects \
+             directly",
+        )),
+        Ok(Err(e)) if matches!(e.code, ErrorCode::ConnectionLost | ErrorCode::Timeout) => Err(e),
+        // Any answer, even a refusal, shows the link is alive.
+        Ok(_) => Ok(()),
+    }
+}
+
 /// Whether the process at the other end of `stream` runs as this keeper's user.
 pub fn peer_is_owner(stream: &UnixStream) -> bool {
     stream.peer_cred().is_ok_and(|cred| uid_allowed(cred.uid()))
@@ -249,6 +267,10 @@ async fn connection(shared: Arc<Shared>, stream: UnixStream) {
         match &frame.header {
             Request::Hello { build, record } => {
                 if *build == shared.build && *record == shared.record {
+                    if let Err(e) = probe(&shared).await {
+                        reply(&out, id, Reply::from_error(&e), &[]);
+                        continue;
+                    }
                     greeted = true;
                     let hello = Reply::Hello {
                         build: shared.build.clone(),
