@@ -71,10 +71,23 @@ pub fn build_id() -> String {
     )
 }
 
-/// Hash of a machine record and of the environment that decides how it is reached (HOME for
-/// `~/.ssh`, the ssh_config override, the agent): a keeper serves only what it was started with.
+/// Hash of a machine record and of what decides how it is reached and trusted (HOME for
+/// `~/.ssh`, the ssh_config override, the agent, and the contents of the known_hosts and
+/// ssh_config files): a keeper serves only what it was started with, so a host key removed or
+/// changed in known_hosts is checked again by a fresh connection.
 pub fn record_hash(machine: &Machine) -> String {
     let mut bytes = serde_json::to_vec(machine).unwrap_or_default();
+    let home = dirs::home_dir().unwrap_or_default();
+    let known_hosts = machine
+        .known_hosts_file
+        .as_ref()
+        .map_or_else(|| home.join(".ssh/known_hosts"), PathBuf::from);
+    let ssh_config = std::env::var_os("REMOTE_RUNNER_SSH_CONFIG")
+        .map_or_else(|| home.join(".ssh/config"), PathBuf::from);
+    for file in [known_hosts, ssh_config] {
+        bytes.push(0);
+        bytes.extend_from_slice(&std::fs::read(file).unwrap_or_default());
+    }
     for var in ["HOME", "REMOTE_RUNNER_SSH_CONFIG", "SSH_AUTH_SOCK"] {
         bytes.push(0);
         bytes.extend_from_slice(var.as_bytes());

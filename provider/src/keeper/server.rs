@@ -95,6 +95,8 @@ pub async fn serve(options: KeeperOptions) -> Result<()> {
     );
     let machine = connector.machine(&options.machine_id)?;
     let transport = connector.connect(&options.machine_id).await?;
+    // After the connect: an accept-new host key it recorded is part of what it serves.
+    let record = paths::record_hash(&machine);
     let listener = bind(&paths.socket)?;
     let socket_ino = std::fs::metadata(&paths.socket)
         .map(|m| m.ino())
@@ -110,7 +112,7 @@ pub async fn serve(options: KeeperOptions) -> Result<()> {
         transport,
         machine_id: options.machine_id.clone(),
         build: paths::build_id(),
-        record: paths::record_hash(&machine),
+        record,
         in_flight: AtomicUsize::new(0),
         requests: AtomicU64::new(0),
         last: Mutex::new(Instant::now()),
