@@ -327,3 +327,29 @@ fn not_root() -> bool {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim() != "0")
         .unwrap_or(true)
 }
+
+#[test]
+fn disconnect_lets_a_call_in_flight_finish() {
+    let bed = Bed::ssh();
+    let _k = Keepers(&bed);
+    let s = bed.session();
+    let pid = keeper_pid(&bed);
+    let child = bed.spawn(&[
+        "session",
+        "exec",
+        "--session",
+        &s,
+        "--cmd",
+        "sleep 2; echo done",
+        "--json",
+    ]);
+    std::thread::sleep(Duration::from_millis(800));
+    let v = bed.json(&["machine", "disconnect", "--machine", &bed.machine]);
+    assert_eq!(v["disconnected"][0]["pid"], pid);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let v = common::one_json_object(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(v["stdout"], "done\n");
+    assert_eq!(v["exit_code"], 0);
+    wait_gone(pid);
+}

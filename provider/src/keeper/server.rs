@@ -41,6 +41,9 @@ const LOCK_WAIT: Duration = Duration::from_secs(2);
 /// Bound on the link check of each handshake (under the client's handshake bound).
 const PROBE_BOUND: Duration = Duration::from_millis(350);
 
+/// Longest a keeper that was told to end waits for calls in flight.
+const DRAIN_BOUND: Duration = Duration::from_secs(600);
+
 /// How often the keeper checks its idle time, its socket and its link.
 const TICK: Duration = Duration::from_millis(500);
 
@@ -123,6 +126,11 @@ pub async fn serve(options: KeeperOptions) -> Result<()> {
     drop(listener);
     if std::fs::metadata(&paths.socket).is_ok_and(|m| m.ino() == socket_ino) {
         let _ = std::fs::remove_file(&paths.socket);
+    }
+    // New calls now go direct; calls already in flight (a long `session exec` wait) finish.
+    let until = Instant::now() + DRAIN_BOUND;
+    while shared.in_flight.load(Ordering::SeqCst) > 0 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     Ok(())
 }
