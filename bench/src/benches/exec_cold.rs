@@ -268,7 +268,11 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
         ));
     }
     result.ratios.push(Ratio::time(
-        "cold exec / cold ssh tmux round trip",
+        if keeper {
+            "cold CLI exec through a running keeper / cold ssh tmux round trip"
+        } else {
+            "cold exec / cold ssh tmux round trip"
+        },
         &ours,
         &tmux,
         Target::AtMost(if keeper { 0.3 } else { 1.0 }),

@@ -43,7 +43,7 @@ pub use paths::{DEFAULT_IDLE, ENV_IDLE, ENV_KEEPER, KeeperPaths};
 pub use spawn::Launcher;
 
 /// How long a CLI waits for a keeper to connect and answer its handshake before it goes direct.
-pub const HANDSHAKE_BOUND: Duration = Duration::from_millis(500);
+pub const HANDSHAKE_BOUND: Duration = Duration::from_millis(1000);
 
 /// The engine connector of the CLI: through the machine's keeper when one answers, else direct
 /// (starting a keeper for next time).

@@ -39,7 +39,7 @@ pub struct KeeperOptions {
 const LOCK_WAIT: Duration = Duration::from_secs(2);
 
 /// Bound on the link check of each handshake (under the client's handshake bound).
-const PROBE_BOUND: Duration = Duration::from_millis(350);
+const PROBE_BOUND: Duration = Duration::from_millis(700);
 
 /// Longest a keeper that was told to end waits for calls in flight.
 const DRAIN_BOUND: Duration = Duration::from_secs(600);
