@@ -29,6 +29,7 @@ fi
 # The provider and CLI binaries are driven as separate processes; build them next to the
 # benchmark binary (target/release).
 cargo build --release -p remote-runner-provider --bin botmux-remote-runner
+cargo build --release -p remote-runner-bench --bin remote-runner-bench-cold-exec
 cargo build --release -p remote-runner --bin remote-runner \
     || echo "bench.sh: the remote-runner CLI did not build; exec-cold-cli uses its engine stand-in" >&2
 exec cargo run --release -p remote-runner-bench --bin remote-runner-bench -- "$@"

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::commands::{code, file, machine, meta, run, session};
+use crate::commands::{code, file, keeper, machine, meta, run, session};
 use crate::output::ColorMode;
 
 const EXAMPLES: &str = "\
@@ -82,4 +82,7 @@ pub enum Command {
     /// Write man pages generated from these definitions
     #[command(hide = true, after_help = meta::MAN_EXAMPLES)]
     Man(meta::ManArgs),
+    /// Run a machine's connection keeper (started by the CLI itself; see `machine disconnect`)
+    #[command(name = "keeper-daemon", hide = true)]
+    KeeperDaemon(keeper::KeeperArgs),
 }

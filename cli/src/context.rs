@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use remote_runner_provider::connect::MachineConnector;
-use remote_runner_provider::engine::Engine;
+use remote_runner_provider::engine::{Connector, Engine};
+use remote_runner_provider::keeper::{self, KeeperConnector};
 use remote_runner_provider::machine::Machine;
 use remote_runner_provider::ssh::{ConnectOptions, PassphraseSource};
 
@@ -107,8 +108,25 @@ impl Context {
         };
         self.check_state_dir()?;
         let connector = Arc::new(MachineConnector::new(self.state_dir.clone(), options));
-        let engine = Engine::new(&self.state_dir, connector.clone())?;
+        let engine = Engine::new(&self.state_dir, self.keeper_connector(connector.clone())?)?;
         Ok(Wired { engine, connector })
+    }
+}
+
+impl Context {
+    /// The engine's connector: SSH machines through their connection keeper when one answers
+    /// (started in the background on first use), else directly. `REMOTE_RUNNER_KEEPER=off`
+    /// turns keepers off; `REMOTE_RUNNER_KEEPER_IDLE` is a keeper's idle time in seconds.
+    fn keeper_connector(&self, direct: Arc<MachineConnector>) -> Result<Arc<dyn Connector>> {
+        let idle = keeper::paths::idle_from_env()
+            .map_err(|m| Error::new(ErrorCode::ConfigInvalid, m).retryable(false))?;
+        // Without our own path the CLI still uses a running keeper but starts none.
+        let launcher = keeper::Launcher::current(idle).ok();
+        Ok(Arc::new(KeeperConnector::new(
+            direct,
+            &self.state_dir,
+            launcher,
+        )))
     }
 }
 

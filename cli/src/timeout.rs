@@ -178,7 +178,7 @@ pub fn scope(command: &Command) -> Scope {
             RunCommand::List | RunCommand::Show(_) => Scope::Local,
         },
         Command::Code(_) => Scope::Own,
-        Command::Completions(_) | Command::Man(_) => Scope::Local,
+        Command::Completions(_) | Command::Man(_) | Command::KeeperDaemon(_) => Scope::Local,
     }
 }
 

@@ -91,6 +91,8 @@ fn a_machine_that_stops_answering_bounds_every_call() {
     assert_eq!(r.code, 0, "{r:?}");
     let sshd = bed.sshd().unwrap();
     assert!(sshd.signal_listener(SIGSTOP));
+    // Connections already open stop answering too (the CLI's connection keeper holds one).
+    sshd.signal_connections(SIGSTOP);
     let timed = |args: &[&str]| {
         let mut all = args.to_vec();
         all.extend(["--timeout", "2", "--json"]);
@@ -115,6 +117,7 @@ fn a_machine_that_stops_answering_bounds_every_call() {
         "--remote",
         &remote,
     ]);
+    sshd.signal_connections(SIGCONT);
     assert!(sshd.signal_listener(SIGCONT));
 
     assert_eq!(list.code, 0, "{list:?}");

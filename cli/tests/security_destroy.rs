@@ -153,7 +153,7 @@ fn a_stopped_sshd_refuses_destroy_and_force_marks_it_destroyed_with_a_warning() 
     let bed = Bed::start();
     let session = bed.create();
     let id = session["session_id"].as_str().unwrap();
-    assert!(bed.sshd.signal_listener(SIGKILL), "sshd stopped");
+    stop_sshd(&bed);
     bed.destroy_refused(&session, "connection_failed");
 
     let forced = bed.ok(&["session", "destroy", "--session", id, "--force"]);
@@ -177,7 +177,7 @@ fn force_prints_the_warning_in_human_mode() {
     let bed = Bed::start();
     let session = bed.create();
     let id = session["session_id"].as_str().unwrap();
-    assert!(bed.sshd.signal_listener(SIGKILL), "sshd stopped");
+    stop_sshd(&bed);
     let human = bed.run(&["session", "destroy", "--session", id, "--force"]);
     assert_eq!(human.code, 0, "{human:?}");
     assert!(
@@ -188,3 +188,12 @@ fn force_prints_the_warning_in_human_mode() {
 }
 
 const SIGKILL: i32 = 9;
+const SIGSTOP: i32 = 19;
+
+/// Stop sshd and its open connections (the CLI's connection keeper holds one): frozen first so
+/// no connection starts meanwhile, then killed while the connections are still its children.
+fn stop_sshd(bed: &Bed) {
+    assert!(bed.sshd.signal_listener(SIGSTOP), "sshd frozen");
+    bed.sshd.signal_connections(SIGKILL);
+    assert!(bed.sshd.signal_listener(SIGKILL), "sshd stopped");
+}

@@ -4,14 +4,21 @@
 //! Ours is `remote-runner session exec --session S --cmd true` when that CLI command works; while
 //! it is not wired to the engine yet (it answers `not_implemented`), the same engine work is done
 //! by `remote-runner-bench-cold-exec`, a small binary of this crate, and the report says so.
+//!
+//! The CLI keeps a machine's connection in a background keeper between calls (issue 19). What a
+//! user times repeatedly is a call through a running keeper; each round also times a first
+//! call (no keeper yet: it connects directly and starts one) and, as a diagnostic, a call with
+//! keepers off.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use remote_runner_provider::connect::MachineConnector;
 use remote_runner_provider::engine::Engine;
+use remote_runner_provider::keeper::KeeperPaths;
 use remote_runner_provider::store::{self, Store};
 
 use crate::Ctx;
@@ -29,6 +36,20 @@ enum ColdExec {
 
 impl ColdExec {
     fn command(&self, state_dir: &Path, session: &str) -> Command {
+        let mut cmd = self.bare_command(state_dir, session);
+        // A keeper left behind by a crashed run ends on its own soon.
+        cmd.env("REMOTE_RUNNER_KEEPER_IDLE", "120");
+        cmd
+    }
+
+    /// With keepers off: every call connects (the CLI before issue 19).
+    fn direct_command(&self, state_dir: &Path, session: &str) -> Command {
+        let mut cmd = self.bare_command(state_dir, session);
+        cmd.env("REMOTE_RUNNER_KEEPER", "off");
+        cmd
+    }
+
+    fn bare_command(&self, state_dir: &Path, session: &str) -> Command {
         let mut cmd = match self {
             ColdExec::Cli(bin) => {
                 let mut c = Command::new(bin);
@@ -54,9 +75,23 @@ impl ColdExec {
         cmd
     }
 
+    /// `machine disconnect --all` (CLI only): the next call is a first call again.
+    fn disconnect(&self, state_dir: &Path) -> Result<()> {
+        if let ColdExec::Cli(bin) = self {
+            let mut c = Command::new(bin);
+            c.arg("--state-dir")
+                .arg(state_dir)
+                .args(["machine", "disconnect", "--all", "--json"]);
+            openssh::run(&mut c)?;
+        }
+        Ok(())
+    }
+
     fn describe(&self) -> &'static str {
         match self {
-            ColdExec::Cli(_) => "`remote-runner session exec --cmd true` (fresh process)",
+            ColdExec::Cli(_) => {
+                "`remote-runner session exec --cmd true` (fresh process, through a running keeper)"
+            }
             ColdExec::EngineBin(_) => {
                 "cold engine exec `true` (fresh process, remote-runner-bench-cold-exec)"
             }
@@ -98,6 +133,18 @@ fn pick_cold_exec(state_dir: &Path, session: &str) -> Result<(ColdExec, Option<S
     ))
 }
 
+/// Wait (bounded) until the keeper started by a first call answers on its socket.
+fn wait_for_keeper(socket: &Path) -> Result<()> {
+    let until = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < until {
+        if std::os::unix::net::UnixStream::connect(socket).is_ok() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    anyhow::bail!("no keeper came up at {} within 20 s", socket.display())
+}
+
 /// A state dir holding the bed's machine record and one session on it, created in-process.
 fn prepare_state(ctx: &Ctx, bed: &Bed, remote: &Path) -> Result<(PathBuf, String)> {
     let state_dir = bed.local_dir("exec-cold-state")?;
@@ -135,6 +182,9 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
         ColdExec::EngineBin(_) => None,
     };
     let mut stand_in_runs = Vec::new();
+    let keeper = matches!(ours_cmd, ColdExec::Cli(_));
+    let socket = KeeperPaths::new(&state_dir, &bed.machine(&remote).machine_id).socket;
+    let (mut first, mut direct) = (Vec::new(), Vec::new());
 
     for _ in 0..warmup {
         openssh::time_run(&mut ours_cmd.command(&state_dir, &session))?;
@@ -146,9 +196,21 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
     }
     let (mut ours, mut tmux, mut plain) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
+        if keeper {
+            ours_cmd.disconnect(&state_dir)?;
+            first.push(openssh::time_run(
+                &mut ours_cmd.command(&state_dir, &session),
+            )?);
+            wait_for_keeper(&socket)?;
+        }
         ours.push(openssh::time_run(
             &mut ours_cmd.command(&state_dir, &session),
         )?);
+        if keeper {
+            direct.push(openssh::time_run(
+                &mut ours_cmd.direct_command(&state_dir, &session),
+            )?);
+        }
         tmux.push(openssh::time_run(&mut ssh.ssh(&round_trip))?);
         plain.push(openssh::time_run(&mut ssh.ssh("true"))?);
         if let Some(s) = &stand_in {
@@ -156,6 +218,7 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
         }
     }
     let _ = openssh::run(&mut ssh.ssh(&tmux_teardown()));
+    ours_cmd.disconnect(&state_dir)?;
 
     let mut result = BenchResult::new(
         "exec-cold-cli",
@@ -180,6 +243,23 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
             &plain,
         ))
         .clone();
+    let first = keeper.then(|| {
+        result
+            .push(Measurement::new(
+                "first call: `remote-runner session exec --cmd true` with no keeper running \
+                 (connects directly, starts the keeper)",
+                Side::Ours,
+                &first,
+            ))
+            .clone()
+    });
+    if keeper {
+        result.push(Measurement::new(
+            "diagnostic: `session exec --cmd true` with REMOTE_RUNNER_KEEPER=off (connects every time)",
+            Side::Ours,
+            &direct,
+        ));
+    }
     if let Some(s) = &stand_in {
         result.push(Measurement::new(
             &format!("diagnostic: {}", s.describe()),
@@ -188,11 +268,23 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
         ));
     }
     result.ratios.push(Ratio::time(
-        "cold exec / cold ssh tmux round trip",
+        if keeper {
+            "cold CLI exec through a running keeper / cold ssh tmux round trip"
+        } else {
+            "cold exec / cold ssh tmux round trip"
+        },
         &ours,
         &tmux,
-        Target::AtMost(1.0),
+        Target::AtMost(if keeper { 0.3 } else { 1.0 }),
     ));
+    if let Some(first) = &first {
+        result.ratios.push(Ratio::time(
+            "first call (starts the keeper) / cold ssh tmux round trip",
+            first,
+            &tmux,
+            Target::AtMost(1.0),
+        ));
+    }
     result.ratios.push(Ratio::time(
         "cold exec / cold `ssh host true`",
         &ours,
@@ -206,9 +298,19 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
         "OpenSSH negotiates {} with this sshd (OpenSSH's default preference)",
         ssh.negotiated()
     ));
-    result.notes.push(format!(
-        "{warmup} warm-up runs of each first; {runs} runs interleaved; every run is a new process \
-         and a new SSH connection (key exchange + ed25519 public key auth)"
-    ));
+    result.notes.push(if keeper {
+        format!(
+            "{warmup} warm-up runs of each first; {runs} rounds interleaved, each: `machine \
+             disconnect --all`, a first call (new SSH connection; it starts the keeper), a wait \
+             for the keeper's socket, a call through the keeper (every CLI run is a new process; \
+             the keeper's SSH connection is reused), a call with keepers off, then OpenSSH's \
+             cold runs (each a new connection: key exchange + ed25519 public key auth)"
+        )
+    } else {
+        format!(
+            "{warmup} warm-up runs of each first; {runs} runs interleaved; every run is a new \
+             process and a new SSH connection (key exchange + ed25519 public key auth)"
+        )
+    });
     Ok(result)
 }

@@ -19,6 +19,7 @@ use crate::output::{Block, Cell, Report, Tone, relative_time};
 use render::{machine_fields, machine_json, machine_row};
 
 mod add;
+mod disconnect;
 mod doctor;
 mod render;
 
@@ -70,6 +71,10 @@ pub enum MachineCommand {
         after_help = "Examples:\n  remote-runner machine configure-scheduler hpc --scheduler slurm \\\n      --slurm-args '--partition=debug --time=60' --json\n  remote-runner machine configure-scheduler hpc --scheduler none"
     )]
     ConfigureScheduler(ConfigureSchedulerArgs),
+    /// End the background connection keeper of a machine (or of all) now; the next command
+    /// connects afresh
+    #[command(after_help = disconnect::EXAMPLES)]
+    Disconnect(disconnect::DisconnectArgs),
 }
 
 const ADD_EXAMPLES: &str = "\
@@ -285,6 +290,7 @@ pub async fn run(ctx: &Context, command: MachineCommand) -> Result<Report> {
         MachineCommand::ConfigureStartup(args) => configure_startup(ctx, args),
         MachineCommand::ConfigurePathMap(args) => configure_path_map(ctx, args),
         MachineCommand::ConfigureScheduler(args) => configure_scheduler(ctx, args),
+        MachineCommand::Disconnect(args) => disconnect::run(ctx, args).await,
     }
 }
 
@@ -370,6 +376,7 @@ async fn remove(ctx: &Context, args: RemoveArgs) -> Result<Report> {
         }
     }
     let password_removed = ctx.credentials()?.remove(machine_id)?;
+    remote_runner_provider::keeper::disconnect(&ctx.state_dir, machine_id).await;
     let retained = session_count(&store, machine_id)?;
     let json = json!({
         "machine_id": machine_id,

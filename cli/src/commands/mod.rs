@@ -2,6 +2,7 @@
 
 pub mod code;
 pub mod file;
+pub mod keeper;
 pub mod machine;
 pub mod meta;
 pub mod run;
@@ -22,5 +23,6 @@ pub async fn dispatch(ctx: &Context, command: Command) -> Result<Report> {
         Command::Code(c) => code::run(ctx, c).await,
         Command::Completions(args) => meta::completions(&args),
         Command::Man(args) => meta::man(&args),
+        Command::KeeperDaemon(args) => keeper::run(ctx, args).await,
     }
 }
