@@ -26,7 +26,7 @@ Examples:
 pub enum SessionCommand {
     /// Start a persistent shell on a machine
     #[command(
-        after_help = "Examples:\n  remote-runner session create --machine local --json\n  remote-runner session create --machine lab-gpu-01 --cwd /home/ely/project --json\n  remote-runner --timeout 120 session create --machine hpc --slurm-args '--time=30' --json   # a Slurm machine: the shell runs in an allocation"
+        after_help = "Examples:\n  remote-runner session create --machine local --json\n  remote-runner session create --machine lab-gpu-01 --cwd /home/ely/project --json\n  # a Slurm machine: the shell runs in an allocation\n  remote-runner --timeout 120 session create --machine hpc --slurm-args '--time=30' --json"
     )]
     Create(CreateArgs),
     /// List active and recoverable sessions
