@@ -76,6 +76,24 @@ impl Drop for Busy<'_> {
     }
 }
 
+/// Counts a client connection as in flight while it is open: a CLI call is several requests,
+/// and one told to end between two of them must still be served to its end.
+struct Attached(Arc<Shared>);
+
+impl Attached {
+    fn new(shared: &Arc<Shared>) -> Attached {
+        shared.in_flight.fetch_add(1, Ordering::SeqCst);
+        Attached(shared.clone())
+    }
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        *self.0.last.lock().unwrap() = Instant::now();
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// Run a keeper for `options.machine_id` until it ends. Returns at once (Ok) when another
 /// keeper of that machine holds the lock.
 pub async fn serve(options: KeeperOptions) -> Result<()> {
@@ -261,6 +279,7 @@ fn reply_result(out: &Out, id: u64, result: Result<()>) {
 
 /// One CLI process's connection: a handshake, then requests run concurrently.
 async fn connection(shared: Arc<Shared>, stream: UnixStream) {
+    let _attached = Attached::new(&shared);
     let (mut read, mut write) = stream.into_split();
     let (out, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
     tokio::spawn(async move {
