@@ -10,18 +10,7 @@ use remote_runner_provider::chat::CHAT_SCRIPT;
 
 const AGENT_EXAMPLE: &str = include_str!("../../examples/botmux/chat-agent.sh");
 
-fn need(tool: &str) -> PathBuf {
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{tool} is not installed; scripts/install-deps.sh installs it (apt-get install {tool})"
-    );
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-}
+use remote_runner_testkit::need_tool as need;
 
 #[test]
 fn helper_and_example_are_shellcheck_clean() {

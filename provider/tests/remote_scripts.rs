@@ -9,18 +9,7 @@ use remote_runner_provider::remote::{CTL_NAME, CTL_SCRIPT, bootstrap_line};
 
 const SESSION_SCRIPT: &str = include_str!("../src/tmux/rr.sh");
 
-fn need(tool: &str) -> PathBuf {
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{tool} is not installed; scripts/install-deps.sh installs it (apt-get install {tool})"
-    );
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-}
+use remote_runner_testkit::need_tool as need;
 
 #[test]
 fn scripts_are_shellcheck_clean() {

@@ -25,6 +25,21 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 
+/// The path of `tool` on this host; panics with how to install it when it is missing (the
+/// tests that need a shell or checker say so rather than skip).
+pub fn need_tool(tool: &str) -> PathBuf {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .output()
+        .expect("run sh");
+    assert!(
+        out.status.success(),
+        "{tool} is not installed; scripts/install-deps.sh installs it (apt-get install {tool})"
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
 /// The non-root user every test logs in as.
 pub const TEST_USER: &str = "rrtest";
 /// The password of [`TEST_USER`]; a sentinel that must never appear in any output.
