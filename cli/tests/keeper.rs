@@ -291,14 +291,17 @@ fn another_user_is_refused_even_when_the_socket_is_reachable() {
         .unwrap()
         .path();
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    // The build tree may sit under a directory the other user cannot enter (a checkout in
+    // /root, a 0700 temp dir): it runs a copy of the binary from a directory it can reach.
+    let bin_dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(bin_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = bin_dir.path().join("remote-runner");
+    std::fs::copy(common::BIN, &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let out = std::process::Command::new("runuser")
-        .args([
-            "-u",
-            remote_runner_testkit::TEST_USER,
-            "--",
-            common::BIN,
-            "--state-dir",
-        ])
+        .args(["-u", remote_runner_testkit::TEST_USER, "--"])
+        .arg(&bin)
+        .arg("--state-dir")
         .arg(&state)
         .args(["machine", "disconnect", "--machine", &bed.machine, "--json"])
         .env_remove("REMOTE_RUNNER_STATE_DIR")
