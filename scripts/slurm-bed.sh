@@ -15,7 +15,11 @@
 #     (for MinJobAge=10 s after a job ends) and from the record jobcomp/script appends to
 #     /var/log/rr-slurm-bed/jobcomp.log;
 #   - KillWait=3, MinJobAge=10, batch_sched_delay=0: a test suite does not wait on Slurm's
-#     production defaults.
+#     production defaults;
+#   - each slurmd runs in a PID and mount namespace of its own with a private /tmp: a job's
+#     processes, /proc and tmux sockets are not the login node's (this host's), as on a cluster
+#     whose compute nodes are other hosts. The home directories stay shared, as a cluster's
+#     shared file system is.
 # The config is /etc/slurm/slurm.conf, the clients' default path: no SLURM_CONF needed, for root
 # or any other account. A slurm.conf that this script did not write is never touched.
 set -euo pipefail
@@ -55,7 +59,7 @@ CommunicationParameters=NoInAddrAny,NoCtldInAddrAny
 StateSaveLocation=$LIB/ctld
 SlurmdSpoolDir=$LIB/%n
 SlurmctldPidFile=$RUN/slurmctld.pid
-SlurmdPidFile=$RUN/slurmd-%n.pid
+SlurmdPidFile=$RUN/slurmd-%n.inner.pid
 SlurmctldLogFile=$LOG/slurmctld.log
 SlurmdLogFile=$LOG/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
@@ -124,6 +128,7 @@ start_munge() {
 
 stop_daemons() {
   local n
+  # $RUN/slurmd-N.pid: the namespace's outer process (killing it ends the node's namespace).
   for n in "${NODES[@]}"; do
     if pid_alive "$RUN/slurmd-$n.pid"; then kill "$(cat "$RUN/slurmd-$n.pid")" 2>/dev/null || true; fi
   done
@@ -169,9 +174,21 @@ start_slurm() {
   local n
   for n in "${NODES[@]}"; do
     if ! pid_alive "$RUN/slurmd-$n.pid"; then
-      /usr/sbin/slurmd -N "$n"
+      start_node "$n"
     fi
   done
+}
+
+# A node as another host would be: slurmd (in the foreground, under a shell that reaps orphans
+# as the namespace's init) in new PID and mount namespaces, with /proc of its own and a private
+# tmpfs on /tmp. The outer unshare's pid is the node's pid file.
+start_node() { # name
+  local log=$LOG/slurmd-$1.console
+  # shellcheck disable=SC2016 # expanded by that sh
+  setsid unshare --pid --fork --mount --propagation private --mount-proc \
+    /bin/sh -c 'mount -t tmpfs -o mode=1777 rr-node-tmp /tmp && /usr/sbin/slurmd -D -N "$1"' \
+    node "$1" </dev/null >"$log" 2>&1 &
+  echo $! >"$RUN/slurmd-$1.pid"
 }
 
 nodes_ready() { # every node idle, mixed or allocated (not down, drained or unknown)

@@ -14,17 +14,23 @@ mod session_bed;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use remote_runner_testkit::slurm::{self, job_state, wait_for_job_state as wait_for_state};
+use remote_runner_testkit::TEST_USER;
+use remote_runner_testkit::slurm::{
+    self, SharedDir, job_state, wait_for_job_state as wait_for_state,
+};
 use serde_json::Value;
 use session_bed::Bed;
 
-/// The SSH test bed as a Slurm login node (machine `bed`, default args `--time=10`), or `None`
-/// (after printing why) when there is no Slurm bed.
-fn slurm_machine() -> Option<Bed> {
+/// The SSH test bed as a Slurm login node (machine `bed`, default args `--time=10`), its work
+/// directory in the account's home (shared with the nodes), or `None` (after printing why) when
+/// there is no Slurm bed.
+fn slurm_machine() -> Option<SlurmBed> {
     if !slurm::slurm_bed_or_skip() {
         return None;
     }
-    let bed = Bed::ssh();
+    let mut bed = Bed::ssh();
+    let shared = SharedDir::new(TEST_USER).expect("a directory in the test account's home");
+    bed.work = shared.path().to_path_buf();
     bed.json(&[
         "machine",
         "configure-scheduler",
@@ -34,7 +40,23 @@ fn slurm_machine() -> Option<Bed> {
         "--slurm-args",
         "--time=10",
     ]);
-    Some(bed)
+    Some(SlurmBed {
+        bed,
+        _shared: shared,
+    })
+}
+
+/// A [`Bed`] whose work directory is a [`SharedDir`], removed after the test.
+struct SlurmBed {
+    bed: Bed,
+    _shared: SharedDir,
+}
+
+impl std::ops::Deref for SlurmBed {
+    type Target = Bed;
+    fn deref(&self) -> &Bed {
+        &self.bed
+    }
 }
 
 fn slurm_session(bed: &Bed, extra: &[&str]) -> (String, String) {
@@ -138,6 +160,11 @@ fn a_session_runs_in_an_allocation_and_destroy_releases_it() {
         matches!(words.next(), Some("n1" | "n2")),
         "not on a node: {out:?}"
     );
+    // The node is another host as far as processes go (the bed's nodes have a PID namespace
+    // and a /tmp of their own): nothing of the session lives in the login node's.
+    let (_, ns) = stdout_of(&bed, &session, "readlink /proc/$$/ns/pid");
+    let here = std::fs::read_link("/proc/self/ns/pid").unwrap();
+    assert_ne!(ns.trim(), here.to_str().unwrap(), "the shell runs on the login node");
     // Shell state persists, exit codes are exact, every byte comes back.
     assert_eq!(stdout_of(&bed, &session, "cd /tmp && export RR_X=42").0, 0);
     let (_, out) = stdout_of(&bed, &session, "echo \"$RR_X $(pwd)\"");

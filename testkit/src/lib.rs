@@ -514,7 +514,7 @@ fn passwd_shell(user: &str) -> Result<Option<String>> {
 }
 
 /// The home directory of `user` from the passwd database.
-fn passwd_home(user: &str) -> Result<PathBuf> {
+pub(crate) fn passwd_home(user: &str) -> Result<PathBuf> {
     let out = Command::new("getent").arg("passwd").arg(user).output()?;
     if !out.status.success() {
         bail!("user {user} not found in the passwd database");

@@ -117,3 +117,43 @@ pub fn wait_for_job_state(job: &str, ok: impl Fn(&str) -> bool) -> String {
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
 }
+
+/// A fresh directory in `user`'s home, removed when dropped. On a cluster the home directories
+/// are the file system the login node and the compute nodes share; the bed's nodes have a `/tmp`
+/// of their own, so a job's working directory must be here.
+#[derive(Debug)]
+pub struct SharedDir {
+    path: std::path::PathBuf,
+}
+
+impl SharedDir {
+    pub fn new(user: &str) -> anyhow::Result<SharedDir> {
+        let home = crate::passwd_home(user)?;
+        let unique = format!(
+            "{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)?
+                .as_nanos()
+        );
+        let path = home.join("rr-slurm-work").join(unique);
+        std::fs::create_dir_all(&path)?;
+        let status = Command::new("chown")
+            .arg("-R")
+            .arg(format!("{user}:{user}"))
+            .arg(home.join("rr-slurm-work"))
+            .status()?;
+        anyhow::ensure!(status.success(), "chown of {} failed", path.display());
+        Ok(SharedDir { path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for SharedDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}

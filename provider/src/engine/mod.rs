@@ -105,6 +105,8 @@ pub struct Engine {
     store: Mutex<Store>,
     connector: Arc<dyn Connector>,
     options: EngineOptions,
+    /// The nodes of sessions in Slurm allocations, by job id ([`Engine::session_transport`]).
+    nodes: Mutex<std::collections::HashMap<String, Arc<crate::slurm::NodeTransport>>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -134,6 +136,7 @@ impl Engine {
             store: Mutex::new(store),
             connector,
             options,
+            nodes: Mutex::default(),
         })
     }
 
@@ -195,6 +198,7 @@ impl Engine {
 
     async fn driver(&self, session: &SessionRecord) -> Result<TmuxDriver> {
         let transport = self.connector.connect(&session.machine_id).await?;
+        let transport = self.session_transport(session, transport);
         Ok(TmuxDriver::new(transport, paths_of(session)))
     }
 

@@ -8,6 +8,7 @@ use crate::machine::Machine;
 use crate::remote;
 use crate::store::{self, ensure_private_dir};
 use crate::tmux::{self, LoginEnv, SessionPaths, StartOptions, TmuxDriver};
+use crate::transport::Transport;
 use crate::util::{new_id, now_rfc3339};
 
 /// Result of [`Engine::send`].
@@ -156,13 +157,16 @@ impl Engine {
             login_shell: Some(tools.login_shell.clone()),
             slurm_job_id: None,
         };
-        let pane_prefix = match machine.scheduler.slurm_args() {
+        let node_step = match machine.scheduler.slurm_args() {
             Some(defaults) => {
                 let job = self
                     .allocate_for_session(transport.as_ref(), &paths, &session_id, defaults, opts)
                     .await?;
+                // A tmux server of the job's own on its node: another job's on the same node
+                // ends with that job.
+                rec.tmux_socket = format!("{}-job{job}", rec.tmux_socket);
                 rec.slurm_job_id = Some(job.clone());
-                crate::slurm::pane_prefix(&job)
+                crate::slurm::step_words(&job)
             }
             None if !opts.slurm_args.is_empty() => {
                 return Err(Error::invalid(format!(
@@ -174,9 +178,20 @@ impl Engine {
             }
             None => Vec::new(),
         };
-        let driver = TmuxDriver::new(transport, paths);
+        let paths = SessionPaths {
+            socket: rec.tmux_socket.clone(),
+            ..paths
+        };
+        let driver = TmuxDriver::new(self.session_transport(&rec, transport.clone()), paths);
         match self
-            .start_shell(&driver, machine, cwd, &pane_prefix, &mut rec)
+            .start_shell(
+                &driver,
+                transport.as_ref(),
+                machine,
+                cwd,
+                &node_step,
+                &mut rec,
+            )
             .await
         {
             Ok(()) => {}
@@ -189,24 +204,29 @@ impl Engine {
         Ok(rec)
     }
 
-    /// The session shell in its tmux session (under `pane_prefix`), then the startup commands.
+    /// The session shell in its tmux session (on a Slurm node: started from `login` as a job
+    /// step, `node_step`), then the startup commands.
     async fn start_shell(
         &self,
         driver: &TmuxDriver,
+        login: &dyn Transport,
         machine: &Machine,
         cwd: &str,
-        pane_prefix: &[String],
+        node_step: &[String],
         rec: &mut SessionRecord,
     ) -> Result<()> {
         let login_env = driver
-            .start(&StartOptions {
-                bash_path: &rec.bash_path,
-                cwd,
-                env: &self.options.session_env,
-                login_env: self.options.login_env && machine.login_env,
-                login_env_bound: self.options.login_env_bound,
-                pane_prefix,
-            })
+            .start_from(
+                login,
+                &StartOptions {
+                    bash_path: &rec.bash_path,
+                    cwd,
+                    env: &self.options.session_env,
+                    login_env: self.options.login_env && machine.login_env,
+                    login_env_bound: self.options.login_env_bound,
+                    node_step,
+                },
+            )
             .await?;
         rec.login_environment = Some(describe_login_env(&login_env));
         if let Err(e) = self.run_startup_commands(driver, machine).await {
@@ -487,10 +507,15 @@ impl Engine {
             }
         }
         let _ = self.sync_transcript(rec).await;
-        if keep_remote_state {
-            driver.kill_keeping_state().await?;
-        } else {
-            driver.kill().await?;
+        match end_tmux(&driver, keep_remote_state).await {
+            Err(e) if rec.slurm_job_id.is_some() && e.code.is_session_lost() => {
+                // The allocation is gone, and the shell with it; what is left is the session's
+                // directory on the shared file system, reached from the login node.
+                let login = self.connector.connect(&rec.machine_id).await?;
+                end_tmux(&TmuxDriver::new(login, super::paths_of(rec)), keep_remote_state).await?;
+                return Ok(stopped);
+            }
+            ended => ended?,
         }
         if driver.is_alive().await? {
             return Err(Error::new(
@@ -574,4 +599,13 @@ fn remote_may_still_run(rec: &SessionRecord, cause: &Error) -> String {
         rec.tmux_session,
         rec.tmux_socket
     )
+}
+
+/// Kill the session's tmux session, removing its remote state unless `keep_remote_state`.
+async fn end_tmux(driver: &TmuxDriver, keep_remote_state: bool) -> Result<()> {
+    if keep_remote_state {
+        driver.kill_keeping_state().await
+    } else {
+        driver.kill().await
+    }
 }

@@ -2,11 +2,12 @@
 //! its shell starts, released by destroy), the explanation of a session lost to an ended
 //! allocation, and `run once` as a batch job.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Engine, SessionRecord, SessionStatus};
 use crate::error::{Error, ErrorCode, Result};
-use crate::slurm::{self, AllocRequest, Progress, ops};
+use crate::slurm::{self, AllocRequest, NodeTransport, Progress, ops};
 use crate::tmux::SessionPaths;
 use crate::transport::Transport;
 use crate::util::now_rfc3339;
@@ -35,6 +36,25 @@ impl std::fmt::Debug for CreateOptions {
 }
 
 impl Engine {
+    /// The transport of a session's tmux driver: `login` (the machine's), or for a session in a
+    /// Slurm allocation its node's, kept per job while its link is up, so that its long-lived
+    /// control processes serve many calls.
+    pub(super) fn session_transport(
+        &self,
+        rec: &SessionRecord,
+        login: Arc<dyn Transport>,
+    ) -> Arc<dyn Transport> {
+        let Some(job) = &rec.slurm_job_id else {
+            return login;
+        };
+        let mut nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        nodes.retain(|_, node| node.is_connected());
+        let node = nodes
+            .entry(job.clone())
+            .or_insert_with(|| Arc::new(NodeTransport::new(login, job)));
+        node.clone()
+    }
+
     /// The allocation a new session's shell will run in: its job id.
     pub(super) async fn allocate_for_session(
         &self,

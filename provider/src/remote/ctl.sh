@@ -160,6 +160,47 @@ rr_login_env() {
   printf '%s\n' "$rr_name" >"$SD/login.shell"
 }
 
+# One word for a tmux configuration file: single-quoted, a quote as '\''.
+rr_conf_word() {
+  printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"
+}
+
+# A session on a compute node (Slurm, docs/slurm.md): the tmux server runs there in the
+# foreground as a job step of its own (`NODE_STEP`: srun's words, one a line), started from this
+# (login) node and detached from this call, so the session outlives it; its configuration file
+# creates the session. Its socket is in the node's /tmp; every later call for the session runs
+# on the node too. Then wait (bounded) for the shell's ready, retrying while the server starts.
+rr_start_on_node() {
+  set --
+  while IFS= read -r rr_w; do
+    if [ -n "$rr_w" ]; then set -- "$@" "$rr_w"; fi
+  done <<RR_EOF
+${NODE_STEP}
+RR_EOF
+  {
+    printf 'new-session -d -s %s -x %s -y %s -c %s --' "$(rr_conf_word "$SID")" "$COLS" "$ROWS" \
+      "$(rr_conf_word "$rr_sd")"
+    for rr_w in "$BASH" --noprofile --norc "$SD/rr.sh" pane; do printf ' %s' "$(rr_conf_word "$rr_w")"; done
+    printf '\npipe-pane -o -t %s %s\n' "$(rr_conf_word "=$SID:")" \
+      "$(rr_conf_word "exec cat >> '$(rr_tmux_literal "$SD")/transcript.raw'")"
+  } >"$SD/tmux.conf" || exit 3
+  # Slurm ends a step by signalling its task, not every process under it: the task is a small
+  # sh that hands the signal on to the server.
+  # shellcheck disable=SC2016 # expanded by that sh
+  SHELL=/bin/sh setsid "$@" /bin/sh -c '"$1" -D -L "$2" -f "$3" & p=$!
+    trap "kill -TERM $p" HUP INT TERM
+    wait $p; wait $p' rr-node-tmux "$T" "$S" "$SD/tmux.conf" </dev/null >"$SD/server.log" 2>&1 &
+  rr_server=$!
+  rr_end=$(($(date +%s) + rr_limit))
+  until "$@" timeout "$rr_limit" "$T" -L "$S" wait-for "rr-$SID-ready" 2>/dev/null; do
+    if ! kill -0 "$rr_server" 2>/dev/null || [ "$(date +%s)" -ge "$rr_end" ]; then
+      cat "$SD/server.log" >&2
+      exit 4
+    fi
+    sleep 0.1
+  done
+}
+
 # start_session: directories, session script (stdin), login environment, tmux session, ready.
 rr_start_session() {
   if [ ! -d "$CWD" ]; then echo @nocwd; exit 0; fi
@@ -171,21 +212,15 @@ rr_start_session() {
   eval "$SESSION_ENV"
   if [ "$LOGINENV" = 1 ]; then rr_login_env; else echo "env=off"; fi
   rr_sd=$(rr_tmux_literal "$SD")
-  # PANE_PREFIX: words (one a line) the pane's command runs under, e.g. `srun --jobid=J
-  # --overlap --pty` for a session in a Slurm allocation (docs/slurm.md); empty for none.
-  set --
-  while IFS= read -r rr_w; do
-    if [ -n "$rr_w" ]; then set -- "$@" "$rr_w"; fi
-  done <<RR_EOF
-${PANE_PREFIX-}
-RR_EOF
-  # The server's default-shell runs pipe-pane and run-shell jobs: keep the user's login shell
-  # (fish, tcsh, ...) out of it.
-  SHELL=/bin/sh rr_tmux -f /dev/null new-session -d -s "$SID" -x "$COLS" -y "$ROWS" -c "$rr_sd" -- \
-    "$@" "$BASH" --noprofile --norc "$SD/rr.sh" pane \; \
-    pipe-pane -o -t "=$SID:" "exec cat >> '$(rr_tmux_literal "$SD")/transcript.raw'" || exit 3
   rr_limit=$((ENVBOUND + 20))
-  timeout "$rr_limit" "$T" -L "$S" wait-for "rr-$SID-ready" || exit 4
+  if [ -n "${NODE_STEP-}" ]; then rr_start_on_node; else
+    # The server's default-shell runs pipe-pane and run-shell jobs: keep the user's login shell
+    # (fish, tcsh, ...) out of it.
+    SHELL=/bin/sh rr_tmux -f /dev/null new-session -d -s "$SID" -x "$COLS" -y "$ROWS" -c "$rr_sd" -- \
+      "$BASH" --noprofile --norc "$SD/rr.sh" pane \; \
+      pipe-pane -o -t "=$SID:" "exec cat >> '$(rr_tmux_literal "$SD")/transcript.raw'" || exit 3
+    timeout "$rr_limit" "$T" -L "$S" wait-for "rr-$SID-ready" || exit 4
+  fi
   echo @ready
 }
 

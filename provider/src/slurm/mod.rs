@@ -4,28 +4,18 @@
 //! there through the control script (`slurm.sh`, through the `sh` verb): `salloc --no-shell` for
 //! a session's allocation ([`alloc`]), `sbatch` for a run, one batched `squeue` (and `sacct`
 //! where there is accounting) for states and exit codes ([`ops::query`]), `scancel` to end a job.
-//! tmux stays on the login node; the session's pane enters the allocation with
-//! [`pane_prefix`].
+//! A session's tmux server and shell run on the allocated node, as steps of its allocation;
+//! the engine reaches them through the login node ([`node::NodeTransport`]).
 
 pub mod alloc;
 pub mod args;
+pub mod node;
 pub mod ops;
 
 pub use alloc::{AllocRequest, Progress, allocate};
 pub use args::{check_words, merged, split_args};
+pub use node::{NodeTransport, step_words};
 pub use ops::{JobInfo, Probe};
-
-/// The words the session's pane command is prefixed with: the session shell runs on the
-/// allocated node, beside any other step (`--overlap`), on a terminal (`--pty`).
-pub fn pane_prefix(job_id: &str) -> Vec<String> {
-    vec![
-        "srun".to_string(),
-        format!("--jobid={job_id}"),
-        "--overlap".to_string(),
-        "--pty".to_string(),
-        "--quiet".to_string(),
-    ]
-}
 
 /// The Slurm commands `machine doctor` checks.
 pub const TOOLS: &[&str] = &[

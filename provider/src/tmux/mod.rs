@@ -148,9 +148,10 @@ pub struct StartOptions<'a> {
     pub login_env: bool,
     /// Bound on resolving the login environment.
     pub login_env_bound: Duration,
-    /// Words the pane's command runs under (empty: none). Slurm: `srun --jobid=J --overlap
-    /// --pty`, so the session shell runs in the allocation while tmux stays on the login node.
-    pub pane_prefix: &'a [String],
+    /// Slurm: the words that run a job step on the session's node (`srun --jobid=J --overlap
+    /// --quiet`); the tmux server is started as a step of its own ([`TmuxDriver::start_from`]).
+    /// Empty for any other machine.
+    pub node_step: &'a [String],
 }
 
 impl TmuxDriver {
@@ -181,6 +182,17 @@ impl TmuxDriver {
     /// environment (bounded), start the tmux session with a transcript pipe, and wait (bounded)
     /// until the shell has read its rc file.
     pub async fn start(&self, opts: &StartOptions<'_>) -> Result<LoginEnv> {
+        self.start_from(self.transport.as_ref(), opts).await
+    }
+
+    /// [`TmuxDriver::start`] with the start call run on `via`: for a session on a Slurm node,
+    /// the login node, which starts the node's tmux server as a job step that outlives the call
+    /// (the driver's own transport reaches the node through short-lived steps).
+    pub async fn start_from(
+        &self,
+        via: &dyn Transport,
+        opts: &StartOptions<'_>,
+    ) -> Result<LoginEnv> {
         let p = &self.paths;
         let text = script::render(p, opts.env);
         let bound = opts.login_env_bound.as_secs().max(1);
@@ -193,10 +205,10 @@ impl TmuxDriver {
             .param("LOGINENV", if opts.login_env { "1" } else { "0" })
             .param("ENVBOUND", bound.to_string())
             .param("SESSION_ENV", script::posix_exports(opts.env))
-            .param("PANE_PREFIX", opts.pane_prefix.join("\n"))
+            .param("NODE_STEP", opts.node_step.join("\n"))
             .data(text.as_bytes())
             .limit(Duration::from_secs(bound + 60))
-            .run(self.transport.as_ref())
+            .run(via)
             .await?;
         let stdout = out.stdout_lossy();
         if stdout.lines().any(|l| l == "@nocwd") {

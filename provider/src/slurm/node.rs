@@ -1,0 +1,167 @@
+//! A session's allocated node, reached through the login node: the transport a Slurm session's
+//! tmux driver uses.
+//!
+//! On a cluster the compute nodes are other hosts: their processes, `/proc` and `/tmp` (where
+//! tmux keeps its socket) are not the login node's. So everything the control script does for a
+//! session (tmux, the shell's process checks and signals, waits) runs on the node, as a step of
+//! the session's allocation: each control-plane line the engine would send to the login node's
+//! shell runs under `srun --jobid=J --overlap --quiet` instead, long-lived control processes
+//! included. Files go straight through the login node: the session's directory is on the
+//! cluster's shared file system.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::error::{Error, ErrorCode, Result};
+use crate::remote::ControlChannels;
+use crate::transport::{
+    BoxRead, BoxWrite, DirEntry, ExecOptions, ExecOutput, ExecStream, FileStat, Transport,
+};
+
+/// The allocated node of Slurm job `job`, reached through `login`.
+pub struct NodeTransport {
+    login: Arc<dyn Transport>,
+    job: String,
+    control: ControlChannels,
+}
+
+impl std::fmt::Debug for NodeTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeTransport")
+            .field("login", &self.login.describe())
+            .field("job", &self.job)
+            .finish()
+    }
+}
+
+/// The words that run a command as a step of `job` on its node, beside the others.
+pub fn step_words(job: &str) -> Vec<String> {
+    vec![
+        "srun".to_string(),
+        format!("--jobid={job}"),
+        "--overlap".to_string(),
+        "--quiet".to_string(),
+    ]
+}
+
+impl NodeTransport {
+    pub fn new(login: Arc<dyn Transport>, job: &str) -> NodeTransport {
+        NodeTransport {
+            login,
+            job: job.to_string(),
+            control: ControlChannels::default(),
+        }
+    }
+
+    /// The login node's transport this one goes through.
+    pub fn login(&self) -> &Arc<dyn Transport> {
+        &self.login
+    }
+
+    /// `command` (a control-plane line, `exec /bin/sh -c '…' rr VERB NONCE`) as a step on the
+    /// node. `srun` takes the same words in every login shell.
+    fn on_node(&self, command: &str) -> String {
+        let rest = command.strip_prefix("exec ").unwrap_or(command);
+        format!("exec {} {rest}", step_words(&self.job).join(" "))
+    }
+
+    /// srun's own refusal, when the allocation is gone, as the session-lost error the engine
+    /// explains with Slurm's reason; any other output passes unchanged.
+    fn check(&self, out: ExecOutput) -> Result<ExecOutput> {
+        if out.status.success() {
+            return Ok(out);
+        }
+        let err = out.stderr_lossy();
+        let gone = err.lines().any(|l| {
+            l.starts_with("srun: error:")
+                && [
+                    "Invalid job id",
+                    "has expired",
+                    "completing or completed",
+                    "Unable to confirm allocation",
+                ]
+                .iter()
+                .any(|said| l.contains(said))
+        });
+        if gone {
+            return Err(Error::new(
+                ErrorCode::SessionLost,
+                format!(
+                    "the allocation of this session (Slurm job {}) is gone: {}",
+                    self.job,
+                    crate::util::printable_excerpt(err.trim().as_bytes(), 300)
+                ),
+            ));
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl Transport for NodeTransport {
+    fn describe(&self) -> String {
+        format!("{} (Slurm job {})", self.login.describe(), self.job)
+    }
+
+    async fn exec_raw(&self, command: &str, options: ExecOptions) -> Result<ExecOutput> {
+        let out = self.login.exec_raw(&self.on_node(command), options).await?;
+        self.check(out)
+    }
+
+    async fn write_file(&self, path: &str, data: &[u8], mode: u32) -> Result<()> {
+        self.login.write_file(path, data, mode).await
+    }
+
+    async fn write_new_file(&self, path: &str, data: &[u8], mode: u32) -> Result<()> {
+        self.login.write_new_file(path, data, mode).await
+    }
+
+    async fn read_file_range(&self, path: &str, offset: u64, max: usize) -> Result<Vec<u8>> {
+        self.login.read_file_range(path, offset, max).await
+    }
+
+    async fn stat(&self, path: &str) -> Result<Option<FileStat>> {
+        self.login.stat(path).await
+    }
+
+    async fn create_dir_all(&self, path: &str, mode: u32) -> Result<()> {
+        self.login.create_dir_all(path, mode).await
+    }
+
+    async fn read_dir(&self, path: &str) -> Result<Vec<DirEntry>> {
+        self.login.read_dir(path).await
+    }
+
+    async fn rename(&self, from: &str, to: &str) -> Result<()> {
+        self.login.rename(from, to).await
+    }
+
+    async fn remove_file(&self, path: &str) -> Result<()> {
+        self.login.remove_file(path).await
+    }
+
+    async fn set_mode(&self, path: &str, mode: u32) -> Result<()> {
+        self.login.set_mode(path, mode).await
+    }
+
+    async fn open_read(&self, path: &str) -> Result<BoxRead> {
+        self.login.open_read(path).await
+    }
+
+    async fn open_write(&self, path: &str, mode: u32) -> Result<BoxWrite> {
+        self.login.open_write(path, mode).await
+    }
+
+    fn is_connected(&self) -> bool {
+        self.login.is_connected()
+    }
+
+    async fn exec_stream(&self, command: &str) -> Result<Option<ExecStream>> {
+        self.login.exec_stream(&self.on_node(command)).await
+    }
+
+    fn control_channels(&self) -> Option<&ControlChannels> {
+        Some(&self.control)
+    }
+}
