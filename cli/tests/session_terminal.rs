@@ -262,3 +262,44 @@ fn file_put_on_a_terminal_draws_a_progress_bar() {
     assert!(drawn.contains("100%"), "{drawn:?}");
     assert!(drawn.contains("/s"), "{drawn:?}");
 }
+
+#[test]
+fn attach_opens_a_slurm_session_on_its_node() {
+    use remote_runner_testkit::{TEST_USER, slurm};
+    if !slurm::slurm_bed_or_skip() {
+        return;
+    }
+    let mut bed = Bed::ssh();
+    // The node shares the account's home with the login node, not its /tmp.
+    let shared = slurm::SharedDir::new(TEST_USER).unwrap();
+    bed.work = shared.path().to_path_buf();
+    bed.json(&[
+        "machine",
+        "configure-scheduler",
+        "bed",
+        "--scheduler",
+        "slurm",
+        "--slurm-args",
+        "--time=10",
+    ]);
+    let work = bed.work_str();
+    let created = bed.json(&["session", "create", "--machine", "bed", "--cwd", &work]);
+    let s = created["session_id"].as_str().unwrap().to_string();
+    let job = created["slurm_job_id"].as_str().unwrap().to_string();
+    type_into_session(&bed, &s, "echo node-$SLURM_JOB_ID", &format!("node-{job}"));
+    let pane = Pane::start(
+        bed.sb.path(),
+        "slurm-attach",
+        &pane_line(&bed, &format!("session attach --session {s}")),
+    );
+    pane.wait_for(&format!("node-{job}"));
+    pane.keys(&["-l", "echo typed-$((40+2))-$SLURM_JOB_ID"]);
+    pane.keys(&["Enter"]);
+    pane.wait_for(&format!("typed-42-{job}"));
+    pane.keys(&["C-b", "d"]);
+    let screen = pane.wait_for("cli-exit=");
+    assert!(screen.contains("cli-exit=0"), "{screen}");
+    let v = bed.exec(&s, "echo still-alive", &[]).json();
+    assert_eq!(v["stdout"], "still-alive\n");
+    bed.json(&["session", "destroy", "--session", &s]);
+}

@@ -164,7 +164,11 @@ fn a_session_runs_in_an_allocation_and_destroy_releases_it() {
     // and a /tmp of their own): nothing of the session lives in the login node's.
     let (_, ns) = stdout_of(&bed, &session, "readlink /proc/$$/ns/pid");
     let here = std::fs::read_link("/proc/self/ns/pid").unwrap();
-    assert_ne!(ns.trim(), here.to_str().unwrap(), "the shell runs on the login node");
+    assert_ne!(
+        ns.trim(),
+        here.to_str().unwrap(),
+        "the shell runs on the login node"
+    );
     // Shell state persists, exit codes are exact, every byte comes back.
     assert_eq!(stdout_of(&bed, &session, "cd /tmp && export RR_X=42").0, 0);
     let (_, out) = stdout_of(&bed, &session, "echo \"$RR_X $(pwd)\"");

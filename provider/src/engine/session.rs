@@ -512,7 +512,11 @@ impl Engine {
                 // The allocation is gone, and the shell with it; what is left is the session's
                 // directory on the shared file system, reached from the login node.
                 let login = self.connector.connect(&rec.machine_id).await?;
-                end_tmux(&TmuxDriver::new(login, super::paths_of(rec)), keep_remote_state).await?;
+                end_tmux(
+                    &TmuxDriver::new(login, super::paths_of(rec)),
+                    keep_remote_state,
+                )
+                .await?;
                 return Ok(stopped);
             }
             ended => ended?,

@@ -117,7 +117,19 @@ fn ssh_args(
     args.extend(["-o".to_string(), "ServerAliveInterval=15".to_string()]);
     args.push(machine.host.clone());
     args.push("--".to_string());
-    let tmux: Vec<String> = std::iter::once(session.tmux_path.as_str())
+    // A session in a Slurm allocation: its tmux runs on the allocated node, entered through
+    // the login node as a step with a terminal.
+    let node_step: Vec<String> = match &session.slurm_job_id {
+        Some(job) => remote_runner_provider::slurm::step_words(job)
+            .into_iter()
+            .chain(["--pty".to_string()])
+            .collect(),
+        None => Vec::new(),
+    };
+    let tmux: Vec<String> = node_step
+        .iter()
+        .map(String::as_str)
+        .chain(std::iter::once(session.tmux_path.as_str()))
         .chain(tmux_attach_args(session).iter().map(String::as_str))
         .map(shell_quote)
         .collect();
@@ -175,6 +187,24 @@ mod tests {
         assert!(
             bounded.join(" ").contains("-o ConnectTimeout=7"),
             "{bounded:?}"
+        );
+    }
+
+    #[test]
+    fn a_slurm_session_is_attached_on_its_node() {
+        let machine: Machine = serde_json::from_value(serde_json::json!({
+            "machine_id": "hpc", "host": "login", "port": 22, "user": "ely",
+            "auth_type": "key", "key_path": "/k/id", "default_cwd": "/home/ely"
+        }))
+        .unwrap();
+        let mut session = session();
+        session.slurm_job_id = Some("42".to_string());
+        session.tmux_socket = "remote-runner-job42".to_string();
+        let args = ssh_args(&machine, &session, None);
+        assert_eq!(
+            args.last().unwrap(),
+            "exec srun --jobid=42 --overlap --quiet --pty /usr/bin/tmux -L remote-runner-job42 \
+             attach-session -t rr-sess_1"
         );
     }
 }
