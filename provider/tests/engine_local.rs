@@ -39,6 +39,7 @@ local_tests!(
     unbalanced_quotes,
     history_characters,
     big_command,
+    command_text_at_the_inline_limit,
     binary_and_escape_output,
     huge_output,
     fake_end_markers,

@@ -32,6 +32,7 @@ ssh_tests!(
     unbalanced_quotes,
     history_characters,
     big_command,
+    command_text_at_the_inline_limit,
     binary_and_escape_output,
     huge_output,
     fake_end_markers,

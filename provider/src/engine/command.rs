@@ -21,7 +21,7 @@ use super::{
 };
 use crate::error::{Error, ErrorCode, Result};
 use crate::store;
-use crate::tmux::{CommandState, RunMode, StartOutcome, TmuxDriver};
+use crate::tmux::{self, CommandStart, CommandState, RunMode, StartOutcome, TmuxDriver};
 use crate::util::{new_id, now_rfc3339};
 
 /// How to run a command.
@@ -225,11 +225,14 @@ impl Engine {
         let (session, mut driver) = self.active_driver(session_id).await?;
         let command_id = new_id("cmd");
         let dir = driver.paths().command_dir(&command_id);
-        let transport = driver.transport().clone();
-        transport.create_dir_all(&dir, 0o700).await?;
-        transport
-            .write_new_file(&format!("{dir}/cmd.sh"), text.as_bytes(), 0o600)
-            .await?;
+        let inline = text.len() <= tmux::INLINE_TEXT_MAX;
+        if !inline {
+            let transport = driver.transport().clone();
+            transport.create_dir_all(&dir, 0o700).await?;
+            transport
+                .write_new_file(&format!("{dir}/cmd.sh"), text.as_bytes(), 0o600)
+                .await?;
+        }
         // Stored before anything runs, so a killed caller can find the command again.
         let rec = self.new_record(&session, &command_id, command, &req);
         let mut rec = self.with_store(|s| store::commands::insert_next(s, &rec))?;
@@ -252,7 +255,16 @@ impl Engine {
         };
         let started = Instant::now();
         let outcome = driver
-            .start_command(&command_id, mode, req.cwd.as_deref(), &req.env, first_wait)
+            .start_command(
+                &command_id,
+                mode,
+                &CommandStart {
+                    text: inline.then_some(text.as_str()),
+                    cwd: req.cwd.as_deref(),
+                    env: &req.env,
+                },
+                first_wait,
+            )
             .await;
         let state = match outcome {
             Ok(StartOutcome::Started(st)) => st,

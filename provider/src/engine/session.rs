@@ -249,7 +249,7 @@ impl Engine {
                 .await?;
             let limit = std::time::Duration::from_secs(300);
             let state = match driver
-                .start_command(&id, tmux::RunMode::Foreground, None, &[], limit)
+                .start_command(&id, tmux::RunMode::Foreground, &Default::default(), limit)
                 .await?
             {
                 tmux::StartOutcome::Started(state) => state,

@@ -333,10 +333,14 @@ rr_report() {
 
 # start_command: lock, check the terminal is at the shell, type the fixed line, wait for the
 # command's end (foreground) or launch (background) on its channel, report. The command text is
-# already in $D/cmd.sh; a cwd override goes to $D/cwd and extra environment (export lines the
+# already in $D/cmd.sh, or comes as CMDTEXT; a cwd override goes to $D/cwd and extra environment (export lines the
 # engine made) to $D/env.sh, as data, never typed.
 rr_start_command() {
   trap '' HUP PIPE INT TERM
+  # A small command's text comes in the call (CMDTEXT), not as a file written beforehand.
+  if [ -n "${CMDTEXT+set}" ]; then
+    mkdir -- "$D" && printf '%s' "$CMDTEXT" >"$D/cmd.sh" || exit 3
+  fi
   rr_take_lock
   if [ "$HASCWD" = 1 ]; then printf '%s' "$CWD" >"$D/cwd"; fi
   if [ -n "${CMDENV-}" ]; then printf '%s' "$CMDENV" >"$D/env.sh"; fi

@@ -137,6 +137,23 @@ impl LoginEnv {
     }
 }
 
+/// What a command starts with beside its id and mode.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CommandStart<'a> {
+    /// The command text, carried in the start call itself (the script creates the command
+    /// directory and writes `cmd.sh`): saves the SFTP round trips of a small command. `None`:
+    /// the caller wrote `<command dir>/cmd.sh` already.
+    pub text: Option<&'a str>,
+    /// A working directory for this command only.
+    pub cwd: Option<&'a str>,
+    /// Extra environment for this command only.
+    pub env: &'a [(String, String)],
+}
+
+/// Largest command text carried in the start call; a larger one is written over SFTP (the
+/// control script reads its parameters a line at a time).
+pub const INLINE_TEXT_MAX: usize = 4096;
+
 /// Options of [`TmuxDriver::start`].
 #[derive(Debug, Clone)]
 pub struct StartOptions<'a> {
@@ -272,10 +289,10 @@ impl TmuxDriver {
         &self,
         command_id: &str,
         mode: RunMode,
-        cwd: Option<&str>,
-        env: &[(String, String)],
+        start: &CommandStart<'_>,
         wait: Duration,
     ) -> Result<StartOutcome> {
+        let CommandStart { text, cwd, env } = *start;
         let dir = self.paths.command_dir(command_id);
         let (verb, channel) = match mode {
             RunMode::Foreground => ("run", format!("rr-{command_id}")),
@@ -297,6 +314,10 @@ impl TmuxDriver {
             .param("HASCWD", if cwd.is_some() { "1" } else { "0" })
             .param("CWD", cwd.unwrap_or(""))
             .param("CMDENV", script::posix_exports(env));
+        let call = match text {
+            Some(text) => call.param("CMDTEXT", text),
+            None => call,
+        };
         let out = self.wait_bounded(call, &channel, wait).await?;
         let stdout = out.stdout_lossy();
         let first = stdout.lines().next().unwrap_or("").trim();

@@ -338,6 +338,23 @@ pub async fn big_command(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
+/// Command texts on both sides of the size carried in the start call itself (beyond it the
+/// text goes over SFTP first): every byte reaches the shell either way.
+pub async fn command_text_at_the_inline_limit(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    let limit = remote_runner_provider::tmux::INLINE_TEXT_MAX;
+    for len in [limit - 1, limit, limit + 1] {
+        // `printf '%s' '<filler>'` plus a newline is `len` bytes, quotes and `$` included.
+        let head = "printf '%s' '$q\\\"";
+        let filler = "y".repeat(len - head.len() - 2);
+        let cmd = format!("{head}{filler}'");
+        assert_eq!(cmd.len() + 1, len);
+        let rec = b.run(&cmd).await;
+        assert_eq!(rec.stdout, format!("$q\\\"{filler}"), "{len} bytes");
+    }
+    b.finish().await;
+}
+
 pub async fn binary_and_escape_output(t: Arc<dyn Transport>, dir: &str) {
     let b = bed(t, dir).await;
     let rec = b
