@@ -17,6 +17,7 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::remote::ControlChannels;
 use crate::transport::{
     BoxRead, BoxWrite, DirEntry, ExecOptions, ExecOutput, ExecStream, FileStat, Transport,
+    shell_quote,
 };
 
 /// The allocated node of Slurm job `job`, reached through `login`.
@@ -63,7 +64,11 @@ impl NodeTransport {
     /// node. `srun` takes the same words in every login shell.
     fn on_node(&self, command: &str) -> String {
         let rest = command.strip_prefix("exec ").unwrap_or(command);
-        format!("exec {} {rest}", step_words(&self.job).join(" "))
+        let step: Vec<String> = step_words(&self.job)
+            .iter()
+            .map(|w| shell_quote(w))
+            .collect();
+        format!("exec {} {rest}", step.join(" "))
     }
 
     /// srun's own refusal, when the allocation is gone, as the session-lost error the engine
@@ -163,5 +168,26 @@ impl Transport for NodeTransport {
 
     fn control_channels(&self) -> Option<&ControlChannels> {
         Some(&self.control)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::local::LocalTransport;
+
+    #[test]
+    fn a_control_line_becomes_a_step_of_the_job() {
+        let node = NodeTransport::new(Arc::new(LocalTransport::new()), "42");
+        assert_eq!(
+            node.on_node("exec /bin/sh -c 'x' rr serve n"),
+            "exec srun --jobid=42 --overlap --quiet /bin/sh -c 'x' rr serve n"
+        );
+        // A job id is data, whatever the record says.
+        let odd = NodeTransport::new(Arc::new(LocalTransport::new()), "1; rm -rf x");
+        assert_eq!(
+            odd.on_node("exec /bin/sh"),
+            "exec srun '--jobid=1; rm -rf x' --overlap --quiet /bin/sh"
+        );
     }
 }
