@@ -265,23 +265,7 @@ fn file_put_on_a_terminal_draws_a_progress_bar() {
 
 #[test]
 fn attach_opens_a_slurm_session_on_its_node() {
-    use remote_runner_testkit::{TEST_USER, slurm};
-    if !slurm::slurm_bed_or_skip() {
-        return;
-    }
-    let mut bed = Bed::ssh();
-    // The node shares the account's home with the login node, not its /tmp.
-    let shared = slurm::SharedDir::new(TEST_USER).unwrap();
-    bed.work = shared.path().to_path_buf();
-    bed.json(&[
-        "machine",
-        "configure-scheduler",
-        "bed",
-        "--scheduler",
-        "slurm",
-        "--slurm-args",
-        "--time=10",
-    ]);
+    let Some(bed) = Bed::slurm() else { return };
     let work = bed.work_str();
     let created = bed.json(&["session", "create", "--machine", "bed", "--cwd", &work]);
     let s = created["session_id"].as_str().unwrap().to_string();

@@ -14,50 +14,9 @@ mod session_bed;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use remote_runner_testkit::TEST_USER;
-use remote_runner_testkit::slurm::{
-    self, SharedDir, job_state, wait_for_job_state as wait_for_state,
-};
+use remote_runner_testkit::slurm::{job_state, wait_for_job_state as wait_for_state};
 use serde_json::Value;
 use session_bed::Bed;
-
-/// The SSH test bed as a Slurm login node (machine `bed`, default args `--time=10`), its work
-/// directory in the account's home (shared with the nodes), or `None` (after printing why) when
-/// there is no Slurm bed.
-fn slurm_machine() -> Option<SlurmBed> {
-    if !slurm::slurm_bed_or_skip() {
-        return None;
-    }
-    let mut bed = Bed::ssh();
-    let shared = SharedDir::new(TEST_USER).expect("a directory in the test account's home");
-    bed.work = shared.path().to_path_buf();
-    bed.json(&[
-        "machine",
-        "configure-scheduler",
-        "bed",
-        "--scheduler",
-        "slurm",
-        "--slurm-args",
-        "--time=10",
-    ]);
-    Some(SlurmBed {
-        bed,
-        _shared: shared,
-    })
-}
-
-/// A [`Bed`] whose work directory is a [`SharedDir`], removed after the test.
-struct SlurmBed {
-    bed: Bed,
-    _shared: SharedDir,
-}
-
-impl std::ops::Deref for SlurmBed {
-    type Target = Bed;
-    fn deref(&self) -> &Bed {
-        &self.bed
-    }
-}
 
 fn slurm_session(bed: &Bed, extra: &[&str]) -> (String, String) {
     let work = bed.work_str();
@@ -93,7 +52,7 @@ fn stdout_of(bed: &Bed, session: &str, cmd: &str) -> (i64, String) {
 
 #[test]
 fn the_machine_record_keeps_the_scheduler_and_refuses_bad_args() {
-    let Some(bed) = slurm_machine() else { return };
+    let Some(bed) = Bed::slurm() else { return };
     let v = bed.json(&["machine", "show", "bed"]);
     assert_eq!(v["scheduler"]["kind"], "slurm", "{v}");
     assert_eq!(v["scheduler"]["args"], serde_json::json!(["--time=10"]));
@@ -125,7 +84,7 @@ fn the_machine_record_keeps_the_scheduler_and_refuses_bad_args() {
 
 #[test]
 fn doctor_checks_slurm_and_reports_the_partitions() {
-    let Some(bed) = slurm_machine() else { return };
+    let Some(bed) = Bed::slurm() else { return };
     let r = bed.run(&["machine", "doctor", "bed", "--json"]);
     assert_eq!(r.code, 0, "doctor failed: {r:?}");
     let v = r.json();
@@ -149,9 +108,15 @@ fn doctor_checks_slurm_and_reports_the_partitions() {
 
 #[test]
 fn a_session_runs_in_an_allocation_and_destroy_releases_it() {
-    let Some(bed) = slurm_machine() else { return };
-    let (session, job) = slurm_session(&bed, &["--slurm-args", "--ntasks=1"]);
+    let Some(bed) = Bed::slurm() else { return };
+    let (session, job) = slurm_session(&bed, &["--slurm-args", "--ntasks=1 --comment 'two words'"]);
     assert_eq!(job_state(&job), "RUNNING");
+    // Each --slurm-args word reaches salloc as one argument, quotes and spaces kept.
+    let comment = Command::new("squeue")
+        .args(["-h", "-j", &job, "-o", "%k"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&comment.stdout).trim(), "two words");
     let (code, out) = stdout_of(&bed, &session, "echo \"$SLURM_JOB_ID $SLURMD_NODENAME\"");
     assert_eq!(code, 0);
     let mut words = out.split_whitespace();
@@ -222,7 +187,7 @@ fn a_session_runs_in_an_allocation_and_destroy_releases_it() {
 
 #[test]
 fn an_allocation_cancelled_from_outside_makes_the_session_lost_with_slurms_reason() {
-    let Some(bed) = slurm_machine() else { return };
+    let Some(bed) = Bed::slurm() else { return };
     let (session, job) = slurm_session(&bed, &[]);
     assert_eq!(stdout_of(&bed, &session, "true").0, 0);
     let out = Command::new("scancel").arg(&job).output().expect("scancel");
@@ -255,7 +220,7 @@ fn an_allocation_cancelled_from_outside_makes_the_session_lost_with_slurms_reaso
 
 #[test]
 fn a_pending_allocation_is_given_up_and_cancelled_on_timeout() {
-    let Some(bed) = slurm_machine() else { return };
+    let Some(bed) = Bed::slurm() else { return };
     let work = bed.work_str();
     let started = Instant::now();
     // Without --json, so that the pending job is reported on stderr as it waits.
@@ -316,7 +281,7 @@ fn a_pending_allocation_is_given_up_and_cancelled_on_timeout() {
 
 #[test]
 fn run_once_is_a_batch_job_with_its_exit_code_and_artifacts() {
-    let Some(bed) = slurm_machine() else { return };
+    let Some(bed) = Bed::slurm() else { return };
     let input = bed.sb.path().join("in.txt");
     std::fs::write(&input, "from the laptop\n").unwrap();
     let artifact = bed.sb.path().join("out.txt");
@@ -380,7 +345,7 @@ fn run_once_is_a_batch_job_with_its_exit_code_and_artifacts() {
 
 #[test]
 fn run_once_past_its_timeout_cancels_the_job() {
-    let Some(bed) = slurm_machine() else { return };
+    let Some(bed) = Bed::slurm() else { return };
     let started = Instant::now();
     let r = bed.run(&[
         "--timeout",
@@ -421,7 +386,7 @@ fn run_once_past_its_timeout_cancels_the_job() {
 #[test]
 #[ignore = "a measurement (minutes on 2 cores), not a check; see docs/slurm.md"]
 fn scale() {
-    let Some(bed) = slurm_machine() else { return };
+    let Some(bed) = Bed::slurm() else { return };
     let n: usize = std::env::var("SLURM_SCALE")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use remote_runner_testkit::slurm::{self, SharedDir};
 use remote_runner_testkit::{Sshd, TEST_USER};
 use serde_json::Value;
 
@@ -23,6 +24,8 @@ pub struct Bed {
     /// A directory on the machine, writable by its login user, readable by this test.
     pub work: PathBuf,
     sshd: Option<Sshd>,
+    /// A Slurm bed's work directory, removed after the test.
+    shared: Option<SharedDir>,
 }
 
 /// Run one test body on `local` and on the SSH machine: `both_machines!(name, body_fn)` makes
@@ -53,6 +56,7 @@ impl Bed {
             machine: "local".to_string(),
             work,
             sshd: None,
+            shared: None,
         }
     }
 
@@ -67,6 +71,7 @@ impl Bed {
             machine: "bed".to_string(),
             work,
             sshd: Some(sshd),
+            shared: None,
         };
         let sshd = bed.sshd.as_ref().unwrap();
         let port = sshd.port.to_string();
@@ -94,6 +99,29 @@ impl Bed {
         assert_eq!(r.code, 0, "machine add failed: {r:?}");
         bed.machine = "bed".to_string();
         bed
+    }
+
+    /// [`Bed::ssh`] as a Slurm login node (default args `--time=10`), its work directory in the
+    /// account's home (which the bed's nodes share, not their /tmp), or `None` (after printing
+    /// why) when there is no Slurm bed.
+    pub fn slurm() -> Option<Bed> {
+        if !slurm::slurm_bed_or_skip() {
+            return None;
+        }
+        let mut bed = Bed::ssh();
+        let shared = SharedDir::new(TEST_USER).expect("a directory in the test account's home");
+        bed.work = shared.path().to_path_buf();
+        bed.shared = Some(shared);
+        bed.json(&[
+            "machine",
+            "configure-scheduler",
+            "bed",
+            "--scheduler",
+            "slurm",
+            "--slurm-args",
+            "--time=10",
+        ]);
+        Some(bed)
     }
 
     pub fn is_ssh(&self) -> bool {

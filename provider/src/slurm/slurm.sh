@@ -65,13 +65,14 @@ rr_slurm_await() {
 rr_slurm_alloc() {
   mkdir -p -- "$DIR" || exit 3
   rm -f -- "$DIR/salloc.err" "$DIR/salloc.status" "$DIR/salloc.pid"
-  # ARGS, one word a line, as this function's arguments.
-  set --
-  while IFS= read -r rr_w; do
-    if [ -n "$rr_w" ]; then set -- "$@" "$rr_w"; fi
-  done <<RR_EOF
-$ARGS
-RR_EOF
+  # ARGS, one word a line, as this function's arguments (split on newlines only, no globbing).
+  rr_ifs=$IFS IFS='
+'
+  set -f
+  # shellcheck disable=SC2086 # split into words on purpose
+  set -- $ARGS
+  set +f
+  IFS=$rr_ifs
   # Its own session, stdio on files: it outlives this call (and the SSH channel) while pending.
   # SIGTERM to it cancels a pending job.
   (
@@ -121,13 +122,14 @@ $rr_j|"*) ;;
 rr_slurm_submit() {
   mkdir -p -- "$DIR" || exit 3
   cat >"$DIR/job.sh" || exit 3
-  # ARGS, one word a line, as this function's arguments.
-  set --
-  while IFS= read -r rr_w; do
-    if [ -n "$rr_w" ]; then set -- "$@" "$rr_w"; fi
-  done <<RR_EOF
-$ARGS
-RR_EOF
+  # ARGS, one word a line, as this function's arguments (split on newlines only, no globbing).
+  rr_ifs=$IFS IFS='
+'
+  set -f
+  # shellcheck disable=SC2086 # split into words on purpose
+  set -- $ARGS
+  set +f
+  IFS=$rr_ifs
   if rr_out=$(sbatch --parsable --job-name="$NAME" --chdir="$CWD" --output="$DIR/stdout" \
     --error="$DIR/stderr" "$@" "$DIR/job.sh" 2>&1); then
     echo "@submitted ${rr_out%%;*}"
