@@ -272,6 +272,31 @@ impl Transport for KeeperTransport {
         self.exec_call(request, options).await
     }
 
+    async fn forward_call(
+        &self,
+        call: &crate::remote::Call<'_>,
+        node_job: Option<&str>,
+    ) -> Option<Result<ExecOutput>> {
+        let request = Request::Call {
+            verb: call.verb().to_string(),
+            params: call
+                .params()
+                .iter()
+                .map(|(name, value)| (name.to_string(), value.clone()))
+                .collect(),
+            timeout_ms: call.bound().map(|t| t.as_millis() as u64),
+            max_output: call.output_cap(),
+            input: call.input().is_some(),
+            node_job: node_job.map(str::to_string),
+        };
+        let options = ExecOptions {
+            stdin: call.input().map(<[u8]>::to_vec),
+            timeout: call.bound(),
+            max_output: call.output_cap(),
+        };
+        Some(self.exec_call(request, options).await)
+    }
+
     async fn write_file(&self, path: &str, data: &[u8], mode: u32) -> Result<()> {
         let request = Request::WriteFile {
             path: path.to_string(),

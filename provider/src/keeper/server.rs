@@ -49,6 +49,8 @@ const TICK: Duration = Duration::from_millis(500);
 
 struct Shared {
     transport: Arc<dyn Transport>,
+    /// The nodes of Slurm sessions the CLI called through this keeper, by job id.
+    nodes: Mutex<HashMap<String, Arc<crate::slurm::NodeTransport>>>,
     machine_id: String,
     build: String,
     record: String,
@@ -56,6 +58,22 @@ struct Shared {
     requests: AtomicU64,
     last: Mutex<Instant>,
     stop: CancellationToken,
+}
+
+impl Shared {
+    /// The node of Slurm job `job`, kept so that its control processes serve many calls.
+    fn node(&self, job: &str) -> Arc<crate::slurm::NodeTransport> {
+        let mut nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        nodes
+            .entry(job.to_string())
+            .or_insert_with(|| {
+                Arc::new(crate::slurm::NodeTransport::new(
+                    self.transport.clone(),
+                    job,
+                ))
+            })
+            .clone()
+    }
 }
 
 /// Counts a request as in flight while it lives.
@@ -131,6 +149,7 @@ pub async fn serve(options: KeeperOptions) -> Result<()> {
     ));
     let shared = Arc::new(Shared {
         transport,
+        nodes: Mutex::default(),
         machine_id: options.machine_id.clone(),
         build: paths::build_id(),
         record,
@@ -379,6 +398,29 @@ async fn request(shared: Arc<Shared>, frame: Frame<Request>, out: Out) {
         } => {
             let options = exec_options(timeout_ms, max_output, stdin.then_some(frame.body));
             send_exec(&out, id, t.exec(&command, options).await);
+        }
+        Request::Call {
+            verb,
+            params,
+            timeout_ms,
+            max_output,
+            input,
+            node_job,
+        } => {
+            let mut call = crate::remote::Call::new(&verb)
+                .limit_opt(timeout_ms.map(Duration::from_millis))
+                .max_output(max_output);
+            for (name, value) in &params {
+                call = call.param(name, value.as_str());
+            }
+            if input {
+                call = call.data(&frame.body);
+            }
+            let result = match node_job {
+                Some(job) => call.run(shared.node(&job).as_ref()).await,
+                None => call.run(t).await,
+            };
+            send_exec(&out, id, result);
         }
         Request::WriteFile { path, mode, new } => {
             let r = if new {

@@ -46,6 +46,17 @@ pub enum Request {
         max_output: usize,
         stdin: bool,
     },
+    /// A control-script call ([`crate::remote::Call`]), run on the keeper's long-lived control
+    /// processes (on the node of Slurm job `node_job` when set); the body is the verb's input
+    /// when `input` is set.
+    Call {
+        verb: String,
+        params: Vec<(String, String)>,
+        timeout_ms: Option<u64>,
+        max_output: usize,
+        input: bool,
+        node_job: Option<String>,
+    },
     /// `write_file` (`new: false`) or `write_new_file`; the body is the data.
     WriteFile {
         path: String,
@@ -232,6 +243,8 @@ const KNOWN_CODES: &[ErrorCode] = &[
     ErrorCode::RemoteNotFound,
     ErrorCode::PermissionDenied,
     ErrorCode::RemoteError,
+    // A Slurm session's node whose allocation is gone (`slurm::NodeTransport`).
+    ErrorCode::SessionLost,
     ErrorCode::Io,
     ErrorCode::Store,
     ErrorCode::NotImplemented,

@@ -102,9 +102,39 @@ impl<'a> Call<'a> {
         self
     }
 
+    /// The verb.
+    pub fn verb(&self) -> &'a str {
+        self.verb
+    }
+
+    /// The parameters, in order.
+    pub fn params(&self) -> &[(&'a str, String)] {
+        &self.params
+    }
+
+    /// The verb's input, if any.
+    pub fn input(&self) -> Option<&'a [u8]> {
+        self.data
+    }
+
+    /// The bound on the whole call.
+    pub fn bound(&self) -> Option<Duration> {
+        self.limit
+    }
+
+    /// The cap on each of stdout and stderr.
+    pub fn output_cap(&self) -> usize {
+        self.max_output
+    }
+
     /// Run the verb; the control script is installed first when the machine lacks it. The
     /// output is the verb's own: everything before the nonce line is dropped.
     pub async fn run<T: Transport + ?Sized>(&self, transport: &T) -> Result<ExecOutput> {
+        // A transport that hands calls to a process holding the connection (the CLI's
+        // connection keeper) runs them there, on that process's long-lived control processes.
+        if let Some(out) = transport.forward_call(self, None).await {
+            return out.map(|o| self.cap(o));
+        }
         // Calls without input data go to a long-lived control process when one is free.
         if self.data.is_none()
             && self.max_output <= channels::MAX_REPLY

@@ -169,6 +169,14 @@ impl Transport for NodeTransport {
     fn control_channels(&self) -> Option<&ControlChannels> {
         Some(&self.control)
     }
+
+    async fn forward_call(
+        &self,
+        call: &crate::remote::Call<'_>,
+        _node_job: Option<&str>,
+    ) -> Option<Result<ExecOutput>> {
+        self.login.forward_call(call, Some(&self.job)).await
+    }
 }
 
 #[cfg(test)]

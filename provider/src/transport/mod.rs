@@ -206,6 +206,19 @@ pub trait Transport: Send + Sync + 'static {
     fn control_channels(&self) -> Option<&crate::remote::ControlChannels> {
         None
     }
+
+    /// Hand a whole control-script call to another process that holds the connection (the
+    /// CLI's connection keeper), which runs it on its own long-lived control processes; with
+    /// `node_job`, as a step on that Slurm job's node ([`crate::slurm::NodeTransport`]).
+    /// `None`: this transport does not forward calls (the caller runs the call itself).
+    async fn forward_call(
+        &self,
+        call: &crate::remote::Call<'_>,
+        node_job: Option<&str>,
+    ) -> Option<Result<ExecOutput>> {
+        let _ = (call, node_job);
+        None
+    }
 }
 
 /// Quote a string for a POSIX shell command line (single quotes, `'` escaped).
