@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use crate::limits::OPERATION_ID_CONFLICT;
-use crate::operations::OperationKind;
+use crate::operations::{OperationKind, TurnOperations};
 
 use super::{TurnEventError, TurnFailureError, TurnPhase, judge_turn_failure};
 
@@ -207,12 +207,12 @@ pub enum OperationVerdict {
     },
 }
 
-/// One turn's host-executed operations as the host sees them.
+/// One turn's host-executed operations as the host sees them. The per-turn limits are the
+/// same [`TurnOperations`] ledger a provider checks before sending.
 #[derive(Debug, Clone)]
 pub struct HostOperations<R> {
     seen: HashMap<String, (String, R)>,
-    outbound: usize,
-    tools: usize,
+    granted: TurnOperations,
     results_pending: usize,
 }
 
@@ -220,8 +220,7 @@ impl<R> Default for HostOperations<R> {
     fn default() -> Self {
         HostOperations {
             seen: HashMap::new(),
-            outbound: 0,
-            tools: 0,
+            granted: TurnOperations::default(),
             results_pending: 0,
         }
     }
@@ -249,17 +248,9 @@ impl<R: Clone> HostOperations<R> {
             let result = answer(&verdict);
             return (verdict, result);
         }
-        let count = match kind {
-            OperationKind::Outbound => &mut self.outbound,
-            OperationKind::SessionTool => &mut self.tools,
-        };
-        let verdict = if *count >= kind.limit() {
-            OperationVerdict::RateLimited {
-                code: kind.rate_limited_code(),
-            }
-        } else {
-            *count += 1;
-            OperationVerdict::New
+        let verdict = match self.granted.admit(kind, operation_id) {
+            Ok(()) => OperationVerdict::New,
+            Err(limited) => OperationVerdict::RateLimited { code: limited.code },
         };
         let result = answer(&verdict);
         self.seen
@@ -269,10 +260,7 @@ impl<R: Clone> HostOperations<R> {
 
     /// Distinct operations of `kind` granted.
     pub fn distinct(&self, kind: OperationKind) -> usize {
-        match kind {
-            OperationKind::Outbound => self.outbound,
-            OperationKind::SessionTool => self.tools,
-        }
+        self.granted.count(kind)
     }
 }
 
