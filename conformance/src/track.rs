@@ -8,8 +8,9 @@
 use std::collections::HashMap;
 
 use remote_runner_protocol::lifecycle::host::{
-    AckError, CorrelationError, HostState, HostTurns, OperationVerdict, ReadyError, ReplyType,
-    RequestClass, Requests, ScreenVerdict, TurnEventError, TurnFailureError, TurnRefusal,
+    AckError, CorrelationError, HostState, HostTurns, OperationRefusal, OperationVerdict,
+    ReadyError, ReplyType, RequestClass, Requests, ScreenVerdict, TurnEventError, TurnFailureError,
+    TurnRefusal, UsageError, allowed_before_hello, missing_capability,
 };
 use remote_runner_protocol::{
     Command, Event, FailureEvent, FinalEvent, HelloEvent, OperationKind,
@@ -225,9 +226,7 @@ impl Tracker {
 
     /// Whether the provider advertised `capability`.
     pub fn has_capability(&self, capability: &str) -> bool {
-        self.hello
-            .as_ref()
-            .is_some_and(|h| h.capabilities.iter().any(|c| c == capability))
+        self.host_state.has_capability(capability)
     }
 
     /// The state in force.
@@ -277,12 +276,7 @@ impl Tracker {
     /// operation results the host must write back (after its delivery delay).
     pub fn observe(&mut self, event: &Event) -> Result<Vec<(String, Command)>, Violation> {
         self.events.push(event.clone());
-        if self.hello.is_none()
-            && !matches!(
-                event,
-                Event::Hello(_) | Event::Failure(_) | Event::Status(_)
-            )
-        {
+        if self.hello.is_none() && !allowed_before_hello(event) {
             return Err(Violation::new(
                 rule::EVENT_BEFORE_HANDSHAKE,
                 format!("{} event before the hello reply", event.type_name()),
@@ -389,14 +383,14 @@ impl Tracker {
         };
         self.replies
             .insert(e.request_id.clone(), Reply::Hello(e.clone()));
-        if let Some(missing) = required.iter().find(|c| !e.capabilities.contains(c)) {
+        if let Some(missing) = missing_capability(&required, &e.capabilities) {
             return Err(Violation::new(
                 rule::MISSING_REQUIRED_CAPABILITY,
                 format!("hello does not list the required capability {missing:?}"),
                 format!("capabilities including every required one: {required:?}"),
             ));
         }
-        self.host_state.hello(&e.provider);
+        self.host_state.hello(e);
         self.hello = Some(e.clone());
         Ok(())
     }
@@ -544,21 +538,26 @@ impl Tracker {
         if let Some(state) = &e.state {
             self.apply_state(state)?;
         }
-        if let Some(usage) = &e.usage {
-            let Some(generation) = self.host_state.generation() else {
+        match e
+            .usage
+            .as_ref()
+            .map(|usage| self.host_state.check_usage(usage))
+        {
+            None | Some(Ok(())) => {}
+            Some(Err(UsageError::NoState)) => {
                 return Err(Violation::new(
                     rule::NO_STATE_YET,
                     "final.usage before any state",
                     "usage only once a state (ready) is in force",
                 ));
-            };
-            usage.check_generation(generation).map_err(|err| {
-                Violation::new(
+            }
+            Some(Err(UsageError::Generation(err))) => {
+                return Err(Violation::new(
                     err.rule.as_str(),
                     err.to_string(),
                     "usage for the current generation",
-                )
-            })?;
+                ));
+            }
         }
         self.book.ended(&e.turn_id);
         if let Some(turn) = self.turn_mut(&e.turn_id) {
@@ -626,22 +625,22 @@ impl Tracker {
         fingerprint: String,
     ) -> Result<Vec<(String, Command)>, Violation> {
         let what = kind.capability();
-        if !self.has_capability(what) {
-            return Err(Violation::new(
-                rule::CAPABILITY_NOT_ADVERTISED,
-                format!("{what} without the {what:?} capability in hello"),
-                format!("advertise {what:?} in hello before sending {what}"),
-            ));
-        }
-        if !self.host_state.is_current(generation) {
-            return Err(Violation::new(
-                rule::OPERATION_GENERATION_MISMATCH,
-                format!(
-                    "{what} for generation {generation}; the state is at {:?}",
-                    self.host_state.generation()
-                ),
-                "the current state generation",
-            ));
+        match self.host_state.admit_operation(kind, generation) {
+            Ok(()) => {}
+            Err(OperationRefusal::NotAdvertised) => {
+                return Err(Violation::new(
+                    rule::CAPABILITY_NOT_ADVERTISED,
+                    format!("{what} without the {what:?} capability in hello"),
+                    format!("advertise {what:?} in hello before sending {what}"),
+                ));
+            }
+            Err(OperationRefusal::GenerationMismatch { current }) => {
+                return Err(Violation::new(
+                    rule::OPERATION_GENERATION_MISMATCH,
+                    format!("{what} for generation {generation}; the state is at {current:?}"),
+                    "the current state generation",
+                ));
+            }
         }
         let policy = match kind {
             OperationKind::Outbound => self.outbound_policy,

@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::event::SessionStatus;
+use crate::event::{Event, SessionStatus};
 
 /// What a command the host wrote expects back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,6 +135,23 @@ pub enum CorrelationError {
     },
 }
 
+/// The first capability the host requires that a hello does not advertise.
+pub fn missing_capability<'a>(required: &'a [String], advertised: &[String]) -> Option<&'a str> {
+    required
+        .iter()
+        .find(|c| !advertised.contains(c))
+        .map(String::as_str)
+}
+
+/// Whether an event may arrive before the hello reply: only the hello itself, or a `status` /
+/// `failure` answering something sent before it.
+pub fn allowed_before_hello(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::Hello(_) | Event::Failure(_) | Event::Status(_)
+    )
+}
+
 /// The host's book of requests it wrote and whether each was answered.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Requests {
@@ -239,6 +256,22 @@ mod tests {
             Err(CorrelationError::ReplyToSettlement)
         );
         assert_eq!(book.reply("s", ReplyType::Failure), Ok(RequestClass::Start));
+    }
+
+    #[test]
+    fn the_handshake_comes_first_with_every_required_capability() {
+        let required = vec!["turn".to_owned(), "reattach".to_owned()];
+        assert_eq!(
+            missing_capability(&required, &["turn".to_owned()]),
+            Some("reattach")
+        );
+        assert_eq!(missing_capability(&required, &required), None);
+        assert!(allowed_before_hello(&Event::status(
+            "s",
+            SessionStatus::Starting,
+            None
+        )));
+        assert!(!allowed_before_hello(&Event::progress("t", "text")));
     }
 
     #[test]

@@ -2,7 +2,10 @@
 //! resume and rebuild, and the screen fence that follows the generation.
 
 use crate::error::ValidationError;
+use crate::event::HelloEvent;
+use crate::operations::OperationKind;
 use crate::state::{State, Transition, check_transition};
+use crate::usage::Usage;
 
 use super::{ScreenFence, ScreenVerdict};
 
@@ -20,18 +23,73 @@ pub enum ReadyError {
     },
 }
 
-/// The host's state in force, the provider name it expects, and its screen fence.
+/// Why an `outbound_message` / `session_tool` is a protocol error before its turn is looked at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OperationRefusal {
+    /// The hello did not advertise the operation's capability.
+    NotAdvertised,
+    /// It names another generation than the state's.
+    GenerationMismatch {
+        /// The state's generation, if any.
+        current: Option<u64>,
+    },
+}
+
+/// Why a `final.usage` is a protocol error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UsageError {
+    /// No state (no `ready`) yet.
+    NoState,
+    /// Usage for another generation than the state's.
+    Generation(ValidationError),
+}
+
+/// The host's state in force, the provider name and capabilities from hello, and its screen
+/// fence.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct HostState {
     provider: Option<String>,
+    capabilities: Vec<String>,
     state: Option<State>,
     fence: ScreenFence,
 }
 
 impl HostState {
-    /// The hello named `provider`: every state must carry it.
-    pub fn hello(&mut self, provider: &str) {
-        self.provider = Some(provider.to_owned());
+    /// The hello the host accepted: every state must carry its provider, and only its
+    /// capabilities may be used.
+    pub fn hello(&mut self, hello: &HelloEvent) {
+        self.provider = Some(hello.provider.clone());
+        self.capabilities = hello.capabilities.clone();
+    }
+
+    /// Whether the hello advertised `capability`.
+    pub fn has_capability(&self, capability: &str) -> bool {
+        self.capabilities.iter().any(|c| c == capability)
+    }
+
+    /// An operation of `kind` for `generation`: advertised, and for the state's generation.
+    pub fn admit_operation(
+        &self,
+        kind: OperationKind,
+        generation: u64,
+    ) -> Result<(), OperationRefusal> {
+        if !self.has_capability(kind.capability()) {
+            return Err(OperationRefusal::NotAdvertised);
+        }
+        if self.generation() != Some(generation) {
+            return Err(OperationRefusal::GenerationMismatch {
+                current: self.generation(),
+            });
+        }
+        Ok(())
+    }
+
+    /// A final's usage: only once a state is in force, for its generation.
+    pub fn check_usage(&self, usage: &Usage) -> Result<(), UsageError> {
+        let generation = self.generation().ok_or(UsageError::NoState)?;
+        usage
+            .check_generation(generation)
+            .map_err(UsageError::Generation)
     }
 
     /// The state in force.
@@ -110,11 +168,6 @@ impl HostState {
         let current = self.generation();
         self.fence.observe(current, generation, sequence)
     }
-
-    /// Whether an operation (or usage) for `generation` matches the state in force.
-    pub fn is_current(&self, generation: u64) -> bool {
-        self.generation() == Some(generation)
-    }
 }
 
 #[cfg(test)]
@@ -126,23 +179,47 @@ mod tests {
         State::new(provider, generation).with_remote_session_id(format!("c-{generation}"))
     }
 
+    fn hello(capabilities: &[&str]) -> HelloEvent {
+        HelloEvent {
+            request_id: "h".into(),
+            provider: "demo".into(),
+            capabilities: capabilities.iter().map(|c| (*c).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn operations_need_the_capability_and_the_current_generation() {
+        let mut host = HostState::default();
+        host.hello(&hello(&["outbound_message"]));
+        assert_eq!(
+            host.admit_operation(OperationKind::SessionTool, 1),
+            Err(OperationRefusal::NotAdvertised)
+        );
+        assert_eq!(
+            host.admit_operation(OperationKind::Outbound, 1),
+            Err(OperationRefusal::GenerationMismatch { current: None })
+        );
+        host.apply(&state("demo", 1)).unwrap();
+        host.admit_operation(OperationKind::Outbound, 1).unwrap();
+    }
+
     #[test]
     fn states_carry_the_hello_provider_and_never_go_back() {
         let mut host = HostState::default();
-        host.hello("demo");
+        host.hello(&hello(&[]));
         assert_eq!(
             host.apply(&state("other", 1)).unwrap_err().rule,
             Rule::StateProviderMismatch
         );
         host.apply(&state("demo", 2)).unwrap();
         assert!(host.apply(&state("demo", 1)).is_err());
-        assert!(host.is_current(2));
+        assert_eq!(host.generation(), Some(2));
     }
 
     #[test]
     fn a_rebuild_raises_the_generation_keeps_the_thread_and_fences_screens() {
         let mut host = HostState::default();
-        host.hello("demo");
+        host.hello(&hello(&[]));
         let mut persisted = state("demo", 1);
         persisted.agent_thread_id = Some("thread".into());
         assert!(matches!(
