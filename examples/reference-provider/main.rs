@@ -80,7 +80,7 @@ async fn main() {
         _ => Vec::new(),
     };
     // The signal mutants catch SIGTERM themselves: `torn-line-on-signal` answers it at once
-    // with half a line, `signal-waits-for-start` looks for it only after each command.
+    // with half a line, `signal-waits-for-start` looks for it only between commands.
     let mut sigterm = match mutant {
         Some(Mutant::SignalWaitsForStart | Mutant::TornLineOnSignal) => {
             use tokio::signal::unix::{SignalKind, signal};
@@ -105,13 +105,23 @@ async fn main() {
             break;
         }
         let started = matches!(item, Ok(remote_runner_protocol::Command::Start(_)));
-        if started && mutant == Some(Mutant::SlowStartBlocksLoop) {
+        let slow_start = matches!(
+            mutant,
+            Some(Mutant::SlowStartBlocksLoop | Mutant::SignalWaitsForStart)
+        );
+        if started && slow_start {
             tokio::time::sleep(std::time::Duration::from_secs(3)).await;
         }
-        if started && mutant == Some(Mutant::SignalWaitsForStart) {
-            tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        let outputs = session.handle(item);
+        // Between handling a command and writing its answer: the host cannot have sent a
+        // signal in reply to an answer it has not read yet.
+        if mutant == Some(Mutant::SignalWaitsForStart)
+            && let Some(term) = sigterm.as_mut()
+            && term.recv().now_or_never().is_some()
+        {
+            std::process::exit(0);
         }
-        for output in session.handle(item) {
+        for output in outputs {
             let Some(bytes) = output.bytes() else {
                 if matches!(output, Output::Exit) {
                     std::process::exit(3);
@@ -124,12 +134,6 @@ async fn main() {
         }
         if started && mutant == Some(Mutant::StopReadingAfterStart) {
             std::future::pending::<()>().await;
-        }
-        if mutant == Some(Mutant::SignalWaitsForStart)
-            && let Some(term) = sigterm.as_mut()
-            && term.recv().now_or_never().is_some()
-        {
-            std::process::exit(0);
         }
     }
     if mutant == Some(Mutant::NoExitOnEof) {
