@@ -1,21 +1,27 @@
-//! The host's stateful rules: correlation, turn lifecycle, state transitions, terminal
-//! fencing, usage and host-executed operations. Pure bookkeeping, no I/O: the session feeds
-//! it every command it writes and every event it reads.
+//! The host's view of one provider process: what the harness sent and what the provider
+//! answered. The rules themselves (correlation, turn lifecycle, state transitions, terminal
+//! fencing, host-executed operations) are the protocol crate's host-side lifecycle
+//! (`remote_runner_protocol::lifecycle::host`); this module feeds them every command written
+//! and every event read, turns their verdicts into violations, and keeps the counters and
+//! replies scenarios look at.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
+use remote_runner_protocol::lifecycle::host::{
+    AckError, CorrelationError, HostState, HostTurns, OperationRefusal, OperationVerdict,
+    ReadyError, ReplyType, RequestClass, Requests, ScreenVerdict, TurnEventError, TurnFailureError,
+    TurnRefusal, UsageError, allowed_before_hello, missing_capability,
+};
 use remote_runner_protocol::{
-    Command, Event, FailureEvent, FinalEvent, HelloEvent, OutboundMessageResultCommand,
-    OutboundResult, ReadyEvent, SessionStatus, SessionToolResult, SessionToolResultCommand, State,
-    StatusEvent, Transition, ValidationError, check_transition,
+    Command, Event, FailureEvent, FinalEvent, HelloEvent, OperationKind,
+    OutboundMessageResultCommand, OutboundResult, ReadyEvent, SessionToolResult,
+    SessionToolResultCommand, State, StatusEvent, ValidationError,
 };
 
 use crate::violation::{Violation, Warning, rule};
 
-/// Distinct outbound operations the host accepts per turn.
-pub const OUTBOUND_LIMIT_PER_TURN: usize = 10;
-/// Distinct session tools the host accepts per turn.
-pub const SESSION_TOOL_LIMIT_PER_TURN: usize = 30;
+/// Where a turn is in its life: the protocol crate's host-side rules.
+pub use remote_runner_protocol::lifecycle::host::TurnPhase;
 
 /// What a command the harness sent expects back.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,6 +51,23 @@ pub enum RequestKind {
     BadInput,
 }
 
+impl RequestKind {
+    /// The protocol's class of the request.
+    pub fn class(&self) -> RequestClass {
+        match self {
+            RequestKind::Hello(_) => RequestClass::Hello,
+            RequestKind::Start => RequestClass::Start,
+            RequestKind::Resume { .. } => RequestClass::Resume,
+            RequestKind::Turn(_) => RequestClass::Turn,
+            RequestKind::Cancel => RequestClass::Cancel,
+            RequestKind::Detach => RequestClass::Detach,
+            RequestKind::Reattach => RequestClass::Reattach,
+            RequestKind::AnyStatus => RequestClass::AnyStatus,
+            RequestKind::BadInput => RequestClass::BadInput,
+        }
+    }
+}
+
 /// The event that answered a request.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
@@ -56,12 +79,6 @@ pub enum Reply {
     Status(StatusEvent),
     /// A failure event.
     Failure(FailureEvent),
-}
-
-#[derive(Debug, Clone)]
-struct Request {
-    kind: RequestKind,
-    reply: Option<Reply>,
 }
 
 /// How a turn ended.
@@ -77,12 +94,6 @@ pub enum TurnEnd {
         pre_ack: bool,
     },
 }
-
-/// Where a turn is in its life: the protocol crate's host-side rules.
-pub use remote_runner_protocol::lifecycle::host::TurnPhase;
-use remote_runner_protocol::lifecycle::host::{
-    ScreenFence, ScreenVerdict, TurnEventError, TurnFailureError, judge_turn_failure,
-};
 
 /// Counters of one turn's host-executed operations.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -112,25 +123,12 @@ pub struct TurnRecord {
     pub request_id: String,
     /// Its turnId.
     pub turn_id: String,
-    /// Where it is.
-    pub phase: TurnPhase,
     /// How it ended.
     pub end: Option<TurnEnd>,
     /// progress events read.
     pub progress: usize,
     /// Operation counters.
     pub stats: OperationStats,
-    /// Results scheduled but not yet written.
-    pub results_pending: usize,
-    operations: HashMap<String, Operation>,
-    distinct_outbound: usize,
-    distinct_tools: usize,
-}
-
-#[derive(Debug, Clone)]
-struct Operation {
-    fingerprint: String,
-    result: OperationResult,
 }
 
 #[derive(Debug, Clone)]
@@ -154,13 +152,13 @@ pub enum OperationPolicy {
 /// The host's view of one provider process.
 #[derive(Debug, Default)]
 pub struct Tracker {
-    requests: HashMap<String, Request>,
-    settlements: HashSet<String>,
+    requests: Requests,
+    kinds: HashMap<String, RequestKind>,
+    replies: HashMap<String, Reply>,
     turns: Vec<TurnRecord>,
+    book: HostTurns<OperationResult>,
     hello: Option<HelloEvent>,
-    state: Option<State>,
-    /// Screen generation/sequence fencing (the protocol crate's host-side rules).
-    fence: ScreenFence,
+    host_state: HostState,
     /// Accept failures with neither requestId nor turnId (bad-input scenarios only).
     pub tolerate_uncorrelated: bool,
     /// Uncorrelated failures seen while tolerated.
@@ -188,43 +186,37 @@ fn broken(err: ValidationError) -> Violation {
 impl Tracker {
     /// Notes that the host wrote a command: a newly raised generation is now applied.
     pub fn command_written(&mut self) {
-        self.fence.command_written();
+        self.host_state.command_written();
     }
 
     /// Records a command the harness is about to write.
     pub fn sent(&mut self, request_id: &str, kind: RequestKind) {
         if let RequestKind::Turn(turn_id) = &kind {
+            self.book.submitted(request_id, turn_id);
             self.turns.push(TurnRecord {
                 request_id: request_id.to_owned(),
                 turn_id: turn_id.clone(),
-                phase: TurnPhase::Submitted,
                 end: None,
                 progress: 0,
                 stats: OperationStats::default(),
-                results_pending: 0,
-                operations: HashMap::new(),
-                distinct_outbound: 0,
-                distinct_tools: 0,
             });
         }
-        self.requests
-            .insert(request_id.to_owned(), Request { kind, reply: None });
+        self.requests.sent(request_id, kind.class());
+        self.kinds.insert(request_id.to_owned(), kind);
     }
 
     /// Records a settlement command (never answered) the harness wrote.
     pub fn settlement_written(&mut self, request_id: &str, turn_id: &str) {
-        self.settlements.insert(request_id.to_owned());
+        self.requests.settlement_written(request_id);
+        self.book.result_written(turn_id);
         if let Some(turn) = self.turn_mut(turn_id) {
-            turn.results_pending = turn.results_pending.saturating_sub(1);
             turn.stats.results_written += 1;
         }
     }
 
     /// Drops a scheduled result whose turn ended before it was due (the host does the same).
     pub fn settlement_dropped(&mut self, turn_id: &str) {
-        if let Some(turn) = self.turn_mut(turn_id) {
-            turn.results_pending = turn.results_pending.saturating_sub(1);
-        }
+        self.book.result_dropped(turn_id);
     }
 
     /// The hello the provider sent.
@@ -234,19 +226,17 @@ impl Tracker {
 
     /// Whether the provider advertised `capability`.
     pub fn has_capability(&self, capability: &str) -> bool {
-        self.hello
-            .as_ref()
-            .is_some_and(|h| h.capabilities.iter().any(|c| c == capability))
+        self.host_state.has_capability(capability)
     }
 
     /// The state in force.
     pub fn state(&self) -> Option<&State> {
-        self.state.as_ref()
+        self.host_state.state()
     }
 
     /// The reply to `request_id`, once it arrived.
     pub fn reply(&self, request_id: &str) -> Option<&Reply> {
-        self.requests.get(request_id).and_then(|r| r.reply.as_ref())
+        self.replies.get(request_id)
     }
 
     /// The turn with `turn_id`.
@@ -254,10 +244,19 @@ impl Tracker {
         self.turns.iter().find(|t| t.turn_id == turn_id)
     }
 
+    /// Where the turn with `turn_id` is.
+    pub fn phase(&self, turn_id: &str) -> Option<TurnPhase> {
+        self.book.phase(turn_id)
+    }
+
     /// Whether the turn ended.
     pub fn turn_ended(&self, turn_id: &str) -> bool {
-        self.turn(turn_id)
-            .is_none_or(|t| t.phase == TurnPhase::Ended)
+        self.phase(turn_id).is_none_or(|p| p == TurnPhase::Ended)
+    }
+
+    /// Results scheduled for the turn and not yet written.
+    pub fn results_pending(&self, turn_id: &str) -> usize {
+        self.book.results_pending(turn_id)
     }
 
     /// Takes the warnings gathered so far.
@@ -269,38 +268,15 @@ impl Tracker {
         self.turns.iter_mut().find(|t| t.turn_id == turn_id)
     }
 
-    fn expected_provider(&self, state: &State) -> String {
-        self.hello
-            .as_ref()
-            .map_or_else(|| state.provider.clone(), |h| h.provider.clone())
-    }
-
-    /// Checks and applies a state the host would apply.
     fn apply_state(&mut self, next: &State) -> Result<(), Violation> {
-        let provider = self.expected_provider(next);
-        check_transition(self.state.as_ref(), next, &provider, Transition::Update)
-            .map_err(broken)?;
-        let raised = self
-            .state
-            .as_ref()
-            .is_none_or(|s| next.generation > s.generation);
-        if raised {
-            self.fence.generation_raised();
-        }
-        self.state = Some(next.clone());
-        Ok(())
+        self.host_state.apply(next).map_err(broken)
     }
 
     /// Checks one decoded event against every stateful rule. On success returns the
     /// operation results the host must write back (after its delivery delay).
     pub fn observe(&mut self, event: &Event) -> Result<Vec<(String, Command)>, Violation> {
         self.events.push(event.clone());
-        if self.hello.is_none()
-            && !matches!(
-                event,
-                Event::Hello(_) | Event::Failure(_) | Event::Status(_)
-            )
-        {
+        if self.hello.is_none() && !allowed_before_hello(event) {
             return Err(Violation::new(
                 rule::EVENT_BEFORE_HANDSHAKE,
                 format!("{} event before the hello reply", event.type_name()),
@@ -313,7 +289,10 @@ impl Tracker {
             Event::Status(e) => self.on_status(e).map(|()| Vec::new()),
             Event::Failure(e) => self.on_failure(e).map(|()| Vec::new()),
             Event::Progress(e) => {
-                self.active_turn(&e.turn_id, "progress")?.progress += 1;
+                self.active_turn(&e.turn_id, "progress")?;
+                if let Some(turn) = self.turn_mut(&e.turn_id) {
+                    turn.progress += 1;
+                }
                 Ok(Vec::new())
             }
             Event::Final(e) => self.on_final(e).map(|()| Vec::new()),
@@ -332,7 +311,7 @@ impl Tracker {
                 ])
                 .to_string();
                 self.on_operation(
-                    Op::Outbound,
+                    OperationKind::Outbound,
                     &e.operation_id,
                     &e.turn_id,
                     e.generation,
@@ -343,7 +322,7 @@ impl Tracker {
                 let fingerprint =
                     serde_json::json!([e.turn_id, e.generation, e.request]).to_string();
                 self.on_operation(
-                    Op::Tool,
+                    OperationKind::SessionTool,
                     &e.operation_id,
                     &e.turn_id,
                     e.generation,
@@ -353,126 +332,101 @@ impl Tracker {
         }
     }
 
-    /// Finds the pending, not yet answered request for a reply event.
-    fn pending(&mut self, request_id: &str, what: &str) -> Result<&mut Request, Violation> {
-        if self.settlements.contains(request_id) {
-            return Err(Violation::new(
+    /// Correlates a reply with the request it answers and returns that request.
+    fn correlate(&mut self, request_id: &str, reply: ReplyType) -> Result<RequestKind, Violation> {
+        let what = reply.name();
+        match self.requests.reply(request_id, reply) {
+            Ok(_) => Ok(self
+                .kinds
+                .get(request_id)
+                .cloned()
+                .unwrap_or(RequestKind::AnyStatus)),
+            Err(CorrelationError::ReplyToSettlement) => Err(Violation::new(
                 rule::REPLY_TO_SETTLEMENT,
                 format!("{what} answers {request_id:?}, an operation result"),
                 "no reply at all to outbound_message_result / session_tool_result",
-            ));
-        }
-        match self.requests.get_mut(request_id) {
-            None => Err(Violation::new(
+            )),
+            Err(CorrelationError::UnknownRequestId) => Err(Violation::new(
                 rule::UNKNOWN_REQUEST_ID,
                 format!("{what} carries requestId {request_id:?}, which the host never sent"),
                 "requestId echoing a command the host sent",
             )),
-            Some(r) if r.reply.is_some() => Err(Violation::new(
+            Err(CorrelationError::AlreadyAnswered) => Err(Violation::new(
                 rule::REQUEST_ALREADY_ANSWERED,
                 format!("{what} answers {request_id:?}, which was already answered"),
                 "exactly one reply per request (one busy ACK per turn)",
             )),
-            Some(r) => Ok(r),
+            Err(CorrelationError::WrongReply { class }) => Err(Violation::new(
+                rule::WRONG_REPLY_TYPE,
+                format!("{what} event answers a {}", class.name()),
+                format!("{} (or a correlated failure)", class.expected_reply()),
+            )),
+            Err(CorrelationError::UnexpectedStatus { class, wanted }) => {
+                let got = match reply {
+                    ReplyType::Status(status) => format!("{status:?}"),
+                    other => other.name().to_owned(),
+                };
+                Err(Violation::new(
+                    rule::UNEXPECTED_STATUS_VALUE,
+                    format!("status {got} answers a {}", class.name()),
+                    format!("status {wanted:?} (or a correlated failure)"),
+                ))
+            }
         }
     }
 
     fn on_hello(&mut self, e: &HelloEvent) -> Result<(), Violation> {
-        let request = self.pending(&e.request_id, "hello")?;
-        let RequestKind::Hello(required) = request.kind.clone() else {
-            return Err(wrong_reply("hello", &request.kind));
+        // The protocol's correlation lets a hello answer only a hello request.
+        let required = match self.correlate(&e.request_id, ReplyType::Hello)? {
+            RequestKind::Hello(required) => required,
+            _ => Vec::new(),
         };
-        request.reply = Some(Reply::Hello(e.clone()));
-        if let Some(missing) = required.iter().find(|c| !e.capabilities.contains(c)) {
+        self.replies
+            .insert(e.request_id.clone(), Reply::Hello(e.clone()));
+        if let Some(missing) = missing_capability(&required, &e.capabilities) {
             return Err(Violation::new(
                 rule::MISSING_REQUIRED_CAPABILITY,
                 format!("hello does not list the required capability {missing:?}"),
                 format!("capabilities including every required one: {required:?}"),
             ));
         }
+        self.host_state.hello(e);
         self.hello = Some(e.clone());
         Ok(())
     }
 
     fn on_ready(&mut self, e: &ReadyEvent) -> Result<(), Violation> {
-        let request = self.pending(&e.request_id, "ready")?;
-        let kind = request.kind.clone();
-        request.reply = Some(Reply::Ready(e.clone()));
-        let provider = self.expected_provider(&e.state);
-        match kind {
-            RequestKind::Start => self.apply_state(&e.state),
-            RequestKind::Resume { persisted, rebuild } => {
-                let transition = if rebuild {
-                    Transition::RebuildReady
-                } else {
-                    Transition::Update
-                };
-                check_transition(Some(&persisted), &e.state, &provider, transition)
-                    .map_err(broken)?;
-                if let Some(thread) = &persisted.agent_thread_id
-                    && e.state.agent_thread_id.as_ref() != Some(thread)
-                {
-                    return Err(Violation::new(
-                        rule::AGENT_THREAD_ID_NOT_KEPT,
-                        format!(
-                            "resume ready has agentThreadId {:?}; the persisted state had {thread:?}",
-                            e.state.agent_thread_id
-                        ),
-                        "agentThreadId (the conversation) kept across resume and rebuild",
-                    ));
-                }
-                if self.state.is_none() {
-                    self.state = Some(persisted.clone());
-                }
-                self.apply_state(&e.state)?;
-                if e.state.generation > persisted.generation {
-                    self.fence.raised_by_ready(e.state.generation);
-                }
-                Ok(())
-            }
-            other => Err(wrong_reply("ready", &other)),
+        let kind = self.correlate(&e.request_id, ReplyType::Ready)?;
+        self.replies
+            .insert(e.request_id.clone(), Reply::Ready(e.clone()));
+        let RequestKind::Resume { persisted, rebuild } = kind else {
+            return self.apply_state(&e.state);
+        };
+        match self.host_state.apply_resume(&persisted, &e.state, rebuild) {
+            Ok(()) => Ok(()),
+            Err(ReadyError::Transition(err)) => Err(broken(err)),
+            Err(ReadyError::AgentThreadChanged { persisted, got }) => Err(Violation::new(
+                rule::AGENT_THREAD_ID_NOT_KEPT,
+                format!(
+                    "resume ready has agentThreadId {got:?}; the persisted state had {persisted:?}"
+                ),
+                "agentThreadId (the conversation) kept across resume and rebuild",
+            )),
         }
     }
 
     fn on_status(&mut self, e: &StatusEvent) -> Result<(), Violation> {
-        let request = self.pending(&e.request_id, "status")?;
-        let kind = request.kind.clone();
-        let wanted = match &kind {
-            RequestKind::Turn(_) => Some(SessionStatus::Busy),
-            RequestKind::Cancel => Some(SessionStatus::Closed),
-            RequestKind::Detach => Some(SessionStatus::Detached),
-            RequestKind::Reattach => Some(SessionStatus::Ready),
-            RequestKind::AnyStatus => None,
-            other => return Err(wrong_reply("status", other)),
-        };
-        if let Some(wanted) = wanted
-            && wanted != e.status
+        let kind = self.correlate(&e.request_id, ReplyType::Status(e.status))?;
+        self.replies
+            .insert(e.request_id.clone(), Reply::Status(e.clone()));
+        if let RequestKind::Turn(turn_id) = &kind
+            && let Err(AckError::Overlap { running }) = self.book.acked(turn_id)
         {
             return Err(Violation::new(
-                rule::UNEXPECTED_STATUS_VALUE,
-                format!("status {:?} answers a {}", e.status, kind_name(&kind)),
-                format!("status {wanted:?} (or a correlated failure)"),
+                rule::TURN_OVERLAP,
+                format!("turn {turn_id:?} was ACKed while turn {running:?} is still running"),
+                "one turn at a time: refuse a second turn with a correlated failure",
             ));
-        }
-        request.reply = Some(Reply::Status(e.clone()));
-        if let RequestKind::Turn(turn_id) = &kind {
-            if let Some(other) = self
-                .turns
-                .iter()
-                .find(|t| t.phase == TurnPhase::Acked && &t.turn_id != turn_id)
-            {
-                return Err(Violation::new(
-                    rule::TURN_OVERLAP,
-                    format!(
-                        "turn {turn_id:?} was ACKed while turn {:?} is still running",
-                        other.turn_id
-                    ),
-                    "one turn at a time: refuse a second turn with a correlated failure",
-                ));
-            }
-            if let Some(turn) = self.turn_mut(turn_id) {
-                turn.phase = TurnPhase::Acked;
-            }
         }
         if matches!(
             kind,
@@ -495,29 +449,15 @@ impl Tracker {
                 format!("failure {:?} carries neither requestId nor turnId", e.code),
                 "a failure correlated by requestId (before the ACK) or turnId",
             )),
-            (Some(request_id), turn_id) => {
-                let turn_of_request = match self.requests.get(request_id) {
-                    Some(Request {
-                        kind: RequestKind::Turn(t),
-                        ..
-                    }) => Some(t.clone()),
-                    _ => None,
-                };
-                match turn_of_request {
-                    Some(turn) => self.turn_failure(&turn, turn_id.as_deref(), e, true),
-                    None => {
-                        let request = self.pending(request_id, "failure")?;
-                        request.reply = Some(Reply::Failure(e.clone()));
-                        Ok(())
-                    }
+            (Some(request_id), turn_id) => match self.correlate(request_id, ReplyType::Failure)? {
+                RequestKind::Turn(turn) => self.turn_failure(&turn, turn_id.as_deref(), e, true),
+                _ => {
+                    self.replies
+                        .insert(request_id.clone(), Reply::Failure(e.clone()));
+                    Ok(())
                 }
-            }
-            (None, Some(turn_id)) => {
-                if self.turn(turn_id).is_none() {
-                    return Err(unknown_turn(turn_id, "failure"));
-                }
-                self.turn_failure(&turn_id.clone(), Some(turn_id), e, false)
-            }
+            },
+            (None, Some(turn_id)) => self.turn_failure(turn_id, Some(turn_id), e, false),
         }
     }
 
@@ -529,101 +469,98 @@ impl Tracker {
         e: &FailureEvent,
         by_request: bool,
     ) -> Result<(), Violation> {
-        let record = self
-            .turn(turn)
-            .cloned()
-            .ok_or_else(|| unknown_turn(turn, "failure"))?;
-        let matches = event_turn_id.map(|id| id == turn);
-        match judge_turn_failure(record.phase, by_request, matches) {
-            Err(TurnFailureError::TurnIdMismatch) => Err(Violation::new(
-                rule::TURN_ID_MISMATCH,
-                format!(
-                    "failure has turnId {:?} but its requestId belongs to turn {turn:?}",
-                    event_turn_id.unwrap_or_default()
-                ),
-                "the turnId of the turn the requestId started",
-            )),
-            Err(TurnFailureError::NotActive) => Err(Violation::new(
-                rule::TURN_NOT_ACTIVE,
-                format!("failure for turn {turn:?}, which already ended"),
-                "nothing more for a turn after its final or failure",
-            )),
-            Err(TurnFailureError::PostAckWithoutTurnId) => Err(Violation::new(
-                rule::POST_ACK_FAILURE_WITHOUT_TURN_ID,
-                format!(
-                    "failure {:?} after the busy ACK carries only the requestId",
-                    e.code
-                ),
-                "a failure after the ACK carries turnId (requestId optional)",
-            )),
-            Ok(pre_ack) => {
-                if pre_ack && let Some(request) = self.requests.get_mut(&record.request_id) {
-                    request.reply = Some(Reply::Failure(e.clone()));
-                }
-                if let Some(t) = self.turn_mut(turn) {
-                    t.phase = TurnPhase::Ended;
-                    t.end = Some(TurnEnd::Failure {
-                        event: e.clone(),
-                        pre_ack,
-                    });
-                }
-                Ok(())
+        let pre_ack = match self.book.failure(turn, by_request, event_turn_id) {
+            Ok(pre_ack) => pre_ack,
+            Err(TurnRefusal::Unknown) => return Err(unknown_turn(turn, "failure")),
+            Err(TurnRefusal::Failure(TurnFailureError::TurnIdMismatch)) => {
+                return Err(Violation::new(
+                    rule::TURN_ID_MISMATCH,
+                    format!(
+                        "failure has turnId {:?} but its requestId belongs to turn {turn:?}",
+                        event_turn_id.unwrap_or_default()
+                    ),
+                    "the turnId of the turn the requestId started",
+                ));
             }
+            Err(TurnRefusal::Failure(TurnFailureError::NotActive)) | Err(TurnRefusal::Event(_)) => {
+                return Err(Violation::new(
+                    rule::TURN_NOT_ACTIVE,
+                    format!("failure for turn {turn:?}, which already ended"),
+                    "nothing more for a turn after its final or failure",
+                ));
+            }
+            Err(TurnRefusal::Failure(TurnFailureError::PostAckWithoutTurnId)) => {
+                return Err(Violation::new(
+                    rule::POST_ACK_FAILURE_WITHOUT_TURN_ID,
+                    format!(
+                        "failure {:?} after the busy ACK carries only the requestId",
+                        e.code
+                    ),
+                    "a failure after the ACK carries turnId (requestId optional)",
+                ));
+            }
+        };
+        let record = self.turn_mut(turn).expect("the protocol knows the turn");
+        record.end = Some(TurnEnd::Failure {
+            event: e.clone(),
+            pre_ack,
+        });
+        let request_id = record.request_id.clone();
+        if pre_ack {
+            self.requests.answered(&request_id);
+            self.replies.insert(request_id, Reply::Failure(e.clone()));
         }
+        Ok(())
     }
 
-    fn active_turn(&mut self, turn_id: &str, what: &str) -> Result<&mut TurnRecord, Violation> {
-        let Some(turn) = self.turn_mut(turn_id) else {
-            return Err(unknown_turn(turn_id, what));
-        };
-        match turn.phase.admit_event() {
-            Err(TurnEventError::BeforeAck) => Err(Violation::new(
-                rule::EVENT_BEFORE_ACK,
-                format!("{what} for turn {turn_id:?} before its busy ACK"),
-                "status busy with the turn's requestId before any progress, final or operation",
-            )),
-            Err(TurnEventError::NotActive) => Err(Violation::new(
-                rule::TURN_NOT_ACTIVE,
-                format!("{what} for turn {turn_id:?}, which already ended"),
-                "events only for the active turn",
-            )),
-            Ok(()) => Ok(turn),
-        }
+    /// Checks that `turn_id` is ACKed and not ended.
+    fn active_turn(&self, turn_id: &str, what: &str) -> Result<(), Violation> {
+        self.book
+            .admit_event(turn_id)
+            .map_err(|refusal| turn_refused(refusal, turn_id, what))
     }
 
     fn on_final(&mut self, e: &FinalEvent) -> Result<(), Violation> {
-        let turn = self.active_turn(&e.turn_id, "final")?;
-        if turn.results_pending > 0 {
-            return Err(Violation::new(
-                rule::FINAL_BEFORE_RESULTS,
-                format!(
-                    "final for turn {:?} while {} host result(s) were not yet written back",
-                    e.turn_id, turn.results_pending
-                ),
-                "final only after every outbound_message_result / session_tool_result arrived",
-            ));
+        match self.book.admit_final(&e.turn_id) {
+            Ok(()) => {}
+            Err(Err(refusal)) => return Err(turn_refused(refusal, &e.turn_id, "final")),
+            Err(Ok(owed)) => {
+                return Err(Violation::new(
+                    rule::FINAL_BEFORE_RESULTS,
+                    format!(
+                        "final for turn {:?} while {owed} host result(s) were not yet written back",
+                        e.turn_id
+                    ),
+                    "final only after every outbound_message_result / session_tool_result arrived",
+                ));
+            }
         }
         if let Some(state) = &e.state {
             self.apply_state(state)?;
         }
-        if let Some(usage) = &e.usage {
-            let Some(generation) = self.state.as_ref().map(|s| s.generation) else {
+        match e
+            .usage
+            .as_ref()
+            .map(|usage| self.host_state.check_usage(usage))
+        {
+            None | Some(Ok(())) => {}
+            Some(Err(UsageError::NoState)) => {
                 return Err(Violation::new(
                     rule::NO_STATE_YET,
                     "final.usage before any state",
                     "usage only once a state (ready) is in force",
                 ));
-            };
-            usage.check_generation(generation).map_err(|err| {
-                Violation::new(
+            }
+            Some(Err(UsageError::Generation(err))) => {
+                return Err(Violation::new(
                     err.rule.as_str(),
                     err.to_string(),
                     "usage for the current generation",
-                )
-            })?;
+                ));
+            }
         }
+        self.book.ended(&e.turn_id);
         if let Some(turn) = self.turn_mut(&e.turn_id) {
-            turn.phase = TurnPhase::Ended;
             turn.end = Some(TurnEnd::Final(Box::new(e.clone())));
         }
         Ok(())
@@ -631,8 +568,7 @@ impl Tracker {
 
     fn on_screen(&mut self, generation: u64, sequence: u64) -> Result<(), Violation> {
         self.screens.push((generation, sequence));
-        let current = self.state.as_ref().map(|s| s.generation);
-        match self.fence.observe(current, generation, sequence) {
+        match self.host_state.screen(generation, sequence) {
             ScreenVerdict::Apply => Ok(()),
             ScreenVerdict::AheadOfState {
                 current: Some(current),
@@ -682,95 +618,82 @@ impl Tracker {
 
     fn on_operation(
         &mut self,
-        op: Op,
+        kind: OperationKind,
         operation_id: &str,
         turn_id: &str,
         generation: u64,
         fingerprint: String,
     ) -> Result<Vec<(String, Command)>, Violation> {
-        let (capability, what) = match op {
-            Op::Outbound => ("outbound_message", "outbound_message"),
-            Op::Tool => ("session_tool", "session_tool"),
+        let what = kind.capability();
+        match self.host_state.admit_operation(kind, generation) {
+            Ok(()) => {}
+            Err(OperationRefusal::NotAdvertised) => {
+                return Err(Violation::new(
+                    rule::CAPABILITY_NOT_ADVERTISED,
+                    format!("{what} without the {what:?} capability in hello"),
+                    format!("advertise {what:?} in hello before sending {what}"),
+                ));
+            }
+            Err(OperationRefusal::GenerationMismatch { current }) => {
+                return Err(Violation::new(
+                    rule::OPERATION_GENERATION_MISMATCH,
+                    format!("{what} for generation {generation}; the state is at {current:?}"),
+                    "the current state generation",
+                ));
+            }
+        }
+        let policy = match kind {
+            OperationKind::Outbound => self.outbound_policy,
+            OperationKind::SessionTool => self.session_tool_policy,
         };
-        if !self.has_capability(capability) {
-            return Err(Violation::new(
-                rule::CAPABILITY_NOT_ADVERTISED,
-                format!("{what} without the {capability:?} capability in hello"),
-                format!("advertise {capability:?} in hello before sending {what}"),
-            ));
-        }
-        let state_generation = self.state.as_ref().map(|s| s.generation);
-        if state_generation != Some(generation) {
-            return Err(Violation::new(
-                rule::OPERATION_GENERATION_MISMATCH,
-                format!("{what} for generation {generation}; the state is at {state_generation:?}"),
-                "the current state generation",
-            ));
-        }
-        let outbound_policy = self.outbound_policy;
-        let tool_policy = self.session_tool_policy;
         self.result_counter += 1;
         let counter = self.result_counter;
-        let turn = self.active_turn(turn_id, what)?;
-        match op {
-            Op::Outbound => turn.stats.outbound_events += 1,
-            Op::Tool => turn.stats.session_tool_events += 1,
-        }
-        let result = match turn.operations.get(operation_id) {
-            Some(existing) if existing.fingerprint == fingerprint => {
-                turn.stats.duplicates += 1;
-                existing.result.clone()
-            }
-            Some(_) => {
-                turn.stats.conflicts += 1;
-                refusal(
-                    op,
-                    "operation_id_conflict",
-                    "the operation id was reused with a different payload",
-                )
-            }
-            None => {
-                let (count, limit, code) = match op {
-                    Op::Outbound => (
-                        &mut turn.distinct_outbound,
-                        OUTBOUND_LIMIT_PER_TURN,
-                        "outbound_rate_limited",
-                    ),
-                    Op::Tool => (
-                        &mut turn.distinct_tools,
-                        SESSION_TOOL_LIMIT_PER_TURN,
-                        "session_tool_rate_limited",
-                    ),
-                };
-                let result = if *count >= limit {
-                    turn.stats.rate_limited += 1;
-                    refusal(op, code, "too many operations in one turn")
-                } else {
-                    *count += 1;
-                    match op {
-                        Op::Outbound => turn.stats.distinct_outbound = *count,
-                        Op::Tool => turn.stats.distinct_tools = *count,
+        let (verdict, result) = self
+            .book
+            .operation(
+                turn_id,
+                kind,
+                operation_id,
+                fingerprint,
+                |verdict| match verdict {
+                    OperationVerdict::New | OperationVerdict::Duplicate => {
+                        answer(kind, policy, counter)
                     }
-                    let policy = match op {
-                        Op::Outbound => outbound_policy,
-                        Op::Tool => tool_policy,
-                    };
-                    answer(op, policy, counter)
-                };
-                turn.operations.insert(
-                    operation_id.to_owned(),
-                    Operation {
-                        fingerprint,
-                        result: result.clone(),
-                    },
-                );
-                result
+                    OperationVerdict::Conflict { code } => refusal(
+                        kind,
+                        code,
+                        "the operation id was reused with a different payload",
+                    ),
+                    OperationVerdict::RateLimited { code } => {
+                        refusal(kind, code, "too many operations in one turn")
+                    }
+                },
+            )
+            .map_err(|refusal| turn_refused(refusal, turn_id, what))?;
+        let distinct = self.book.distinct(turn_id, kind);
+        let stats = &mut self
+            .turn_mut(turn_id)
+            .expect("the protocol knows the turn")
+            .stats;
+        match kind {
+            OperationKind::Outbound => {
+                stats.outbound_events += 1;
+                stats.distinct_outbound = distinct;
             }
-        };
-        turn.results_pending += 1;
-        let request_id = match op {
-            Op::Outbound => format!("outbound-message-result:{}", uuid::Uuid::new_v4()),
-            Op::Tool => format!("session-tool-result:{}", uuid::Uuid::new_v4()),
+            OperationKind::SessionTool => {
+                stats.session_tool_events += 1;
+                stats.distinct_tools = distinct;
+            }
+        }
+        match verdict {
+            OperationVerdict::New => {}
+            OperationVerdict::Duplicate => stats.duplicates += 1,
+            OperationVerdict::Conflict { .. } => stats.conflicts += 1,
+            OperationVerdict::RateLimited { .. } => stats.rate_limited += 1,
+        }
+        let request_id = match kind {
+            OperationKind::Outbound => format!("outbound-message-result:{}", uuid::Uuid::new_v4()),
+            OperationKind::SessionTool => format!("session-tool-result:{}", uuid::Uuid::new_v4()),
         };
         let command = match result {
             OperationResult::Outbound(result) => {
@@ -794,33 +717,27 @@ impl Tracker {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
-enum Op {
-    Outbound,
-    Tool,
-}
-
-fn refusal(op: Op, code: &str, message: &str) -> OperationResult {
-    match op {
-        Op::Outbound => OperationResult::Outbound(OutboundResult::Rejected {
+fn refusal(kind: OperationKind, code: &str, message: &str) -> OperationResult {
+    match kind {
+        OperationKind::Outbound => OperationResult::Outbound(OutboundResult::Rejected {
             code: code.into(),
             message: message.into(),
         }),
-        Op::Tool => OperationResult::Tool(SessionToolResult::Rejected {
+        OperationKind::SessionTool => OperationResult::Tool(SessionToolResult::Rejected {
             code: code.into(),
             message: message.into(),
         }),
     }
 }
 
-fn answer(op: Op, policy: OperationPolicy, counter: u64) -> OperationResult {
-    match (op, policy) {
-        (Op::Outbound, OperationPolicy::Succeed) => {
+fn answer(kind: OperationKind, policy: OperationPolicy, counter: u64) -> OperationResult {
+    match (kind, policy) {
+        (OperationKind::Outbound, OperationPolicy::Succeed) => {
             OperationResult::Outbound(OutboundResult::Delivered {
                 message_id: format!("om_conformance_{counter}"),
             })
         }
-        (Op::Tool, OperationPolicy::Succeed) => {
+        (OperationKind::SessionTool, OperationPolicy::Succeed) => {
             OperationResult::Tool(SessionToolResult::Completed {
                 exit_code: 0,
                 stdout: "{\"total\":0,\"messages\":[]}\n".into(),
@@ -828,56 +745,29 @@ fn answer(op: Op, policy: OperationPolicy, counter: u64) -> OperationResult {
                 attachments: None,
             })
         }
-        (Op::Outbound, OperationPolicy::Reject) => refusal(
-            op,
+        (OperationKind::Outbound, OperationPolicy::Reject) => refusal(
+            kind,
             "outbound_delivery_unavailable",
             "the conformance host refused this delivery on purpose",
         ),
-        (Op::Tool, OperationPolicy::Reject) => refusal(
-            op,
+        (OperationKind::SessionTool, OperationPolicy::Reject) => refusal(
+            kind,
             "session_tool_unavailable",
             "the conformance host refused this tool on purpose",
         ),
-        (Op::Outbound, OperationPolicy::Unknown) => {
+        (OperationKind::Outbound, OperationPolicy::Unknown) => {
             OperationResult::Outbound(OutboundResult::Unknown {
                 code: "outbound_delivery_unknown".into(),
                 message: "the conformance host cannot prove the delivery".into(),
             })
         }
-        (Op::Tool, OperationPolicy::Unknown) => OperationResult::Tool(SessionToolResult::Unknown {
-            code: "session_tool_execution_unknown".into(),
-            message: "the conformance host cannot prove the tool ran".into(),
-        }),
+        (OperationKind::SessionTool, OperationPolicy::Unknown) => {
+            OperationResult::Tool(SessionToolResult::Unknown {
+                code: "session_tool_execution_unknown".into(),
+                message: "the conformance host cannot prove the tool ran".into(),
+            })
+        }
     }
-}
-
-fn kind_name(kind: &RequestKind) -> &'static str {
-    match kind {
-        RequestKind::Hello(_) => "hello",
-        RequestKind::Start => "start",
-        RequestKind::Resume { .. } => "resume",
-        RequestKind::Turn(_) => "turn",
-        RequestKind::Cancel => "cancel",
-        RequestKind::Detach => "detach",
-        RequestKind::Reattach => "reattach",
-        RequestKind::AnyStatus => "status/terminal command",
-        RequestKind::BadInput => "bad input line",
-    }
-}
-
-fn wrong_reply(event: &str, kind: &RequestKind) -> Violation {
-    let expected = match kind {
-        RequestKind::Hello(_) => "a hello event",
-        RequestKind::Start | RequestKind::Resume { .. } => "a ready event",
-        RequestKind::Turn(_) => "status busy (the ACK) or a pre-ACK failure",
-        RequestKind::BadInput => "a failure with the line's requestId",
-        _ => "a status event",
-    };
-    Violation::new(
-        rule::WRONG_REPLY_TYPE,
-        format!("{event} event answers a {}", kind_name(kind)),
-        format!("{expected} (or a correlated failure)"),
-    )
 }
 
 fn unknown_turn(turn_id: &str, what: &str) -> Violation {
@@ -886,4 +776,20 @@ fn unknown_turn(turn_id: &str, what: &str) -> Violation {
         format!("{what} names turn {turn_id:?}, which the host never sent"),
         "the turnId of the active turn",
     )
+}
+
+fn turn_refused(refusal: TurnRefusal, turn_id: &str, what: &str) -> Violation {
+    match refusal {
+        TurnRefusal::Unknown => unknown_turn(turn_id, what),
+        TurnRefusal::Event(TurnEventError::BeforeAck) => Violation::new(
+            rule::EVENT_BEFORE_ACK,
+            format!("{what} for turn {turn_id:?} before its busy ACK"),
+            "status busy with the turn's requestId before any progress, final or operation",
+        ),
+        TurnRefusal::Event(TurnEventError::NotActive) | TurnRefusal::Failure(_) => Violation::new(
+            rule::TURN_NOT_ACTIVE,
+            format!("{what} for turn {turn_id:?}, which already ended"),
+            "events only for the active turn",
+        ),
+    }
 }

@@ -63,7 +63,7 @@ fn pre_ack_failure_with_only_the_turn_id_is_correlated() {
     let mut t = ready();
     t.sent("turn:1", RequestKind::Turn("t1".into()));
     t.observe(&failure(None, Some("t1"))).unwrap();
-    assert_eq!(t.turn("t1").unwrap().phase, TurnPhase::Ended);
+    assert_eq!(t.phase("t1"), Some(TurnPhase::Ended));
     assert!(
         t.reply("turn:1").is_some(),
         "the failure answers the turn request"
@@ -81,7 +81,7 @@ fn post_ack_failure_needs_the_turn_id() {
     let mut t = ready();
     acked(&mut t, 1);
     t.observe(&failure(Some("turn:1"), Some("t1"))).unwrap();
-    assert_eq!(t.turn("t1").unwrap().phase, TurnPhase::Ended);
+    assert_eq!(t.phase("t1"), Some(TurnPhase::Ended));
     assert_eq!(
         rule_of(t.observe(&Event::progress("t1", "late"))),
         "turn_not_active"
@@ -272,7 +272,7 @@ fn outbound_dedupe_conflict_and_rate_limit() {
         limited, 1,
         "10 distinct operations are delivered, the 11th is limited"
     );
-    assert_eq!(t.turn(&turn).unwrap().results_pending, 13);
+    assert_eq!(t.results_pending(&turn), 13);
 }
 
 #[test]

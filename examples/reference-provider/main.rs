@@ -22,7 +22,7 @@
 mod mutant;
 mod provider;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use remote_runner_protocol::CommandReader;
 use tokio::io::AsyncWriteExt;
 
@@ -79,19 +79,49 @@ async fn main() {
         }
         _ => Vec::new(),
     };
+    // The signal mutants catch SIGTERM themselves: `torn-line-on-signal` answers it at once
+    // with half a line, `signal-waits-for-start` looks for it only between commands.
+    let mut sigterm = match mutant {
+        Some(Mutant::SignalWaitsForStart | Mutant::TornLineOnSignal) => {
+            use tokio::signal::unix::{SignalKind, signal};
+            signal(SignalKind::terminate()).ok()
+        }
+        _ => None,
+    };
     let mut commands = CommandReader::new(tokio::io::stdin());
     let mut stdout = tokio::io::stdout();
     let mut session = Reference::new(mutant);
-    while let Some(item) = commands.next().await {
+    loop {
+        let item = match sigterm.as_mut() {
+            Some(term) if mutant == Some(Mutant::TornLineOnSignal) => tokio::select! {
+                item = commands.next() => item,
+                _ = term.recv() => torn_exit(&mut stdout).await,
+            },
+            _ => commands.next().await,
+        };
+        let Some(item) = item else { break };
         if let Err(remote_runner_protocol::FrameError::Io(err)) = &item {
             eprintln!("reference-provider: stdin failed: {err}");
             break;
         }
         let started = matches!(item, Ok(remote_runner_protocol::Command::Start(_)));
-        if started && mutant == Some(Mutant::SlowStartBlocksLoop) {
+        let slow_start = matches!(
+            mutant,
+            Some(Mutant::SlowStartBlocksLoop | Mutant::SignalWaitsForStart)
+        );
+        if started && slow_start {
             tokio::time::sleep(std::time::Duration::from_secs(3)).await;
         }
-        for output in session.handle(item) {
+        let outputs = session.handle(item);
+        // Between handling a command and writing its answer: the host cannot have sent a
+        // signal in reply to an answer it has not read yet.
+        if mutant == Some(Mutant::SignalWaitsForStart)
+            && let Some(term) = sigterm.as_mut()
+            && term.recv().now_or_never().is_some()
+        {
+            std::process::exit(0);
+        }
+        for output in outputs {
             let Some(bytes) = output.bytes() else {
                 if matches!(output, Output::Exit) {
                     std::process::exit(3);
@@ -111,4 +141,12 @@ async fn main() {
             tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
         }
     }
+}
+
+/// `torn-line-on-signal`: half a `ready` line, no newline, and exit.
+async fn torn_exit(stdout: &mut tokio::io::Stdout) -> ! {
+    let torn = br#"{"protocol":"botmux.remote-runner","version":1,"type":"ready","#;
+    let _ = stdout.write_all(torn).await;
+    let _ = stdout.flush().await;
+    std::process::exit(0)
 }

@@ -61,6 +61,13 @@ pub enum Mutant {
     IgnoreStopSignals,
     /// `start` takes 3 s and the loop waits on it: nothing else is answered meanwhile.
     SlowStartBlocksLoop,
+    /// SIGTERM is noticed only after a command was handled, and `start` takes 3 s: a signal
+    /// during a start ends the process only after it (the defect of a loop that checks for
+    /// signals between commands).
+    SignalWaitsForStart,
+    /// SIGTERM writes half a `ready` line, then exits: what the provider printed before it
+    /// exited is no longer a whole protocol line.
+    TornLineOnSignal,
     /// Not a defect the host punishes: screens that repeat a sequence or belong to an older
     /// generation, which the host ignores (the harness reports warnings, not failures).
     IgnoredScreens,
@@ -68,7 +75,7 @@ pub enum Mutant {
 
 impl Mutant {
     /// Every mutant with its name.
-    pub const ALL: [(&'static str, Mutant); 29] = [
+    pub const ALL: [(&'static str, Mutant); 31] = [
         ("progress-before-ack", Mutant::ProgressBeforeAck),
         ("two-acks", Mutant::TwoAcks),
         (
@@ -107,6 +114,8 @@ impl Mutant {
         ("ignored-screens", Mutant::IgnoredScreens),
         ("ignore-stop-signals", Mutant::IgnoreStopSignals),
         ("slow-start-blocks-loop", Mutant::SlowStartBlocksLoop),
+        ("signal-waits-for-start", Mutant::SignalWaitsForStart),
+        ("torn-line-on-signal", Mutant::TornLineOnSignal),
     ];
 
     /// Parses a mutant name.

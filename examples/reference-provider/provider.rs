@@ -1,6 +1,7 @@
 //! The reference echo provider's state machine: one input line in, the events to write out.
 //! It behaves like the host's own reference runner, except that it never sends a screen of
-//! a newly raised generation right after `ready` (the real host kills a provider that does).
+//! a newly raised generation right after `ready` (the real host kills a provider that does;
+//! the protocol crate's `ProviderLifecycle::may_send_screen` says when one may go out).
 
 use remote_runner_protocol::lifecycle::{self, ProviderLifecycle, Refusal};
 use remote_runner_protocol::{
@@ -207,6 +208,7 @@ impl Reference {
     }
 
     fn command(&mut self, command: Command) -> Vec<Output> {
+        self.lifecycle.command_received();
         match command {
             Command::Hello(c) => {
                 let mut capabilities = lifecycle::capabilities(true);
@@ -292,13 +294,19 @@ impl Reference {
                         state.agent_thread_id = None;
                     }
                 }
-                let raised = state.generation > c.state.generation;
-                self.lifecycle.ready(state.generation);
+                let generation = state.generation;
+                if generation > c.state.generation {
+                    self.lifecycle.ready_raised(generation);
+                } else {
+                    self.lifecycle.ready(generation);
+                }
                 self.state = Some(state.clone());
                 self.screen = "reference runner resumed".into();
                 let mut out = vec![ev(Event::ready(c.request_id, state))];
                 // A screen of a newly raised generation must wait for the host's next command.
-                if !raised || self.is(Mutant::ScreenAfterRebuildReady) {
+                if self.lifecycle.may_send_screen(generation)
+                    || self.is(Mutant::ScreenAfterRebuildReady)
+                {
                     out.push(self.screen_event());
                 }
                 out

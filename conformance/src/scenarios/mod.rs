@@ -83,6 +83,11 @@ pub mod host_rules {
     pub const SIGNAL: &str = "the host closes with cancel, waits for status closed, then sends \
         SIGTERM without closing stdin (commitDestroySession -> kill('SIGTERM')); a provider \
         still running is leaked";
+    /// a signal while a start is in flight.
+    pub const SIGNAL_MID_START: &str = "a start not answered within handshakeTimeoutMs, or \
+        any protocol error, ends with SIGTERM without closing stdin (failProtocol -> \
+        kill('SIGTERM')); a provider still running is leaked, and every line it wrote before \
+        it exited is read and must be a whole, valid event";
     /// commands while a start is in flight.
     pub const START_IN_FLIGHT: &str = "not sent by RemoteRunnerBackend today (it waits for \
         ready): a provider whose command loop waits on the engine answers nothing, cancel \

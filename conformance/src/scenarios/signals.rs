@@ -65,6 +65,22 @@ pub(super) fn scenarios() -> Vec<Scenario> {
                 host.open().await?;
             }
         ),
+        Scenario {
+            name: "sigterm_mid_start",
+            group: "signals",
+            level: Level::Required,
+            host_rule: host_rules::SIGNAL_MID_START,
+            checks: "SIGTERM with stdin open right behind start, before its ready: exits within \
+                     1 s, and whatever it wrote before exiting is whole, valid protocol lines",
+            run: body!(ctx => {
+                let mut host = ctx.spawn()?;
+                host.handshake().await?;
+                send_start(&mut host).await?;
+                host.expect_exit_on_signal("TERM", SIGNAL_EXIT_BOUND).await?;
+                ctx.finish(host).await;
+                Ok(())
+            }),
+        },
         signal_scenario!(
             "sigterm_mid_turn",
             "TERM",

@@ -316,6 +316,21 @@ mutant_test!(
     "start_not_ended_by_cancel"
 );
 
+mutant_test!(
+    mutant_signal_waits_for_start,
+    "signal-waits-for-start",
+    ["signals"],
+    "sigterm_mid_start",
+    "no_exit_after_signal"
+);
+mutant_test!(
+    mutant_torn_line_on_signal,
+    "torn-line-on-signal",
+    ["signals"],
+    "sigterm_mid_start",
+    "unterminated_line"
+);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutant_ignore_stop_signals_fails_every_signal_scenario() {
     let mut config = config(&["--mutant", "ignore-stop-signals"]);
@@ -327,6 +342,7 @@ async fn mutant_ignore_stop_signals_fails_every_signal_scenario() {
     for scenario in [
         "sigterm_before_hello",
         "sigterm_idle",
+        "sigterm_mid_start",
         "sigterm_mid_turn",
         "sigterm_after_cancel",
         "sigterm_after_detach",

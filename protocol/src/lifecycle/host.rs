@@ -1,6 +1,23 @@
 //! The host side: what the BotMux host accepts from a provider next. The host applies these
 //! rules to every event; breaking one is a protocol error (the provider is killed and an active
 //! turn fails as `ambiguous`), except where a verdict says the host ignores the event.
+//!
+//! - [`requests`]: the handshake first, then which event answers which command, once.
+//! - [`turns`]: one turn at a time, turn events between ACK and end, the turn's host-executed
+//!   operations (per-turn limits, repeated and conflicting ids, results owed).
+//! - [`state`]: the state the host applies (and the usage and operations it admits for it),
+//!   the hello's provider and capabilities, and the screen fence that follows the state.
+//! - here: turn phases, turn failures, the screen fence.
+
+pub mod requests;
+pub mod state;
+pub mod turns;
+
+pub use requests::{
+    CorrelationError, ReplyType, RequestClass, Requests, allowed_before_hello, missing_capability,
+};
+pub use state::{HostState, OperationRefusal, ReadyError, UsageError};
+pub use turns::{AckError, HostOperations, HostTurns, OperationVerdict, TurnRefusal};
 
 /// Where a turn the host sent is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,8 +4,9 @@
 //!
 //! - [`provider`]: what a provider may accept next and what it must refuse (with which code);
 //!   used by `botmux-remote-runner` and the reference provider.
-//! - [`host`]: what the host accepts from a provider next (turn phases, terminal screens);
-//!   used by the conformance harness's tracker.
+//! - [`host`]: what the host accepts from a provider next (request/reply correlation, turn
+//!   phases and overlap, state application, terminal screens, host-executed operations); used
+//!   by the conformance harness's tracker.
 
 pub mod host;
 pub mod provider;

@@ -119,6 +119,9 @@ pub struct ProviderLifecycle {
     generation: Option<u64>,
     turn: Option<String>,
     cancelling: bool,
+    /// A generation reported but not yet applied by the host: no screen of it until the host's
+    /// next command.
+    screen_held: bool,
 }
 
 impl Default for ProviderLifecycle {
@@ -135,6 +138,7 @@ impl ProviderLifecycle {
             generation: None,
             turn: None,
             cancelling: false,
+            screen_held: false,
         }
     }
 
@@ -206,6 +210,29 @@ impl ProviderLifecycle {
         if self.status != SessionStatus::Busy {
             self.status = SessionStatus::Ready;
         }
+    }
+
+    /// `ready` (for a resume or rebuild) or `lineage_changed` reported `generation`, a new
+    /// compute generation. The host applies such a state asynchronously and kills a provider
+    /// that sends a `terminal_screen` of it before the host's next command, so screens are
+    /// held until [`ProviderLifecycle::command_received`].
+    pub fn ready_raised(&mut self, generation: u64) {
+        self.ready(generation);
+        self.screen_held = true;
+    }
+
+    /// A command arrived from the host: it has applied everything sent before it.
+    pub fn command_received(&mut self) {
+        self.screen_held = false;
+    }
+
+    /// Whether a `terminal_screen` of `generation` may be sent now: a session is ready or
+    /// busy at that generation, and no newly raised generation waits for the host's next
+    /// command.
+    pub fn may_send_screen(&self, generation: u64) -> bool {
+        matches!(self.status, SessionStatus::Ready | SessionStatus::Busy)
+            && self.generation == Some(generation)
+            && !self.screen_held
     }
 
     /// The turn's busy ACK was sent.
@@ -300,6 +327,21 @@ mod tests {
             m.admit_terminal(2).unwrap_err().code(),
             "stale_terminal_generation"
         );
+    }
+
+    #[test]
+    fn no_screen_of_a_raised_generation_before_the_next_command() {
+        let mut m = ProviderLifecycle::new();
+        assert!(!m.may_send_screen(0));
+        m.ready(1);
+        assert!(m.may_send_screen(1));
+        assert!(!m.may_send_screen(2));
+        m.ready_raised(2);
+        assert!(!m.may_send_screen(2));
+        m.command_received();
+        assert!(m.may_send_screen(2));
+        m.detached();
+        assert!(!m.may_send_screen(2));
     }
 
     #[test]

@@ -62,8 +62,6 @@ pub struct Inner {
     pub state: Option<State>,
     pub session: Option<SessionRef>,
     pub turn: Option<TurnSlot>,
-    /// After a `ready` that raised the generation, no screen until the host's next command.
-    pub screen_hold: bool,
     /// The session ended (a command killed the shell, or tmux died): the next turn rebuilds.
     pub session_lost: bool,
     /// Last terminal_screen sequence sent (sequences are also time-based across restarts).
@@ -150,7 +148,7 @@ impl Provider {
             Err(err) => return self.refuse(&command, err),
         };
         // Any command from the host means it has applied what we sent before it.
-        shared.lock().screen_hold = false;
+        shared.lock().lifecycle.command_received();
         match command {
             Command::Hello(c) => {
                 self.out.send(Event::hello(
@@ -163,14 +161,7 @@ impl Provider {
                     ),
                 ));
             }
-            Command::Status(c) => {
-                let inner = shared.lock();
-                self.out.send(Event::status(
-                    c.request_id,
-                    inner.lifecycle.status(),
-                    inner.state.clone(),
-                ));
-            }
+            Command::Status(c) => self.out.send(status_now(shared, c.request_id)),
             Command::Start(c) => session_job(shared, c.request_id.clone(), |s, token| async move {
                 start(&s, c, &token).await
             }),
@@ -189,40 +180,28 @@ impl Provider {
             Command::Reattach(c) => session_job(shared, c.request_id.clone(), |s, _| async move {
                 reattach(&s, &c).await
             }),
-            Command::TerminalInput(c) => {
-                let checked = terminal_session(shared, c.generation);
-                terminal_job(
-                    shared,
-                    c.request_id.clone(),
-                    checked,
-                    move |s, session| async move { terminal_input(&s, &session, c).await },
-                )
-            }
-            Command::TerminalResize(c) => {
-                let checked = terminal_session(shared, c.generation);
-                terminal_job(
-                    shared,
-                    c.request_id.clone(),
-                    checked,
-                    move |s, session| async move { terminal_resize(&s, &session, c).await },
-                )
-            }
+            Command::TerminalInput(c) => terminal_job(
+                shared,
+                c.request_id.clone(),
+                c.generation,
+                |s, session| async move { terminal_input(&s, &session, c).await },
+            ),
+            Command::TerminalResize(c) => terminal_job(
+                shared,
+                c.request_id.clone(),
+                c.generation,
+                |s, session| async move { terminal_resize(&s, &session, c).await },
+            ),
             // Settlement notices: never answered (the host allows no reply). One for another
             // turn or generation, or for a capability turned off, finds no call and is dropped.
-            Command::OutboundMessageResult(c) => settle(
-                shared,
-                &c.operation_id,
-                &c.turn_id,
-                c.generation,
-                Settlement::Outbound(c.result),
-            ),
-            Command::SessionToolResult(c) => settle(
-                shared,
-                &c.operation_id,
-                &c.turn_id,
-                c.generation,
-                Settlement::Tool(c.result),
-            ),
+            Command::OutboundMessageResult(c) => {
+                let to = (c.operation_id, c.turn_id, c.generation);
+                settle(shared, to, Settlement::Outbound(c.result));
+            }
+            Command::SessionToolResult(c) => {
+                let to = (c.operation_id, c.turn_id, c.generation);
+                settle(shared, to, Settlement::Tool(c.result));
+            }
         }
     }
 
@@ -261,10 +240,12 @@ impl Provider {
 }
 
 /// Hand a host result to the chat call waiting for it.
-fn settle(shared: &Shared, operation_id: &str, turn_id: &str, generation: u64, result: Settlement) {
+/// Hands a result the host wrote back to the operation `(operationId, turnId, generation)`.
+fn settle(shared: &Shared, to: (String, String, u64), result: Settlement) {
+    let (operation_id, turn_id, generation) = to;
     if let Err(why) = shared
         .settlements
-        .settle(operation_id, turn_id, generation, result)
+        .settle(&operation_id, &turn_id, generation, result)
     {
         tracing::warn!("dropping a result the host wrote back: {why}");
     }
@@ -286,7 +267,6 @@ fn build_shared(config: ProviderConfig, out: Out) -> Result<Shared> {
         state: None,
         session: None,
         turn: None,
-        screen_hold: false,
         session_lost: false,
         last_sequence: 0,
         owner: None,
@@ -386,16 +366,12 @@ where
 }
 
 /// Queue terminal work for a generation already checked (or answer the refusal now).
-fn terminal_job<F, Fut>(
-    shared: &Shared,
-    request_id: String,
-    checked: std::result::Result<SessionRef, Refusal>,
-    work: F,
-) where
+fn terminal_job<F, Fut>(shared: &Shared, request_id: String, generation: u64, work: F)
+where
     F: FnOnce(Shared, SessionRef) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = Result<Event>> + Send + 'static,
 {
-    let session = match checked {
+    let session = match terminal_session(shared, generation) {
         Ok(session) => session,
         Err(refusal) => {
             return shared
@@ -493,13 +469,18 @@ async fn create_unless_cancelled(
     }
 }
 
-fn install(shared: &Shared, session: SessionRef, state: State, hold_screen: bool) {
+/// Puts a session in place at `state`; `raised` when its generation is new to the host (a
+/// resume's new compute), whose screens wait for the host's next command.
+fn install(shared: &Shared, session: SessionRef, state: State, raised: bool) {
     let mut inner = shared.lock();
     inner.session = Some(session);
-    inner.lifecycle.ready(state.generation);
+    if raised {
+        inner.lifecycle.ready_raised(state.generation);
+    } else {
+        inner.lifecycle.ready(state.generation);
+    }
     inner.state = Some(state);
     inner.session_lost = false;
-    inner.screen_hold = hold_screen;
 }
 
 async fn start(shared: &Shared, c: StartCommand, token: &CancellationToken) -> Result<Event> {
@@ -547,12 +528,9 @@ async fn resume(shared: &Shared, c: ResumeCommand, token: &CancellationToken) ->
         }
         let mut state = old.clone();
         state.generation = state.generation.max(1);
-        if state.generation != old.generation {
-            // A state at generation 0 never had compute; adopting it counts as new compute.
-            install(shared, session.clone(), state.clone(), true);
-        } else {
-            install(shared, session.clone(), state.clone(), false);
-        }
+        // A state at generation 0 never had compute; adopting it counts as new compute.
+        let raised = state.generation != old.generation;
+        install(shared, session.clone(), state.clone(), raised);
         return Ok(Event::ready(c.request_id, state));
     }
     let old_session = match (c.mode(), &previous) {
@@ -874,6 +852,12 @@ fn terminal_session(shared: &Shared, generation: u64) -> std::result::Result<Ses
     })
 }
 
+/// A `status` answering `request_id` with the status and state in force.
+fn status_now(shared: &Shared, request_id: String) -> Event {
+    let inner = shared.lock();
+    Event::status(request_id, inner.lifecycle.status(), inner.state.clone())
+}
+
 async fn terminal_input(
     shared: &Shared,
     session: &SessionRef,
@@ -884,12 +868,7 @@ async fn terminal_input(
         .send_raw(&session.session_id, c.data.as_bytes())
         .await?;
     shared.screen.kick();
-    let inner = shared.lock();
-    Ok(Event::status(
-        c.request_id,
-        inner.lifecycle.status(),
-        inner.state.clone(),
-    ))
+    Ok(status_now(shared, c.request_id))
 }
 
 async fn terminal_resize(
@@ -904,10 +883,5 @@ async fn terminal_resize(
         .resize(&session.session_id, cols, rows)
         .await?;
     shared.screen.kick();
-    let inner = shared.lock();
-    Ok(Event::status(
-        c.request_id,
-        inner.lifecycle.status(),
-        inner.state.clone(),
-    ))
+    Ok(status_now(shared, c.request_id))
 }

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use remote_runner_protocol::{Event, SessionStatus};
+use remote_runner_protocol::Event;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -88,12 +88,10 @@ pub fn spawn(shared: Shared) {
 async fn publish(shared: &Shared, last: &mut Option<(u64, String)>) {
     let (session_id, generation) = {
         let inner = shared.lock();
-        let usable = matches!(
-            inner.lifecycle.status(),
-            SessionStatus::Ready | SessionStatus::Busy
-        );
         match (&inner.session, &inner.state) {
-            (Some(s), Some(st)) if usable && !inner.screen_hold && !inner.session_lost => {
+            (Some(s), Some(st))
+                if inner.lifecycle.may_send_screen(st.generation) && !inner.session_lost =>
+            {
                 (s.session_id.clone(), st.generation)
             }
             _ => return,
@@ -115,7 +113,7 @@ async fn publish(shared: &Shared, last: &mut Option<(u64, String)>) {
     let sequence = {
         let mut inner = shared.lock();
         // Re-check: the generation may have moved while capturing.
-        if inner.state.as_ref().map(|s| s.generation) != Some(generation) || inner.screen_hold {
+        if !inner.lifecycle.may_send_screen(generation) {
             return;
         }
         let now = u64::try_from(crate::util::now_unix_ms()).unwrap_or(0);
