@@ -39,10 +39,13 @@ const OPEN_LIMIT: Duration = Duration::from_secs(30);
 /// Startup-file output tolerated before a control process is ready.
 const NOISE_LIMIT: usize = 64 << 10;
 
-/// The control processes of one transport.
+/// The control processes of one transport, and of the Slurm nodes reached through it: a node's
+/// processes run there (scope: its job), and all share this one budget, so that idle processes
+/// never hold the connection's channels that other calls need. A call that finds no idle
+/// process of its scope and no room closes an idle one of another scope.
 #[derive(Debug, Default)]
 pub struct ControlChannels {
-    idle: Mutex<Vec<ExecStream>>,
+    idle: Mutex<Vec<(String, ExecStream)>>,
     /// Open now: idle ones and those running a call.
     open: AtomicUsize,
 }
@@ -59,11 +62,11 @@ impl Drop for Slot<'_> {
 impl ControlChannels {
     /// Close every idle control process (the transport is closing).
     pub fn clear(&self) {
-        let drained: Vec<ExecStream> = self.lock().drain(..).collect();
+        let drained: Vec<(String, ExecStream)> = self.lock().drain(..).collect();
         self.open.fetch_sub(drained.len(), Ordering::SeqCst);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<ExecStream>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(String, ExecStream)>> {
         self.idle.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -74,7 +77,8 @@ impl ControlChannels {
         transport: &T,
         call: &Call<'_>,
     ) -> Option<Result<ExecOutput>> {
-        let (stream, slot) = self.take(transport).await?;
+        let scope = transport.control_scope().to_string();
+        let (stream, slot) = self.take(transport, &scope).await?;
         let mut channel = Served { stream, slot };
         let nonce = uuid::Uuid::new_v4().simple().to_string();
         let mut request = format!("@rr:call {nonce} {}\n", call.verb);
@@ -97,20 +101,27 @@ impl ControlChannels {
             let Served { stream, slot } = channel;
             let mut idle = self.lock();
             if idle.len() < MAX_CHANNELS {
-                idle.push(stream);
+                idle.push((scope, stream));
                 std::mem::forget(slot);
             }
         }
         Some(out)
     }
 
-    /// An idle control process that is still alive, or a new one when there is room.
+    /// An idle control process of `scope` that is still alive, or a new one when there is
+    /// room (made by closing an idle one of another scope if need be).
     async fn take<'a, T: Transport + ?Sized>(
         &'a self,
         transport: &T,
+        scope: &str,
     ) -> Option<(ExecStream, Slot<'a>)> {
         loop {
-            let Some(mut stream) = self.lock().pop() else {
+            let found = {
+                let mut idle = self.lock();
+                let at = idle.iter().rposition(|(s, _)| s == scope);
+                at.map(|i| idle.remove(i).1)
+            };
+            let Some(mut stream) = found else {
                 break;
             };
             let slot = Slot(&self.open);
@@ -120,8 +131,14 @@ impl ControlChannels {
             }
         }
         if self.open.fetch_add(1, Ordering::SeqCst) >= MAX_CHANNELS {
+            // The oldest idle process of another scope makes room, or the call goes on its own.
+            let evicted = {
+                let mut idle = self.lock();
+                (!idle.is_empty()).then(|| idle.remove(0))
+            };
+            // Either way one count goes: the closed process's, or the one just taken.
             self.open.fetch_sub(1, Ordering::SeqCst);
-            return None;
+            drop(evicted?);
         }
         let slot = Slot(&self.open);
         match tokio::time::timeout(OPEN_LIMIT, open(transport)).await {

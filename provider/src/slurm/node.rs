@@ -6,7 +6,7 @@
 //! session (tmux, the shell's process checks and signals, waits) runs on the node, as a step of
 //! the session's allocation: each control-plane line the engine would send to the login node's
 //! shell runs under `srun --jobid=J --overlap --quiet` instead, long-lived control processes
-//! included. Files go straight through the login node: the session's directory is on the
+//! included (from the login node's budget of them, [`ControlChannels`]). Files go straight through the login node: the session's directory is on the
 //! cluster's shared file system.
 
 use std::sync::Arc;
@@ -24,7 +24,6 @@ use crate::transport::{
 pub struct NodeTransport {
     login: Arc<dyn Transport>,
     job: String,
-    control: ControlChannels,
 }
 
 impl std::fmt::Debug for NodeTransport {
@@ -51,7 +50,6 @@ impl NodeTransport {
         NodeTransport {
             login,
             job: job.to_string(),
-            control: ControlChannels::default(),
         }
     }
 
@@ -166,8 +164,14 @@ impl Transport for NodeTransport {
         self.login.exec_stream(&self.on_node(command)).await
     }
 
+    /// The login node's control processes: one budget for the connection (its own processes
+    /// run on the node, under this job's scope).
     fn control_channels(&self) -> Option<&ControlChannels> {
-        Some(&self.control)
+        self.login.control_channels()
+    }
+
+    fn control_scope(&self) -> &str {
+        &self.job
     }
 
     async fn forward_call(

@@ -207,6 +207,12 @@ pub trait Transport: Send + Sync + 'static {
         None
     }
 
+    /// Which of the transport's control processes a call may use: `""` for the machine's own;
+    /// a Slurm node's (through the same connection) are its job's.
+    fn control_scope(&self) -> &str {
+        ""
+    }
+
     /// Hand a whole control-script call to another process that holds the connection (the
     /// CLI's connection keeper), which runs it on its own long-lived control processes; with
     /// `node_job`, as a step on that Slurm job's node ([`crate::slurm::NodeTransport`]).
