@@ -106,7 +106,7 @@ pub struct Engine {
     connector: Arc<dyn Connector>,
     options: EngineOptions,
     /// The nodes of sessions in Slurm allocations, by job id ([`Engine::session_transport`]).
-    nodes: Mutex<std::collections::HashMap<String, Arc<crate::slurm::NodeTransport>>>,
+    nodes: crate::slurm::Nodes,
 }
 
 impl std::fmt::Debug for Engine {
@@ -136,7 +136,7 @@ impl Engine {
             store: Mutex::new(store),
             connector,
             options,
-            nodes: Mutex::default(),
+            nodes: crate::slurm::Nodes::default(),
         })
     }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::{Engine, SessionRecord, SessionStatus};
 use crate::error::{Error, ErrorCode, Result};
-use crate::slurm::{self, AllocRequest, NodeTransport, Progress, ops};
+use crate::slurm::{self, AllocRequest, Progress, ops};
 use crate::tmux::SessionPaths;
 use crate::transport::Transport;
 use crate::util::now_rfc3339;
@@ -44,15 +44,10 @@ impl Engine {
         rec: &SessionRecord,
         login: Arc<dyn Transport>,
     ) -> Arc<dyn Transport> {
-        let Some(job) = &rec.slurm_job_id else {
-            return login;
-        };
-        let mut nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
-        nodes.retain(|_, node| node.is_connected());
-        let node = nodes
-            .entry(job.clone())
-            .or_insert_with(|| Arc::new(NodeTransport::new(login, job)));
-        node.clone()
+        match &rec.slurm_job_id {
+            Some(job) => self.nodes.get(&login, job),
+            None => login,
+        }
     }
 
     /// The allocation a new session's shell will run in: its job id.

@@ -50,7 +50,7 @@ const TICK: Duration = Duration::from_millis(500);
 struct Shared {
     transport: Arc<dyn Transport>,
     /// The nodes of Slurm sessions the CLI called through this keeper, by job id.
-    nodes: Mutex<HashMap<String, Arc<crate::slurm::NodeTransport>>>,
+    nodes: crate::slurm::Nodes,
     machine_id: String,
     build: String,
     record: String,
@@ -58,22 +58,6 @@ struct Shared {
     requests: AtomicU64,
     last: Mutex<Instant>,
     stop: CancellationToken,
-}
-
-impl Shared {
-    /// The node of Slurm job `job`, kept so that its control processes serve many calls.
-    fn node(&self, job: &str) -> Arc<crate::slurm::NodeTransport> {
-        let mut nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
-        nodes
-            .entry(job.to_string())
-            .or_insert_with(|| {
-                Arc::new(crate::slurm::NodeTransport::new(
-                    self.transport.clone(),
-                    job,
-                ))
-            })
-            .clone()
-    }
 }
 
 /// Counts a request as in flight while it lives.
@@ -149,7 +133,7 @@ pub async fn serve(options: KeeperOptions) -> Result<()> {
     ));
     let shared = Arc::new(Shared {
         transport,
-        nodes: Mutex::default(),
+        nodes: crate::slurm::Nodes::default(),
         machine_id: options.machine_id.clone(),
         build: paths::build_id(),
         record,
@@ -417,7 +401,10 @@ async fn request(shared: Arc<Shared>, frame: Frame<Request>, out: Out) {
                 call = call.data(&frame.body);
             }
             let result = match node_job {
-                Some(job) => call.run(shared.node(&job).as_ref()).await,
+                Some(job) => {
+                    call.run(shared.nodes.get(&shared.transport, &job).as_ref())
+                        .await
+                }
                 None => call.run(t).await,
             };
             send_exec(&out, id, result);

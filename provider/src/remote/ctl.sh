@@ -171,12 +171,14 @@ rr_conf_word() {
 # creates the session. Its socket is in the node's /tmp; every later call for the session runs
 # on the node too. Then wait (bounded) for the shell's ready, retrying while the server starts.
 rr_start_on_node() {
-  set --
-  while IFS= read -r rr_w; do
-    if [ -n "$rr_w" ]; then set -- "$@" "$rr_w"; fi
-  done <<RR_EOF
-${NODE_STEP}
-RR_EOF
+  # NODE_STEP's words as arguments (split on newlines only, no globbing), as slurm.sh does.
+  rr_ifs=$IFS IFS='
+'
+  set -f
+  # shellcheck disable=SC2086 # split into words on purpose
+  set -- $NODE_STEP
+  set +f
+  IFS=$rr_ifs
   {
     printf 'new-session -d -s %s -x %s -y %s -c %s --' "$(rr_conf_word "$SID")" "$COLS" "$ROWS" \
       "$(rr_conf_word "$rr_sd")"

@@ -14,7 +14,7 @@ pub mod ops;
 
 pub use alloc::{AllocRequest, Progress, allocate};
 pub use args::{check_words, merged, split_args};
-pub use node::{NodeTransport, step_words};
+pub use node::{NodeTransport, Nodes, step_words};
 pub use ops::{JobInfo, Probe};
 
 /// The Slurm commands `machine doctor` checks.

@@ -35,6 +35,23 @@ impl std::fmt::Debug for NodeTransport {
     }
 }
 
+/// The node transports of one process, by job id: kept while their link is up, so that a
+/// session's calls reuse its node's long-lived control processes.
+#[derive(Debug, Default)]
+pub struct Nodes(std::sync::Mutex<std::collections::HashMap<String, Arc<NodeTransport>>>);
+
+impl Nodes {
+    /// The node of Slurm job `job`, reached through `login`.
+    pub fn get(&self, login: &Arc<dyn Transport>, job: &str) -> Arc<NodeTransport> {
+        let mut nodes = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        nodes.retain(|_, node| node.is_connected());
+        nodes
+            .entry(job.to_string())
+            .or_insert_with(|| Arc::new(NodeTransport::new(login.clone(), job)))
+            .clone()
+    }
+}
+
 /// The words that run a command as a step of `job` on its node, beside the others.
 pub fn step_words(job: &str) -> Vec<String> {
     vec![
