@@ -12,7 +12,6 @@ pub mod batch;
 pub mod code;
 pub mod command;
 pub mod output;
-pub mod records;
 pub mod run;
 pub mod session;
 pub mod slurm;
@@ -30,8 +29,8 @@ use crate::tmux::{SessionPaths, TmuxDriver};
 use crate::transport::Transport;
 use crate::transport::local::LocalTransport;
 
+pub use crate::records::{CommandMode, CommandRecord, CommandStatus, SessionRecord, SessionStatus};
 pub use command::{ExecRequest, Freshness, LogEntry, OutputStream, StopOutcome};
-pub use records::{CommandMode, CommandRecord, CommandStatus, SessionRecord, SessionStatus};
 pub use session::{DestroyOptions, DestroyResult, Screen, SendResult, TranscriptChunk};
 pub use slurm::CreateOptions;
 
