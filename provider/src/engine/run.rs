@@ -263,30 +263,17 @@ impl Engine {
     ) -> Result<()> {
         let options = transfer_options(req, cancel);
         for (i, (local, remote)) in req.inputs.iter().enumerate() {
-            let res = self
-                .transfer_at(
-                    place,
-                    &req.machine.path_mappings,
-                    TransferDirection::Put,
-                    &PathBuf::from(local),
-                    remote,
-                    options.clone(),
-                )
-                .await;
-            match res {
-                Ok((rec, err)) => {
-                    m.inputs[i].apply(&rec, err.as_ref());
-                    if let Some(e) = err {
-                        return Err(step_error(
-                            e,
-                            &format!("input {local} could not be uploaded"),
-                        ));
-                    }
-                }
-                Err(e) => {
-                    m.inputs[i].fail(&e);
-                    return Err(e);
-                }
+            let slot = &mut m.inputs[i];
+            let pair = (local.as_str(), remote.as_str());
+            let direction = TransferDirection::Put;
+            if let Some(e) = self
+                .run_transfer(place, req, &options, direction, pair, slot)
+                .await?
+            {
+                return Err(step_error(
+                    e,
+                    &format!("input {local} could not be uploaded"),
+                ));
             }
         }
         Ok(())
@@ -305,19 +292,45 @@ impl Engine {
             if cancel.is_cancelled() {
                 break;
             }
-            let res = self
-                .transfer_at(
-                    place,
-                    &req.machine.path_mappings,
-                    TransferDirection::Get,
-                    &PathBuf::from(local),
-                    remote,
-                    options.clone(),
-                )
+            let slot = &mut m.artifacts[i];
+            let pair = (local.as_str(), remote.as_str());
+            let direction = TransferDirection::Get;
+            // Each artifact is tried whatever became of the others: its outcome is in `slot`.
+            let _ = self
+                .run_transfer(place, req, &options, direction, pair, slot)
                 .await;
-            match res {
-                Ok((rec, err)) => m.artifacts[i].apply(&rec, err.as_ref()),
-                Err(e) => m.artifacts[i].fail(&e),
+        }
+    }
+
+    /// One transfer of the run between `local` and `remote` at `place`, its outcome recorded in
+    /// `slot`: `Ok(Some(_))` when the transfer failed, `Err` when it could not start.
+    async fn run_transfer(
+        &self,
+        place: TransferPlace<'_>,
+        req: &RunRequest,
+        options: &TransferOptions,
+        direction: TransferDirection,
+        (local, remote): (&str, &str),
+        slot: &mut RunTransfer,
+    ) -> Result<Option<Error>> {
+        let res = self
+            .transfer_at(
+                place,
+                &req.machine.path_mappings,
+                direction,
+                &PathBuf::from(local),
+                remote,
+                options.clone(),
+            )
+            .await;
+        match res {
+            Ok((rec, err)) => {
+                slot.apply(&rec, err.as_ref());
+                Ok(err)
+            }
+            Err(e) => {
+                slot.fail(&e);
+                Err(e)
             }
         }
     }
