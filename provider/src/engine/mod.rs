@@ -8,6 +8,7 @@
 //! Truth lives on the machine: a command's `exit` file says whether and how it ended, so any
 //! process, after any crash or reconnect, can pick a command up again by id.
 
+pub mod attach;
 pub mod batch;
 pub mod code;
 pub mod command;
