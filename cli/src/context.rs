@@ -11,16 +11,13 @@ use remote_runner_provider::keeper::{self, KeeperConnector};
 use remote_runner_provider::machine::Machine;
 use remote_runner_provider::ssh::{ConnectOptions, PassphraseSource};
 
-use remote_runner_provider::store::Store;
 use remote_runner_provider::store::credentials::CredentialStore;
+use remote_runner_provider::store::{self, Store};
 use remote_runner_provider::{Error, ErrorCode, Result};
 
 use crate::cli::GlobalArgs;
 use crate::output::Output;
 use crate::timeout::{self, Scope};
-
-/// Name of the state dir under the home directory when `--state-dir` is not given.
-const DEFAULT_STATE_DIR_NAME: &str = ".remote-runner";
 
 #[derive(Debug)]
 pub struct Context {
@@ -42,15 +39,13 @@ impl Context {
                 ));
             }
             Some(dir) => dir.clone(),
-            None => dirs::home_dir()
-                .map(|home| home.join(DEFAULT_STATE_DIR_NAME))
-                .ok_or_else(|| {
-                    Error::new(
-                        ErrorCode::ConfigInvalid,
-                        "cannot find your home directory for the default state dir; pass \
+            None => store::default_state_dir().ok_or_else(|| {
+                Error::new(
+                    ErrorCode::ConfigInvalid,
+                    "cannot find your home directory for the default state dir; pass \
                          --state-dir PATH or set REMOTE_RUNNER_STATE_DIR",
-                    )
-                })?,
+                )
+            })?,
         };
         Ok(Context {
             state_dir,

@@ -14,7 +14,7 @@
 //! | 9    | the remote side failed: `session_lost`, `tmux_missing`, `remote_error`, `slurm_unavailable`, `slurm_rejected`, `slurm_job_ended` |
 //! | 10   | local configuration or state: `config_invalid`, `io_error`, `store_error`, `permission_denied` |
 //! | 11   | `not_implemented`: the command is in the contract but not built yet |
-//! | 12   | wrong state for the request: `not_ready`, `not_detached`, `stale_terminal_generation`, `state_provider_mismatch` |
+//! | 12   | wrong state for the request: `not_ready` (a machine with active sessions) |
 //! | 13   | another runner error whose code this table does not name yet |
 //! | 70   | `internal_error`: a bug; please report it |
 //!
@@ -47,7 +47,7 @@ pub fn for_error(code: ErrorCode) -> u8 {
         | SlurmRejected | SlurmJobEnded => 9,
         ConfigInvalid | Io | Store | PermissionDenied => 10,
         NotImplemented => 11,
-        NotReady | NotDetached | StaleGeneration | StateProviderMismatch => 12,
+        NotReady => 12,
         Internal => INTERNAL,
         // Engine crates add codes freely; until this table names one, it gets its own class
         // rather than breaking the CLI build or posing as a known failure.

@@ -4,6 +4,9 @@
 //! fix it, and whether retrying can help. Failure kinds are orthogonal: a non-zero exit is not an
 //! error at all (it is a field of a command result), a timeout is not a cancel, and a lost
 //! connection is neither. Messages must never contain secrets.
+//!
+//! The codes are the engine's own: the protocol's (a stale terminal generation, a state from
+//! another provider, ...) live in the provider's server (`server::failure`).
 
 use std::fmt;
 
@@ -73,14 +76,9 @@ pub enum ErrorCode {
     NotImplemented,
     /// A bug: an invariant did not hold.
     Internal,
-    /// Provider: terminal input or resize for a generation that is not the current one.
-    StaleGeneration,
-    /// Provider: `reattach` without a prior `detach`.
-    NotDetached,
-    /// Provider: a turn before the session is ready (no start, detached, or closed).
+    /// The target's state does not allow the request yet (a machine with active sessions
+    /// cannot be removed).
     NotReady,
-    /// Provider: a persisted state from another provider was offered to `resume`.
-    StateProviderMismatch,
     /// No transfer with that id.
     UnknownTransfer,
     /// A verified transfer found different sha256 hashes at the two ends.
@@ -132,10 +130,7 @@ impl ErrorCode {
             Store => "store_error",
             NotImplemented => "not_implemented",
             Internal => "internal_error",
-            StaleGeneration => "stale_terminal_generation",
-            NotDetached => "not_detached",
             NotReady => "not_ready",
-            StateProviderMismatch => "state_provider_mismatch",
             UnknownTransfer => "unknown_transfer",
             VerifyMismatch => "verify_mismatch",
             SlurmUnavailable => "slurm_unavailable",

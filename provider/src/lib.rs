@@ -10,6 +10,7 @@ pub mod engine;
 pub mod error;
 pub mod keeper;
 pub mod machine;
+pub mod records;
 pub mod remote;
 pub mod secret;
 pub mod server;

@@ -146,11 +146,130 @@ impl Machine {
     pub fn is_local(&self) -> bool {
         self.auth_type == AuthType::Local
     }
+
+    /// Whether the record can be used as it is: a host name that no ssh would read as an
+    /// option, a login name, an absolute (or `~/`) default cwd, no empty startup command.
+    /// Every machine passes this before it is stored or used (`machine add`, the provider's
+    /// ad-hoc machine).
+    pub fn check(&self) -> Result<(), FieldProblem> {
+        let problem = |field, problem: String| Err(FieldProblem { field, problem });
+        let odd = |s: &str| s.is_empty() || s.chars().any(|c| c.is_whitespace() || c.is_control());
+        if odd(&self.host) {
+            return problem(
+                MachineField::Host,
+                format!(
+                    "{:?} is not a host name or IP address; give one like 192.0.2.10 or \
+                     gpu.example.com",
+                    self.host
+                ),
+            );
+        }
+        if self.host.starts_with('-') {
+            return problem(
+                MachineField::Host,
+                "must not start with '-'; give a host name or IP address".into(),
+            );
+        }
+        if odd(&self.user) {
+            return problem(
+                MachineField::User,
+                format!(
+                    "{:?} is not a login name; give the remote account, e.g. ely",
+                    self.user
+                ),
+            );
+        }
+        if let Err(why) = check_dir_path(&self.default_cwd) {
+            return problem(MachineField::DefaultCwd, why);
+        }
+        if self.startup_commands.iter().any(|c| c.trim().is_empty()) {
+            return problem(
+                MachineField::StartupCommand,
+                "must not be empty; drop the empty one".into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// A field of a machine record, as [`Machine::check`] names it: each face says it its own way
+/// (the CLI's flag, the provider's variable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MachineField {
+    Host,
+    User,
+    DefaultCwd,
+    StartupCommand,
+}
+
+/// A field that cannot be used, and why (`problem` reads after the field's name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldProblem {
+    pub field: MachineField,
+    pub problem: String,
+}
+
+impl FieldProblem {
+    /// The `invalid_argument` error, naming the field `name` (`--host`, ...).
+    pub fn into_error(self, name: &str) -> crate::error::Error {
+        crate::error::Error::invalid(format!("{name} {}", self.problem))
+    }
+}
+
+/// A directory on the machine as a record may name it: absolute, or `~` / `~/...`, without
+/// control characters. The problem reads after the field's name.
+pub fn check_dir_path(path: &str) -> Result<(), String> {
+    if !(path.starts_with('/') || path == "~" || path.starts_with("~/")) {
+        return Err(format!(
+            "{path:?} must be an absolute path on the machine (like /home/ely) or start with ~/"
+        ));
+    }
+    if path.chars().any(char::is_control) {
+        return Err("must not contain control characters".into());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn check_names_the_field_at_fault() {
+        let good = Machine {
+            machine_id: "lab".into(),
+            host: "gpu.example.com".into(),
+            user: "ely".into(),
+            default_cwd: "~/work".into(),
+            ..Machine::local()
+        };
+        assert_eq!(good.check(), Ok(()));
+        let field = |m: Machine| m.check().unwrap_err().field;
+        for host in ["", "a b", "-oProxyCommand=x", "a\nb"] {
+            let m = Machine {
+                host: host.into(),
+                ..good.clone()
+            };
+            assert_eq!(field(m), MachineField::Host, "{host:?}");
+        }
+        let m = Machine {
+            user: "e ly".into(),
+            ..good.clone()
+        };
+        assert_eq!(field(m), MachineField::User);
+        for cwd in ["work", "/a\u{7}b"] {
+            let m = Machine {
+                default_cwd: cwd.into(),
+                ..good.clone()
+            };
+            assert_eq!(field(m), MachineField::DefaultCwd, "{cwd:?}");
+        }
+        let m = Machine {
+            startup_commands: vec![" ".into()],
+            ..good
+        };
+        assert_eq!(field(m), MachineField::StartupCommand);
+    }
 
     #[test]
     fn a_record_from_before_schedulers_loads_without_one() {

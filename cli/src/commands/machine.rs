@@ -551,16 +551,6 @@ fn explain_local_refusal(err: Error, machine_id: &str) -> Error {
 }
 
 fn check_dir_path(flag: &str, path: &str) -> Result<()> {
-    if !(path.starts_with('/') || path == "~" || path.starts_with("~/")) {
-        return Err(Error::invalid(format!(
-            "{flag} {path:?} must be an absolute path on the machine (like /home/ely) or start \
-             with ~/"
-        )));
-    }
-    if path.chars().any(char::is_control) {
-        return Err(Error::invalid(format!(
-            "{flag} must not contain control characters"
-        )));
-    }
-    Ok(())
+    remote_runner_provider::machine::check_dir_path(path)
+        .map_err(|why| Error::invalid(format!("{flag} {why}")))
 }

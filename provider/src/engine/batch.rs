@@ -8,13 +8,13 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use super::run::{RunManifest, RunRequest, RunStatus, check_cancel};
 use super::transfer::{ErrorInfo, TransferPlace};
 use super::{Engine, output};
 use crate::error::{Error, ErrorCode, Result};
+pub use crate::records::run::BatchJob;
 use crate::remote;
 use crate::slurm::{self, JobInfo, ops};
 use crate::transport::{Transport, shell_quote};
@@ -24,30 +24,6 @@ use crate::util::{now_rfc3339, printable_excerpt};
 /// to this: a job costs the controller one `squeue` per 10 s at most.
 const POLLS: &[u64] = &[300, 700, 1000, 2000, 3000, 5000];
 const MAX_POLL: Duration = Duration::from_secs(10);
-
-/// The batch job of a run, as the manifest records it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct BatchJob {
-    pub job_id: Option<String>,
-    /// Slurm's last word on the job (`COMPLETED`, `FAILED`, `CANCELLED`, `TIMEOUT`, ...).
-    pub state: Option<String>,
-    pub reason: Option<String>,
-    pub exit_code: Option<i32>,
-    pub signal: Option<i32>,
-    /// Where the exit code came from: `exit_file` (the job script's own record), `squeue` or
-    /// `sacct`.
-    pub exit_source: Option<String>,
-    /// The run's directory on the login node: job.sh, cmd.sh, stdout, stderr, exit.
-    pub remote_dir: String,
-    pub stdout_excerpt: String,
-    pub stderr_excerpt: String,
-    /// The job's whole stdout and stderr, copied home.
-    pub stdout_local: Option<String>,
-    pub stderr_local: Option<String>,
-    pub submitted_at: Option<String>,
-    /// `squeue`/`sacct` calls made to follow the job.
-    pub queries: u32,
-}
 
 /// How following the job ended.
 enum Followed {

@@ -202,99 +202,90 @@ impl Engine {
         command: &str,
         req: ExecRequest,
     ) -> Result<CommandRecord> {
-        match self.exec_in_shell(session_id, command, req).await {
-            Err(e) => Err(self.explain_lost(session_id, e).await),
-            ok => ok,
-        }
-    }
-
-    async fn exec_in_shell(
-        &self,
-        session_id: &str,
-        command: &str,
-        req: ExecRequest,
-    ) -> Result<CommandRecord> {
-        let text = prepare_command(command)?;
-        if let Some(cwd) = &req.cwd
-            && (!cwd.starts_with('/') || cwd.contains('\0'))
-        {
-            return Err(Error::invalid(format!(
-                "cwd {cwd:?} must be an absolute path without newlines"
-            )));
-        }
-        let (session, mut driver) = self.active_driver(session_id).await?;
-        let command_id = new_id("cmd");
-        let dir = driver.paths().command_dir(&command_id);
-        let inline = text.len() <= tmux::INLINE_TEXT_MAX;
-        if !inline {
-            let transport = driver.transport().clone();
-            transport.create_dir_all(&dir, 0o700).await?;
-            transport
-                .write_new_file(&format!("{dir}/cmd.sh"), text.as_bytes(), 0o600)
-                .await?;
-        }
-        // Stored before anything runs, so a killed caller can find the command again.
-        let rec = self.new_record(&session, &command_id, command, &req);
-        let mut rec = self.with_store(|s| store::commands::insert_next(s, &rec))?;
-        if rec.seq % PRUNE_EVERY == 0 {
-            // Off the command's path: old ended command directories go (their output was
-            // copied to the local log dir as they ended).
-            let pruner = driver.clone();
-            tokio::spawn(async move {
-                if let Err(e) = pruner.prune_commands(KEEP_COMMAND_DIRS).await {
-                    tracing::debug!("pruning old command directories failed: {e}");
+        self.explained(session_id, async {
+            let text = prepare_command(command)?;
+            if let Some(cwd) = &req.cwd
+                && (!cwd.starts_with('/') || cwd.contains('\0'))
+            {
+                return Err(Error::invalid(format!(
+                    "cwd {cwd:?} must be an absolute path without newlines"
+                )));
+            }
+            let (session, mut driver) = self.active_driver(session_id).await?;
+            let command_id = new_id("cmd");
+            let dir = driver.paths().command_dir(&command_id);
+            let inline = text.len() <= tmux::INLINE_TEXT_MAX;
+            if !inline {
+                let transport = driver.transport().clone();
+                transport.create_dir_all(&dir, 0o700).await?;
+                transport
+                    .write_new_file(&format!("{dir}/cmd.sh"), text.as_bytes(), 0o600)
+                    .await?;
+            }
+            // Stored before anything runs, so a killed caller can find the command again.
+            let rec = self.new_record(&session, &command_id, command, &req);
+            let mut rec = self.with_store(|s| store::commands::insert_next(s, &rec))?;
+            if rec.seq % PRUNE_EVERY == 0 {
+                // Off the command's path: old ended command directories go (their output was
+                // copied to the local log dir as they ended).
+                let pruner = driver.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = pruner.prune_commands(KEEP_COMMAND_DIRS).await {
+                        tracing::debug!("pruning old command directories failed: {e}");
+                    }
+                });
+            }
+            let mode = run_mode(&rec);
+            let background = req.mode == CommandMode::Background;
+            let first_wait = if background {
+                LAUNCH_WAIT
+            } else {
+                self.chunk(req.timeout)
+            };
+            let started = Instant::now();
+            let outcome = driver
+                .start_command(
+                    &command_id,
+                    mode,
+                    &CommandStart {
+                        text: inline.then_some(text.as_str()),
+                        cwd: req.cwd.as_deref(),
+                        env: &req.env,
+                    },
+                    first_wait,
+                )
+                .await;
+            let state = match outcome {
+                Ok(StartOutcome::Started(st)) => st,
+                Ok(refused) => {
+                    self.with_store(|s| store::commands::delete(s, &command_id))?;
+                    return Err(self.refusal(session_id, &driver, refused)?);
                 }
-            });
-        }
-        let mode = run_mode(&rec);
-        let background = req.mode == CommandMode::Background;
-        let first_wait = if background {
-            LAUNCH_WAIT
-        } else {
-            self.chunk(req.timeout)
-        };
-        let started = Instant::now();
-        let outcome = driver
-            .start_command(
-                &command_id,
-                mode,
-                &CommandStart {
-                    text: inline.then_some(text.as_str()),
-                    cwd: req.cwd.as_deref(),
-                    env: &req.env,
-                },
-                first_wait,
-            )
-            .await;
-        let state = match outcome {
-            Ok(StartOutcome::Started(st)) => st,
-            Ok(refused) => {
-                self.with_store(|s| store::commands::delete(s, &command_id))?;
-                return Err(self.refusal(session_id, &driver, refused)?);
-            }
-            Err(e) if is_link_error(&e) => {
-                // The link dropped while starting or waiting: the command may run. Reconnect
-                // and ask the machine; the exit file and the command directory are the truth.
-                driver = self.reconnect(&session, &e).await?;
-                driver
-                    .wait_command(&command_id, mode, Duration::ZERO)
+                Err(e) if is_link_error(&e) => {
+                    // The link dropped while starting or waiting: the command may run. Reconnect
+                    // and ask the machine; the exit file and the command directory are the truth.
+                    driver = self.reconnect(&session, &e).await?;
+                    driver
+                        .wait_command(&command_id, mode, Duration::ZERO)
+                        .await?
+                }
+                Err(e) => {
+                    self.with_store(|s| store::commands::delete(s, &command_id))?;
+                    return Err(e);
+                }
+            };
+            let state = if background {
+                state
+            } else {
+                self.wait_more(&session, &mut driver, &rec, state, req.timeout, started)
                     .await?
-            }
-            Err(e) => {
-                self.with_store(|s| store::commands::delete(s, &command_id))?;
-                return Err(e);
-            }
-        };
-        let state = if background {
-            state
-        } else {
-            self.wait_more(&session, &mut driver, &rec, state, req.timeout, started)
-                .await?
-        };
-        self.apply_state(&session, &driver, &mut rec, &state, !background)
-            .await?;
-        self.lost_as_error(&rec)?;
-        Ok(rec)
+            };
+            self.apply_state(&session, &driver, &mut rec, &state, !background)
+                .await?;
+            self.lost_as_error(&rec)?;
+            Ok(rec)
+        })
+        .await
     }
 
     /// The error for a start the machine refused.
@@ -652,10 +643,8 @@ impl Engine {
         command_id: &str,
         timeout: Duration,
     ) -> Result<CommandRecord> {
-        match self.refresh(session_id, command_id, timeout).await {
-            Err(e) => Err(self.explain_lost(session_id, e).await),
-            ok => ok,
-        }
+        self.explained(session_id, self.refresh(session_id, command_id, timeout))
+            .await
     }
 
     async fn refresh(

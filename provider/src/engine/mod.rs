@@ -8,11 +8,11 @@
 //! Truth lives on the machine: a command's `exit` file says whether and how it ended, so any
 //! process, after any crash or reconnect, can pick a command up again by id.
 
+pub mod attach;
 pub mod batch;
 pub mod code;
 pub mod command;
 pub mod output;
-pub mod records;
 pub mod run;
 pub mod session;
 pub mod slurm;
@@ -30,8 +30,8 @@ use crate::tmux::{SessionPaths, TmuxDriver};
 use crate::transport::Transport;
 use crate::transport::local::LocalTransport;
 
+pub use crate::records::{CommandMode, CommandRecord, CommandStatus, SessionRecord, SessionStatus};
 pub use command::{ExecRequest, Freshness, LogEntry, OutputStream, StopOutcome};
-pub use records::{CommandMode, CommandRecord, CommandStatus, SessionRecord, SessionStatus};
 pub use session::{DestroyOptions, DestroyResult, Screen, SendResult, TranscriptChunk};
 pub use slurm::CreateOptions;
 

@@ -10,15 +10,13 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use super::transfer::{
-    ErrorInfo, TransferDirection, TransferOptions, TransferPlace, TransferRecord,
-};
+use super::transfer::{ErrorInfo, TransferDirection, TransferOptions, TransferPlace};
 use super::{CommandRecord, CommandStatus, Engine, ExecRequest};
 use crate::error::{Error, ErrorCode, Result};
 use crate::machine::Machine;
+pub use crate::records::run::{RunManifest, RunStatus, RunSummary, RunTransfer};
 use crate::store::{self, ensure_private_dir, set_private_mode};
 use crate::util::{new_id, now_rfc3339};
 
@@ -41,150 +39,6 @@ pub struct RunRequest {
     pub verify: bool,
     /// On a Slurm machine: `sbatch` arguments added to the machine's defaults.
     pub slurm_args: Vec<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunStatus {
-    /// Still going (or the process running it was killed).
-    Running,
-    /// Inputs uploaded, exit code 0, every artifact downloaded.
-    Succeeded,
-    /// A step failed: non-zero exit, an input or artifact transfer, the session.
-    Failed,
-    /// The command ran past the run's time limit and was stopped.
-    TimedOut,
-    /// Cancelled on request (Ctrl-C); the command was stopped.
-    Cancelled,
-}
-
-impl RunStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Running => "running",
-            RunStatus::Succeeded => "succeeded",
-            RunStatus::Failed => "failed",
-            RunStatus::TimedOut => "timed_out",
-            RunStatus::Cancelled => "cancelled",
-        }
-    }
-}
-
-/// One input or artifact of a run and what happened to it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunTransfer {
-    pub local: String,
-    pub remote: String,
-    /// `pending`, `succeeded`, `partial` (some entries skipped: see the transfer's record),
-    /// `failed`, `missing` (artifact not produced), `cancelled`, `skipped` (an earlier step
-    /// failed).
-    pub status: String,
-    pub bytes: u64,
-    pub files: u64,
-    pub sha256: Option<String>,
-    pub transfer_id: Option<String>,
-    pub error: Option<ErrorInfo>,
-}
-
-impl RunTransfer {
-    fn pending(local: &str, remote: &str) -> Self {
-        RunTransfer {
-            local: local.to_string(),
-            remote: remote.to_string(),
-            status: "pending".to_string(),
-            bytes: 0,
-            files: 0,
-            sha256: None,
-            transfer_id: None,
-            error: None,
-        }
-    }
-
-    fn apply(&mut self, rec: &TransferRecord, err: Option<&Error>) {
-        self.transfer_id = Some(rec.transfer_id.clone());
-        self.bytes = rec.bytes;
-        self.files = rec.files;
-        self.sha256 = rec.sha256.clone();
-        self.error = rec.error.clone();
-        self.status = match err {
-            None => rec.status.as_str(),
-            Some(e) if e.code == ErrorCode::Cancelled => "cancelled",
-            Some(e) if e.code == ErrorCode::RemoteNotFound => "missing",
-            Some(_) => "failed",
-        }
-        .to_string();
-    }
-
-    fn fail(&mut self, e: &Error) {
-        self.status = "failed".to_string();
-        self.error = Some(ErrorInfo::from(e));
-    }
-}
-
-/// The run manifest: `<state_dir>/runs/<run_id>/manifest.json` and the `runs` table.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunManifest {
-    pub run_id: String,
-    pub machine_id: String,
-    pub session_id: Option<String>,
-    pub cwd: String,
-    pub command: String,
-    pub status: RunStatus,
-    pub started_at: String,
-    pub ended_at: Option<String>,
-    pub exit_code: Option<i32>,
-    pub inputs: Vec<RunTransfer>,
-    /// The command record (output excerpts, log paths), once the command started.
-    pub command_result: Option<CommandRecord>,
-    pub artifacts: Vec<RunTransfer>,
-    /// The session's destroy result, `{"kept": true, ...}` with `keep_session`, or the error.
-    pub destroy_session_result: Option<serde_json::Value>,
-    pub keep_session: bool,
-    pub timeout_secs: Option<f64>,
-    /// Why the run did not succeed.
-    pub error: Option<ErrorInfo>,
-    pub manifest_file: String,
-    /// The session's local logs (command logs, transcript).
-    pub log_dir_local: Option<String>,
-    /// On a Slurm machine: the batch job that ran the command.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub slurm: Option<super::batch::BatchJob>,
-}
-
-/// One line of `run list`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunSummary {
-    pub run_id: String,
-    pub machine_id: String,
-    pub session_id: Option<String>,
-    pub cwd: String,
-    pub command: String,
-    pub status: RunStatus,
-    pub started_at: String,
-    pub ended_at: Option<String>,
-    pub exit_code: Option<i32>,
-    pub input_count: usize,
-    pub artifact_count: usize,
-    pub manifest_file: String,
-}
-
-impl From<&RunManifest> for RunSummary {
-    fn from(m: &RunManifest) -> Self {
-        RunSummary {
-            run_id: m.run_id.clone(),
-            machine_id: m.machine_id.clone(),
-            session_id: m.session_id.clone(),
-            cwd: m.cwd.clone(),
-            command: m.command.clone(),
-            status: m.status,
-            started_at: m.started_at.clone(),
-            ended_at: m.ended_at.clone(),
-            exit_code: m.exit_code,
-            input_count: m.inputs.len(),
-            artifact_count: m.artifacts.len(),
-            manifest_file: m.manifest_file.clone(),
-        }
-    }
 }
 
 /// How long one bounded wait for the command lasts before checking cancellation and deadline
@@ -409,30 +263,17 @@ impl Engine {
     ) -> Result<()> {
         let options = transfer_options(req, cancel);
         for (i, (local, remote)) in req.inputs.iter().enumerate() {
-            let res = self
-                .transfer_at(
-                    place,
-                    &req.machine.path_mappings,
-                    TransferDirection::Put,
-                    &PathBuf::from(local),
-                    remote,
-                    options.clone(),
-                )
-                .await;
-            match res {
-                Ok((rec, err)) => {
-                    m.inputs[i].apply(&rec, err.as_ref());
-                    if let Some(e) = err {
-                        return Err(step_error(
-                            e,
-                            &format!("input {local} could not be uploaded"),
-                        ));
-                    }
-                }
-                Err(e) => {
-                    m.inputs[i].fail(&e);
-                    return Err(e);
-                }
+            let slot = &mut m.inputs[i];
+            let pair = (local.as_str(), remote.as_str());
+            let direction = TransferDirection::Put;
+            if let Some(e) = self
+                .run_transfer(place, req, &options, direction, pair, slot)
+                .await?
+            {
+                return Err(step_error(
+                    e,
+                    &format!("input {local} could not be uploaded"),
+                ));
             }
         }
         Ok(())
@@ -451,19 +292,45 @@ impl Engine {
             if cancel.is_cancelled() {
                 break;
             }
-            let res = self
-                .transfer_at(
-                    place,
-                    &req.machine.path_mappings,
-                    TransferDirection::Get,
-                    &PathBuf::from(local),
-                    remote,
-                    options.clone(),
-                )
+            let slot = &mut m.artifacts[i];
+            let pair = (local.as_str(), remote.as_str());
+            let direction = TransferDirection::Get;
+            // Each artifact is tried whatever became of the others: its outcome is in `slot`.
+            let _ = self
+                .run_transfer(place, req, &options, direction, pair, slot)
                 .await;
-            match res {
-                Ok((rec, err)) => m.artifacts[i].apply(&rec, err.as_ref()),
-                Err(e) => m.artifacts[i].fail(&e),
+        }
+    }
+
+    /// One transfer of the run between `local` and `remote` at `place`, its outcome recorded in
+    /// `slot`: `Ok(Some(_))` when the transfer failed, `Err` when it could not start.
+    async fn run_transfer(
+        &self,
+        place: TransferPlace<'_>,
+        req: &RunRequest,
+        options: &TransferOptions,
+        direction: TransferDirection,
+        (local, remote): (&str, &str),
+        slot: &mut RunTransfer,
+    ) -> Result<Option<Error>> {
+        let res = self
+            .transfer_at(
+                place,
+                &req.machine.path_mappings,
+                direction,
+                &PathBuf::from(local),
+                remote,
+                options.clone(),
+            )
+            .await;
+        match res {
+            Ok((rec, err)) => {
+                slot.apply(&rec, err.as_ref());
+                Ok(err)
+            }
+            Err(e) => {
+                slot.fail(&e);
+                Err(e)
             }
         }
     }

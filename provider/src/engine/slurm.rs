@@ -82,6 +82,19 @@ impl Engine {
         ops::cancel(transport.as_ref(), None, Some(job)).await
     }
 
+    /// The error mapping at the engine's edge for work on a session: `work`'s `session_lost`
+    /// explained by [`Self::explain_lost`], anything else as it is.
+    pub(super) async fn explained<T>(
+        &self,
+        session_id: &str,
+        work: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        match work.await {
+            Err(e) => Err(self.explain_lost(session_id, e).await),
+            ok => ok,
+        }
+    }
+
     /// A `session_lost` error of a session in an allocation, explained: when the job ended the
     /// error is `slurm_job_ended` with the job, its state and Slurm's reason (also kept as the
     /// session's status message); when the job still runs (the shell died on its own) the

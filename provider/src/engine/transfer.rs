@@ -13,7 +13,6 @@ mod get;
 mod interrupted;
 pub mod paths;
 mod put;
-mod record;
 mod sparse;
 mod stream;
 mod verify;
@@ -25,6 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
+use crate::records::transfer as record;
 pub use record::{
     ErrorInfo, FileEntry, FileListing, PartialFiles, SkippedEntry, TransferDirection, TransferKind,
     TransferRecord, TransferStatus,

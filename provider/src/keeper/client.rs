@@ -13,7 +13,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
-use super::wire::{self, Frame, Reply, Request};
+use super::wire::{self, ExecCall, Frame, Reply, Request};
 use crate::error::{Error, ErrorCode, Result};
 use crate::transport::{BoxRead, BoxWrite, DirEntry, ExecOptions, ExecOutput, FileStat, Transport};
 
@@ -253,22 +253,12 @@ impl Transport for KeeperTransport {
     }
 
     async fn exec_raw(&self, command: &str, options: ExecOptions) -> Result<ExecOutput> {
-        let request = Request::ExecRaw {
-            command: command.to_string(),
-            timeout_ms: options.timeout.map(|t| t.as_millis() as u64),
-            max_output: options.max_output,
-            stdin: options.stdin.is_some(),
-        };
+        let request = Request::ExecRaw(ExecCall::new(command, &options));
         self.exec_call(request, options).await
     }
 
     async fn exec(&self, command: &str, options: ExecOptions) -> Result<ExecOutput> {
-        let request = Request::Exec {
-            command: command.to_string(),
-            timeout_ms: options.timeout.map(|t| t.as_millis() as u64),
-            max_output: options.max_output,
-            stdin: options.stdin.is_some(),
-        };
+        let request = Request::Exec(ExecCall::new(command, &options));
         self.exec_call(request, options).await
     }
 

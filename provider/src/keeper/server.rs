@@ -24,7 +24,7 @@ use crate::engine::Connector;
 use crate::error::{Error, ErrorCode, Result};
 use crate::ssh::{ConnectOptions, PassphraseSource};
 use crate::store::ownership::effective_uid;
-use crate::transport::{ExecOptions, ExitStatus, Transport};
+use crate::transport::{ExitStatus, Transport};
 
 /// What a keeper serves and for how long.
 #[derive(Debug, Clone)]
@@ -365,23 +365,13 @@ async fn request(shared: Arc<Shared>, frame: Frame<Request>, out: Out) {
     let t = shared.transport.as_ref();
     let id = frame.id;
     match frame.header {
-        Request::ExecRaw {
-            command,
-            timeout_ms,
-            max_output,
-            stdin,
-        } => {
-            let options = exec_options(timeout_ms, max_output, stdin.then_some(frame.body));
-            send_exec(&out, id, t.exec_raw(&command, options).await);
+        Request::ExecRaw(call) => {
+            let options = call.options(frame.body);
+            send_exec(&out, id, t.exec_raw(&call.command, options).await);
         }
-        Request::Exec {
-            command,
-            timeout_ms,
-            max_output,
-            stdin,
-        } => {
-            let options = exec_options(timeout_ms, max_output, stdin.then_some(frame.body));
-            send_exec(&out, id, t.exec(&command, options).await);
+        Request::Exec(call) => {
+            let options = call.options(frame.body);
+            send_exec(&out, id, t.exec(&call.command, options).await);
         }
         Request::Call {
             verb,
@@ -447,14 +437,6 @@ async fn request(shared: Arc<Shared>, frame: Frame<Request>, out: Out) {
             let e = Error::invalid(format!("unexpected keeper request {other:?}"));
             reply(&out, id, Reply::from_error(&e), &[]);
         }
-    }
-}
-
-fn exec_options(timeout_ms: Option<u64>, max_output: usize, stdin: Option<Vec<u8>>) -> ExecOptions {
-    ExecOptions {
-        stdin,
-        timeout: timeout_ms.map(Duration::from_millis),
-        max_output,
     }
 }
 

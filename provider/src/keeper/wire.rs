@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::error::{Error, ErrorCode};
-use crate::transport::{DirEntry, ExitStatus, FileKind, FileStat};
+use crate::transport::{DirEntry, ExecOptions, ExitStatus, FileKind, FileStat};
 
 /// Bumped on any change to the messages below (also part of the build id).
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -21,6 +21,35 @@ pub const MAX_FRAME: usize = 64 << 20;
 /// Bytes per `data`/`chunk` frame of a streamed file.
 pub const CHUNK: usize = 256 << 10;
 
+/// An exec's command and options; the frame's body is its stdin when `stdin` is set.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExecCall {
+    pub command: String,
+    pub timeout_ms: Option<u64>,
+    pub max_output: usize,
+    pub stdin: bool,
+}
+
+impl ExecCall {
+    pub fn new(command: &str, options: &ExecOptions) -> Self {
+        ExecCall {
+            command: command.to_string(),
+            timeout_ms: options.timeout.map(|t| t.as_millis() as u64),
+            max_output: options.max_output,
+            stdin: options.stdin.is_some(),
+        }
+    }
+
+    /// The transport's options, with the frame's `body` as stdin when the call has one.
+    pub fn options(&self, body: Vec<u8>) -> ExecOptions {
+        ExecOptions {
+            stdin: self.stdin.then_some(body),
+            timeout: self.timeout_ms.map(std::time::Duration::from_millis),
+            max_output: self.max_output,
+        }
+    }
+}
+
 /// What the client asks.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -30,22 +59,11 @@ pub enum Request {
         build: String,
         record: String,
     },
-    /// `Transport::exec_raw`; the body is stdin when `stdin` is set.
-    ExecRaw {
-        command: String,
-        timeout_ms: Option<u64>,
-        max_output: usize,
-        stdin: bool,
-    },
+    /// `Transport::exec_raw`.
+    ExecRaw(ExecCall),
     /// `Transport::exec` (a POSIX sh script through the keeper's control plane, whose
-    /// long-lived control processes outlive any one CLI call); the body is stdin when `stdin`
-    /// is set.
-    Exec {
-        command: String,
-        timeout_ms: Option<u64>,
-        max_output: usize,
-        stdin: bool,
-    },
+    /// long-lived control processes outlive any one CLI call).
+    Exec(ExecCall),
     /// A control-script call ([`crate::remote::Call`]), run on the keeper's long-lived control
     /// processes (on the node of Slurm job `node_job` when set); the body is the verb's input
     /// when `input` is set.
@@ -330,19 +348,22 @@ mod tests {
     async fn frames_round_trip_with_bytes() {
         let bytes = encode(
             7,
-            Request::ExecRaw {
+            Request::ExecRaw(ExecCall {
                 command: "true".into(),
                 timeout_ms: Some(5),
                 max_output: 9,
                 stdin: true,
-            },
+            }),
             b"\x00\xffdata",
         );
         let mut r = &bytes[..];
         let f: Frame<Request> = read_frame(&mut r).await.unwrap().unwrap();
         assert_eq!(f.id, 7);
         assert_eq!(f.body, b"\x00\xffdata");
-        assert!(matches!(f.header, Request::ExecRaw { stdin: true, .. }));
+        assert!(matches!(
+            f.header,
+            Request::ExecRaw(ExecCall { stdin: true, .. })
+        ));
         assert!(read_frame::<_, Request>(&mut r).await.unwrap().is_none());
     }
 

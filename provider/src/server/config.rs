@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{Error, ErrorCode, Result};
-use crate::machine::{AuthType, HostKeyPolicy, LOCAL_MACHINE_ID, Machine};
+use crate::machine::{AuthType, HostKeyPolicy, LOCAL_MACHINE_ID, Machine, MachineField};
 
 /// Default protocol provider name (the host's `expectedProvider`).
 pub const DEFAULT_PROVIDER_NAME: &str = "remote-runner";
@@ -313,7 +313,7 @@ fn adhoc_machine(get: &impl Fn(&str) -> Option<String>, host: String) -> Result<
         })?,
     };
     let key_path = get(vars::KEY_PATH);
-    Ok(Machine {
+    let machine = Machine {
         machine_id: format!(
             "{user}-at-{}",
             host.replace(
@@ -343,18 +343,27 @@ fn adhoc_machine(get: &impl Fn(&str) -> Option<String>, host: String) -> Result<
         has_password: false,
         login_env: true,
         scheduler: Default::default(),
-    })
+    };
+    // The default cwd derives from the user, and there are no startup commands.
+    machine.check().map_err(|p| {
+        let var = match p.field {
+            MachineField::Host => vars::HOST,
+            MachineField::User | MachineField::DefaultCwd | MachineField::StartupCommand => {
+                vars::USER
+            }
+        };
+        bad(var, &p.problem)
+    })?;
+    Ok(machine)
 }
 
 fn default_state_dir() -> Result<PathBuf> {
-    dirs::home_dir()
-        .map(|h| h.join(".remote-runner"))
-        .ok_or_else(|| {
-            bad(
-                vars::STATE_DIR,
-                "is not set and the home directory is unknown; set it to a private directory",
-            )
-        })
+    crate::store::default_state_dir().ok_or_else(|| {
+        bad(
+            vars::STATE_DIR,
+            "is not set and the home directory is unknown; set it to a private directory",
+        )
+    })
 }
 
 /// Read `{"machine": "...", "turn_mode": "agent", ...}`: keys are the variable names without the
@@ -463,6 +472,24 @@ mod tests {
             assert_eq!(e.code, ErrorCode::ConfigInvalid, "{k}={v}");
             assert!(e.message.starts_with(k), "{k}: {}", e.message);
         }
+    }
+
+    #[test]
+    fn an_adhoc_machine_is_checked_like_a_stored_one() {
+        for (vars, at_fault) in [
+            (
+                [(vars::HOST, "-oProxyCommand=x"), (vars::USER, "ely")],
+                vars::HOST,
+            ),
+            ([(vars::HOST, "gpu 1"), (vars::USER, "ely")], vars::HOST),
+            ([(vars::HOST, "gpu1"), (vars::USER, "e ly")], vars::USER),
+        ] {
+            let e = cfg(&vars).unwrap_err();
+            assert_eq!(e.code, ErrorCode::ConfigInvalid, "{vars:?}");
+            assert!(e.message.starts_with(at_fault), "{vars:?}: {}", e.message);
+        }
+        let c = cfg(&[(vars::HOST, "gpu1"), (vars::USER, "ely")]).unwrap();
+        assert_eq!(c.adhoc_machine.unwrap().default_cwd, "/home/ely");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //!
 //! - [`config`]: environment variables (documented in `docs/provider.md`).
 //! - [`writer`]: the single writer that owns stdout.
+//! - [`failure`]: engine errors in the protocol's codes, and the protocol's own failures.
 //! - [`provider`]: the state machine (handshake, start/resume, fencing, cancel/detach/reattach).
 //! - [`lane`]: engine work queued in order, away from the command loop.
 //! - [`binding`]: which sessions a resumed state may name.
@@ -12,6 +13,7 @@
 
 pub mod binding;
 pub mod config;
+pub mod failure;
 pub mod lane;
 pub mod provider;
 pub mod screen;

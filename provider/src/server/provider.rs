@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::binding;
 use super::config::ProviderConfig;
+use super::failure::{self, Failure};
 use super::lane::Lane;
 use super::screen::ScreenKick;
 use super::turn::{self, StartedTurn};
@@ -503,13 +504,10 @@ async fn start(shared: &Shared, c: StartCommand, token: &CancellationToken) -> R
 async fn resume(shared: &Shared, c: ResumeCommand, token: &CancellationToken) -> Result<Event> {
     let old = c.state.clone();
     if old.provider != shared.config.provider_name {
-        return Err(Error::new(
-            ErrorCode::StateProviderMismatch,
-            format!(
-                "the persisted state belongs to provider {:?}, not {:?}; start a new session or set \
-                 REMOTE_RUNNER_PROVIDER_NAME to match",
-                old.provider, shared.config.provider_name
-            ),
+        return Ok(failure::foreign_state(
+            &c.request_id,
+            &old.provider,
+            &shared.config.provider_name,
         ));
     }
     // Only a session this provider made for this BotMux session, on this machine, may be
@@ -640,7 +638,7 @@ fn turn_command(shared: &Shared, c: TurnCommand) {
     shared.session_lane.push(async move {
         let begun = tokio::select! {
             biased;
-            _ = token.cancelled() => Err(cut_by_cancel()),
+            _ = token.cancelled() => Err(Failure::from(cut_by_cancel())),
             begun = begin_turn(&s, &c) => begun,
         };
         match begun {
@@ -648,15 +646,14 @@ fn turn_command(shared: &Shared, c: TurnCommand) {
             // Pre-ACK failure: correlated, and the provider stays usable.
             Err(err) => {
                 s.lock().lifecycle.turn_ended(&c.turn_id);
-                s.out
-                    .send(failure_for(Some(&c.request_id), Some(&c.turn_id), &err))
+                s.out.send(err.event(Some(&c.request_id), Some(&c.turn_id)))
             }
         }
     });
 }
 
 /// Rebuild a lost session if needed, then start the turn's command.
-async fn begin_turn(shared: &Shared, c: &TurnCommand) -> Result<StartedTurn> {
+async fn begin_turn(shared: &Shared, c: &TurnCommand) -> Result<StartedTurn, Failure> {
     if shared.lock().session_lost {
         rebuild_lost_session(shared).await?;
     }

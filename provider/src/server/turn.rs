@@ -8,10 +8,12 @@
 
 use std::time::Duration;
 
+use remote_runner_protocol::lifecycle::Refusal;
 use remote_runner_protocol::{Event, FailureStatus, TurnCommand, Usage, UsageSnapshot};
 use tokio_util::sync::CancellationToken;
 
 use super::config::TurnMode;
+use super::failure::Failure;
 use super::provider::{Shared, failure_for};
 use super::text::{self, Utf8Stream};
 use crate::chat::ChatTurn;
@@ -69,13 +71,13 @@ struct TurnPlace {
 }
 
 /// Start the turn's command (bounded); errors here become a pre-ACK failure.
-pub async fn begin(shared: &Shared, c: &TurnCommand) -> Result<StartedTurn> {
+pub async fn begin(shared: &Shared, c: &TurnCommand) -> Result<StartedTurn, Failure> {
     let session_id = shared
         .lock()
         .session
         .as_ref()
         .map(|s| s.session_id.clone())
-        .ok_or_else(|| Error::new(ErrorCode::NotReady, "no session yet"))?;
+        .ok_or(Failure::Refused(Refusal::NoSession))?;
     let chat_on = shared.config.chat();
     let agent = matches!(shared.config.turn_mode, TurnMode::Agent { .. });
     let place = if chat_on || agent {
@@ -119,10 +121,10 @@ pub async fn begin(shared: &Shared, c: &TurnCommand) -> Result<StartedTurn> {
                 {
                     shared.lock().session_lost = true;
                 }
-                return Err(err);
+                return Err(err.into());
             }
         },
-        Err(err) => return Err(err),
+        Err(err) => return Err(err.into()),
     };
     let chat = match place {
         Some(TurnPlace {

@@ -184,7 +184,8 @@ pub(crate) async fn establish(
     diag: &mut Diagnostics,
 ) -> Result<Connection> {
     let bound = target.connect_timeout;
-    match tokio::time::timeout(bound, establish_inner(target, opts, cache, mode, diag)).await {
+    let hops = Hops { opts, cache };
+    match tokio::time::timeout(bound, establish_inner(target, hops, mode, diag)).await {
         Ok(r) => r,
         Err(_) => Err(Error::new(
             ErrorCode::ConnectionFailed,
@@ -197,13 +198,20 @@ pub(crate) async fn establish(
     }
 }
 
+/// What every hop of one connection (the target and its ProxyJump hosts) shares.
+#[derive(Clone, Copy)]
+struct Hops<'a> {
+    opts: &'a ConnectOptions,
+    cache: &'a KeyCache,
+}
+
 async fn establish_inner(
     target: &Target,
-    opts: &ConnectOptions,
-    cache: &KeyCache,
+    hops: Hops<'_>,
     mode: Option<HostKeyMode>,
     diag: &mut Diagnostics,
 ) -> Result<Connection> {
+    let Hops { opts, cache } = hops;
     let verdict: SharedVerdict = Arc::new(Mutex::new(None));
     let (gone_tx, gone_rx) = watch::channel(None);
     let handler = ClientHandler {
@@ -222,20 +230,14 @@ async fn establish_inner(
     let (handle, jump) = match &target.jump {
         Some(jump_target) => {
             let mut jump_diag = Diagnostics::default();
-            let jump_conn = Box::pin(establish_inner(
-                jump_target,
-                opts,
-                cache,
-                None,
-                &mut jump_diag,
-            ))
-            .await
-            .map_err(|e| {
-                Error::new(
-                    e.code,
-                    format!("via ProxyJump {}: {}", jump_target.label(), e.message),
-                )
-            })?;
+            let jump_conn = Box::pin(establish_inner(jump_target, hops, None, &mut jump_diag))
+                .await
+                .map_err(|e| {
+                    Error::new(
+                        e.code,
+                        format!("via ProxyJump {}: {}", jump_target.label(), e.message),
+                    )
+                })?;
             let channel = jump_conn
                 .handle
                 .channel_open_direct_tcpip(target.host.clone(), u32::from(target.port), "127.0.0.1", 0)

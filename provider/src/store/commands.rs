@@ -2,8 +2,8 @@
 
 use rusqlite::{Transaction, TransactionBehavior, params};
 
-use crate::engine::records::CommandRecord;
 use crate::error::{Error, ErrorCode, Result};
+use crate::records::CommandRecord;
 use crate::store::{Store, query_all, query_one, to_data};
 
 fn map(e: rusqlite::Error) -> Error {

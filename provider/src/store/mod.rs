@@ -193,6 +193,13 @@ fn is_busy(e: &rusqlite::Error) -> bool {
 }
 
 /// Serialize a record for a `data` column.
+/// The state dir when none is given (`--state-dir`, `REMOTE_RUNNER_STATE_DIR`):
+/// `~/.remote-runner`, shared by the CLI and the provider; `None` when the home directory is
+/// unknown.
+pub fn default_state_dir() -> Option<PathBuf> {
+    dirs::home_dir().map(|home| home.join(".remote-runner"))
+}
+
 pub fn to_data<T: Serialize>(record: &T) -> Result<String> {
     serde_json::to_string(record).map_err(|e| Error::internal(format!("cannot encode record: {e}")))
 }

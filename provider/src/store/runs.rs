@@ -2,8 +2,8 @@
 
 use rusqlite::params;
 
-use crate::engine::run::RunManifest;
 use crate::error::{Error, ErrorCode, Result};
+use crate::records::RunManifest;
 use crate::store::{Store, query_all, query_one, to_data};
 
 fn map(e: rusqlite::Error) -> Error {

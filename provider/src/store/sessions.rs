@@ -2,8 +2,8 @@
 
 use rusqlite::params;
 
-use crate::engine::records::SessionRecord;
 use crate::error::{Error, ErrorCode, Result};
+use crate::records::SessionRecord;
 use crate::store::{Store, query_all, query_one, to_data};
 
 fn map(e: rusqlite::Error) -> Error {

@@ -5,7 +5,9 @@ use std::io::IsTerminal;
 use std::path::Path;
 
 use clap::ValueEnum;
-use remote_runner_provider::machine::{AuthType, HostKeyPolicy, LOCAL_MACHINE_ID, Machine};
+use remote_runner_provider::machine::{
+    AuthType, HostKeyPolicy, LOCAL_MACHINE_ID, Machine, MachineField,
+};
 use remote_runner_provider::secret::Secret;
 use remote_runner_provider::ssh::config::{SshConfigSource, expand_tilde, machine_from_alias};
 use remote_runner_provider::store::Store;
@@ -14,7 +16,7 @@ use remote_runner_provider::{Error, ErrorCode, Result};
 use serde_json::json;
 
 use super::render::machine_json;
-use super::{AddArgs, AuthArg, check_dir_path};
+use super::{AddArgs, AuthArg};
 use crate::context::Context;
 use crate::output::{Block, Cell, Report, Tone};
 use crate::prompt::{Prompter, password_from_stdin};
@@ -372,31 +374,17 @@ fn save(
     Ok(())
 }
 
+/// The engine's check of the record, naming the flag of the field at fault.
 fn validate(m: &Machine) -> Result<()> {
-    if m.host.is_empty() || m.host.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(Error::invalid(format!(
-            "--host {:?} is not a host name or IP address; give one like 192.0.2.10 or gpu.example.com",
-            m.host
-        )));
-    }
-    if m.host.starts_with('-') {
-        return Err(Error::invalid(
-            "--host must not start with '-'; give a host name or IP address",
-        ));
-    }
-    if m.user.is_empty() || m.user.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(Error::invalid(format!(
-            "--user {:?} is not a login name; give the remote account, e.g. --user ely",
-            m.user
-        )));
-    }
-    check_dir_path("--default-cwd", &m.default_cwd)?;
-    if m.startup_commands.iter().any(|c| c.trim().is_empty()) {
-        return Err(Error::invalid(
-            "--startup-command must not be empty; drop the empty one",
-        ));
-    }
-    Ok(())
+    m.check().map_err(|p| {
+        let flag = match p.field {
+            MachineField::Host => "--host",
+            MachineField::User => "--user",
+            MachineField::DefaultCwd => "--default-cwd",
+            MachineField::StartupCommand => "--startup-command",
+        };
+        p.into_error(flag)
+    })
 }
 
 fn warn_about_missing_key(ctx: &Context, m: &Machine) {

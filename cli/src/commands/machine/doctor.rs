@@ -374,7 +374,8 @@ fn accept_new_command(m: &Machine) -> String {
     cmd
 }
 
-/// The local machine: no network or login to check; tmux and the default cwd on this host.
+/// The local machine: no network or login to check; the default cwd on this host (tmux is
+/// the engine's check, [`check_session_tools`], as on any machine).
 fn check_local(machine: &Machine) -> Findings {
     let mut errors = Vec::new();
     let default_cwd_ok = Path::new(&machine.default_cwd).is_dir();
@@ -387,14 +388,6 @@ fn check_local(machine: &Machine) -> Findings {
             ),
         ));
     }
-    let tmux_version = local_tmux_version();
-    if tmux_version.is_none() {
-        errors.push(Error::new(
-            ErrorCode::TmuxMissing,
-            "tmux is not installed on this host; install it (Debian/Ubuntu: apt-get install tmux, \
-             Fedora: dnf install tmux, macOS: brew install tmux)",
-        ));
-    }
     Findings {
         machine_id: machine.machine_id.clone(),
         reachable: true,
@@ -402,19 +395,9 @@ fn check_local(machine: &Machine) -> Findings {
         default_cwd_ok,
         checked_at: now_rfc3339(),
         host_key: None,
-        tmux_found: tmux_version.is_some(),
-        tmux_version,
+        tmux_found: false,
+        tmux_version: None,
         errors,
         details: serde_json::Map::new(),
     }
-}
-
-/// `tmux -V` ("tmux 3.3a") on this host, or `None` when tmux cannot be run.
-fn local_tmux_version() -> Option<String> {
-    let out = std::process::Command::new("tmux").arg("-V").output().ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    Some(text.strip_prefix("tmux ").unwrap_or(&text).to_string())
 }

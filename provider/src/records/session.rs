@@ -1,4 +1,4 @@
-//! The session and command records, in the contract's JSON shapes.
+//! The session and command records.
 
 use serde::{Deserialize, Serialize};
 
