@@ -16,6 +16,7 @@ mod put;
 mod record;
 mod sparse;
 mod stream;
+mod tree_stream;
 mod verify;
 
 use std::path::Path;

@@ -351,7 +351,7 @@ impl Transport for LocalTransport {
                     format!("cannot start sh on this host: {e}; check that /bin/sh exists"),
                 )
             })?;
-        let (input, mut input_rx) = mpsc::unbounded_channel::<Vec<u8>>();
+        let (input, mut input_rx) = mpsc::channel::<Vec<u8>>(super::EXEC_INPUT_QUEUE);
         let (events_tx, events) = mpsc::unbounded_channel();
         if let Some(mut pipe) = child.stdin.take() {
             tokio::spawn(async move {

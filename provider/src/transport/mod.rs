@@ -101,6 +101,9 @@ pub struct DirEntry {
     pub stat: FileStat,
 }
 
+/// Chunks queued for an [`ExecStream`]'s stdin before a sender waits.
+pub const EXEC_INPUT_QUEUE: usize = 4;
+
 pub type BoxRead = Box<dyn AsyncRead + Send + Unpin>;
 pub type BoxWrite = Box<dyn AsyncWrite + Send + Unpin>;
 
@@ -118,8 +121,9 @@ pub enum StreamEvent {
 /// comes. Dropping the stream ends its stdin and closes the channel.
 #[derive(Debug)]
 pub struct ExecStream {
-    /// Chunks for the process's stdin, written in order.
-    pub input: tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
+    /// Chunks for the process's stdin, written in order. Bounded ([`EXEC_INPUT_QUEUE`] chunks):
+    /// a sender waits while the process (or the link) is behind, so memory stays bounded.
+    pub input: tokio::sync::mpsc::Sender<Vec<u8>>,
     /// Output and the end, as they arrive.
     pub events: tokio::sync::mpsc::UnboundedReceiver<StreamEvent>,
 }

@@ -8,6 +8,7 @@ use futures::StreamExt;
 
 use super::paths::{RemotePath, join, symlink_stays_inside};
 use super::stream::{self, PumpError};
+use super::tree_stream::{self, Member};
 use super::verify;
 use super::{FILES_IN_FLIGHT, Job, Outcome, TransferKind};
 use crate::error::{Error, ErrorCode, Result};
@@ -35,7 +36,8 @@ pub async fn put(
     let meta = std::fs::metadata(local).map_err(|e| local_err("read", local, &e))?;
     if meta.is_dir() {
         out.kind = Some(TransferKind::Dir);
-        let dest = match job.t.stat(&dest.file).await? {
+        let existing = job.t.stat(&dest.file).await?;
+        let dest = match existing {
             Some(st) if st.kind != FileKind::Dir && !remote_is_dir(job, &dest).await => {
                 return Err(Error::invalid(format!(
                     "remote {} exists and is not a directory; choose another destination for \
@@ -46,7 +48,7 @@ pub async fn put(
             }
             _ => dest,
         };
-        put_tree(job, local, &dest, out).await
+        put_tree(job, local, &dest, existing.is_some(), out).await
     } else if meta.is_file() {
         out.kind = Some(TransferKind::File);
         let dest = if into_dir || remote_is_dir(job, &dest).await {
@@ -293,39 +295,28 @@ fn walk(root: &Path) -> Result<Vec<LocalEntry>> {
     Ok(out)
 }
 
-async fn put_tree(job: &Job, local: &Path, dest: &RemotePath, out: &mut Outcome) -> Result<()> {
-    let entries = walk(local)?;
-    let files: Vec<&LocalEntry> = entries
-        .iter()
-        .filter(|e| e.kind == FileKind::File)
-        .collect();
-    job.set_totals(files.iter().map(|e| e.size).sum(), files.len() as u64);
-    let root_mode = std::fs::metadata(local)
-        .map(|m| m.permissions().mode())
-        .unwrap_or(0o755);
-    job.t
-        .create_dir_all(&dest.file, 0o700)
-        .await
-        .map_err(|e| name_user_path(e, &dest.cmd, &dest.file))?;
-    out.dirs = 1;
-    let mut dirs = vec![(dest.clone(), root_mode)];
-    let mut links = Vec::new();
-    for e in &entries {
+/// What a local tree becomes on the machine: its directories (with their modes), files, and
+/// the symlinks that stay inside it; everything else is recorded as skipped.
+struct TreePlan<'a> {
+    dirs: Vec<&'a LocalEntry>,
+    files: Vec<&'a LocalEntry>,
+    links: Vec<(String, String)>,
+}
+
+fn plan_tree<'a>(entries: &'a [LocalEntry], out: &mut Outcome) -> TreePlan<'a> {
+    let mut plan = TreePlan {
+        dirs: Vec::new(),
+        files: Vec::new(),
+        links: Vec::new(),
+    };
+    for e in entries {
         match e.kind {
-            FileKind::Dir => {
-                let d = dest.join(&e.rel);
-                job.t
-                    .create_dir_all(&d.file, 0o700)
-                    .await
-                    .map_err(|err| name_user_path(err, &d.cmd, &d.file))?;
-                out.dirs += 1;
-                dirs.push((d, e.mode));
-            }
-            FileKind::File => {}
+            FileKind::Dir => plan.dirs.push(e),
+            FileKind::File => plan.files.push(e),
             FileKind::Symlink => {
                 match std::fs::read_link(&e.path).map(|t| t.to_str().map(str::to_string)) {
                     Ok(Some(target)) if symlink_stays_inside(&e.rel, &target) => {
-                        links.push((e.rel.clone(), target))
+                        plan.links.push((e.rel.clone(), target))
                     }
                     Ok(Some(target)) => out.skip(
                         &e.rel,
@@ -342,9 +333,74 @@ async fn put_tree(job: &Job, local: &Path, dest: &RemotePath, out: &mut Outcome)
                 "not a regular file or directory (device, socket or FIFO)",
             ),
         }
+    }
+    plan
+}
+
+async fn put_tree(
+    job: &Job,
+    local: &Path,
+    dest: &RemotePath,
+    dest_exists: bool,
+    out: &mut Outcome,
+) -> Result<()> {
+    let entries = walk(local)?;
+    let plan = plan_tree(&entries, out);
+    job.set_totals(
+        plan.files.iter().map(|e| e.size).sum(),
+        plan.files.len() as u64,
+    );
+    job.check_cancel()?;
+    let root_mode = std::fs::metadata(local)
+        .map(|m| m.permissions().mode())
+        .unwrap_or(0o755);
+    let mut dir_modes = vec![(String::new(), root_mode)];
+    dir_modes.extend(plan.dirs.iter().map(|d| (d.rel.clone(), d.mode)));
+    let members = plan
+        .dirs
+        .iter()
+        .map(|d| Member::Dir(d.rel.clone()))
+        .chain(plan.files.iter().map(|f| Member::File {
+            rel: f.rel.clone(),
+            path: f.path.clone(),
+            size: f.size,
+            mode: f.mode,
+        }))
+        .chain(plan.links.iter().map(|(rel, target)| Member::Link {
+            rel: rel.clone(),
+            target: target.clone(),
+        }))
+        .collect();
+    if tree_stream::put(job, dest, dest_exists, members, &dir_modes, out).await? {
+        out.dirs = dir_modes.len() as u64;
+        out.symlinks = plan.links.len() as u64;
+        return Ok(());
+    }
+    put_tree_files(job, dest, &plan, &dir_modes, out).await
+}
+
+/// [`put_tree`] over the file channel, file by file (the machine has no tar).
+async fn put_tree_files(
+    job: &Job,
+    dest: &RemotePath,
+    plan: &TreePlan<'_>,
+    dir_modes: &[(String, u32)],
+    out: &mut Outcome,
+) -> Result<()> {
+    for (rel, _) in dir_modes {
+        let d = if rel.is_empty() {
+            dest.clone()
+        } else {
+            dest.join(rel)
+        };
+        job.t
+            .create_dir_all(&d.file, 0o700)
+            .await
+            .map_err(|err| name_user_path(err, &d.cmd, &d.file))?;
+        out.dirs += 1;
         job.check_cancel()?;
     }
-    let mut copies = futures::stream::iter(files.iter().map(|e| async move {
+    let mut copies = futures::stream::iter(plan.files.iter().map(|e| async move {
         let d = dest.join(&e.rel);
         put_file(job, &e.path, &d, e.mode, false)
             .await
@@ -359,13 +415,18 @@ async fn put_tree(job: &Job, local: &Path, dest: &RemotePath, out: &mut Outcome)
         written.push((d, sha, bytes));
     }
     drop(copies);
-    create_links(job, dest, &links, out).await;
+    create_links(job, dest, &plan.links, out).await;
     if job.verify {
         verify_written(job, &mut written).await?;
         out.verified = Some(true);
     }
     // Final directory modes last (deepest first), so read-only directories could be filled.
-    for (d, mode) in dirs.iter().rev() {
+    for (rel, mode) in dir_modes.iter().rev() {
+        let d = if rel.is_empty() {
+            dest.clone()
+        } else {
+            dest.join(rel)
+        };
         job.t.set_mode(&d.file, mode & 0o777).await?;
     }
     Ok(())
