@@ -60,18 +60,8 @@ fn io_err(what: &str, path: &str, e: &std::io::Error) -> Error {
 
 fn stat_of(meta: &std::fs::Metadata) -> FileStat {
     use std::os::unix::fs::MetadataExt;
-    let ft = meta.file_type();
-    let kind = if ft.is_symlink() {
-        FileKind::Symlink
-    } else if ft.is_dir() {
-        FileKind::Dir
-    } else if ft.is_file() {
-        FileKind::File
-    } else {
-        FileKind::Other
-    };
     FileStat {
-        kind,
+        kind: FileKind::of(meta.file_type()),
         size: meta.len(),
         mode: meta.mode() & 0o7777,
         mtime: meta.mtime(),

@@ -84,6 +84,21 @@ pub enum FileKind {
     Other,
 }
 
+impl FileKind {
+    /// The kind of a local file type (from `symlink_metadata`: a symlink is a symlink).
+    pub fn of(ft: std::fs::FileType) -> FileKind {
+        if ft.is_symlink() {
+            FileKind::Symlink
+        } else if ft.is_dir() {
+            FileKind::Dir
+        } else if ft.is_file() {
+            FileKind::File
+        } else {
+            FileKind::Other
+        }
+    }
+}
+
 /// File metadata (from `lstat`: a symlink is reported as a symlink).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileStat {

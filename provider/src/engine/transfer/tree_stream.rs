@@ -259,10 +259,7 @@ pub async fn put(
             .iter()
             .map(|(rel, sha, size)| (stage.join(rel), sha.clone().unwrap_or_default(), *size))
             .collect();
-        if job.verify {
-            verify_written(job, &mut written).await?;
-            out.verified = Some(true);
-        }
+        verify_written(job, &mut written, out).await?;
         let modes = chmod_lines(dest, dir_modes);
         let done = job
             .t
