@@ -1,8 +1,9 @@
 //! File transfers over a session's machine: put / get / list, files and whole trees, no mount.
 //! (issue 7)
 //!
-//! Bytes move through the transport's streaming file channel (SFTP for SSH), many files in
-//! flight for trees, each file through a bounded queue of 1 MiB chunks. Every file lands under a
+//! Bytes move through the transport's streaming file channel (SFTP for SSH), each file through a
+//! bounded queue of 1 MiB chunks; a tree upload goes as one tar stream when the machine has tar
+//! (`tree_stream`), otherwise many files in flight. Every file lands under a
 //! temporary name in its destination directory and is renamed over the final name only when it
 //! is complete, so an interrupted transfer never leaves a half file under the final name; a
 //! retry simply starts again. The machine's path mappings are applied before any file operation;
