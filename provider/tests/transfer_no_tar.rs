@@ -5,8 +5,8 @@
 
 mod transfer_common;
 
-use remote_runner_provider::engine::transfer::{TransferOptions, TransferStatus};
-use transfer_common::{Bed, local_bed, snapshot, ssh_bed, temp_leftovers, write};
+use remote_runner_provider::engine::transfer::TransferStatus;
+use transfer_common::{Bed, local_bed, snapshot, ssh_bed, suite, temp_leftovers, write};
 
 fn no_tar() {
     static ONCE: std::sync::Once = std::sync::Once::new();
@@ -20,15 +20,8 @@ async fn tree_without_tar(bed: Bed) {
     write(&root.join("sub/c\nd.txt"), b"cd", 0o755);
     std::fs::create_dir_all(root.join("empty")).unwrap();
     std::os::unix::fs::symlink("sub", root.join("to sub")).unwrap();
-    let options = TransferOptions {
-        verify: true,
-        ..Default::default()
-    };
-    let rec = bed
-        .engine
-        .file_put(bed.sid(), &root, "up", options)
-        .await
-        .unwrap();
+    let put = bed.engine.file_put(bed.sid(), &root, "up", suite::verify());
+    let rec = put.await.unwrap();
     assert_eq!(rec.status, TransferStatus::Succeeded, "{:?}", rec.error);
     assert_eq!((rec.files, rec.dirs, rec.symlinks), (2, 3, 1));
     assert_eq!(rec.verified, Some(true));

@@ -14,7 +14,7 @@ use remote_runner_provider::store::{self, Store};
 
 use super::{Bed, mode_of, pattern, sha_hex, snapshot, temp_leftovers, write};
 
-fn verify() -> TransferOptions {
+pub fn verify() -> TransferOptions {
     TransferOptions {
         verify: true,
         ..Default::default()
@@ -502,19 +502,8 @@ pub async fn interrupted_transfers_retry(bed: Bed) {
     let data = pattern(40 << 20, 11);
     let src = bed.lp("i.bin");
     write(&src, &data, 0o644);
-    let killer = |bed: &Bed| {
-        let fired = Arc::new(AtomicBool::new(false));
-        let listener = bed.sshd.as_ref().unwrap().listener_pid();
-        let f = fired.clone();
-        let cb: remote_runner_provider::engine::transfer::ProgressFn = Arc::new(move |p| {
-            if p.bytes_done >= 4 << 20 && !f.swap(true, Ordering::SeqCst) {
-                kill_connections(listener);
-            }
-        });
-        (fired, cb)
-    };
 
-    let (fired, cb) = killer(&bed);
+    let (fired, cb) = connection_killer(&bed);
     let err = bed
         .engine
         .file_put(
@@ -545,17 +534,11 @@ pub async fn interrupted_transfers_retry(bed: Bed) {
     assert_eq!(rec.sha256.as_deref(), Some(sha_hex(&data).as_str()));
     assert_eq!(std::fs::read(bed.rp("i.bin")).unwrap(), data);
     // Left-overs, if any, only under temporary names.
-    for n in std::fs::read_dir(&bed.remote).unwrap() {
-        let n = n.unwrap().file_name().to_string_lossy().into_owned();
-        assert!(
-            n == "i.bin" || n == ".remote-runner" || n.starts_with(".i.bin.rr-part-"),
-            "{n}"
-        );
-    }
+    assert_only(&bed.remote, "i.bin");
 
     // The same for a download.
     let dest = bed.lp("i-back.bin");
-    let (fired, cb) = killer(&bed);
+    let (fired, cb) = connection_killer(&bed);
     let err = bed
         .engine
         .file_get(
@@ -596,6 +579,36 @@ pub async fn interrupted_transfers_retry(bed: Bed) {
 }
 
 /// SIGKILL every process below the sshd listener (per-connection monitors and their children).
+/// A progress callback that kills the bed's SSH connections once 4 MiB went through, and
+/// whether it did.
+fn connection_killer(
+    bed: &Bed,
+) -> (
+    Arc<AtomicBool>,
+    remote_runner_provider::engine::transfer::ProgressFn,
+) {
+    let fired = Arc::new(AtomicBool::new(false));
+    let listener = bed.sshd.as_ref().unwrap().listener_pid();
+    let f = fired.clone();
+    let cb = Arc::new(
+        move |p: &remote_runner_provider::engine::transfer::TransferProgress| {
+            if p.bytes_done >= 4 << 20 && !f.swap(true, Ordering::SeqCst) {
+                kill_connections(listener);
+            }
+        },
+    );
+    (fired, cb)
+}
+
+/// `dir` holds nothing but `name` (if anything), temporaries of it, and the state directory.
+fn assert_only(dir: &Path, name: &str) {
+    for n in std::fs::read_dir(dir).unwrap() {
+        let n = n.unwrap().file_name().to_string_lossy().into_owned();
+        let temp = n.starts_with(&format!(".{name}.rr-part-"));
+        assert!(n == name || n == ".remote-runner" || temp, "{n}");
+    }
+}
+
 fn kill_connections(listener: u32) {
     let mut frontier = vec![listener];
     let mut all = Vec::new();
@@ -804,14 +817,7 @@ pub async fn tree_stream_killed(bed: Bed) {
             0o644,
         );
     }
-    let fired = Arc::new(AtomicBool::new(false));
-    let listener = bed.sshd.as_ref().unwrap().listener_pid();
-    let f = fired.clone();
-    let cb: remote_runner_provider::engine::transfer::ProgressFn = Arc::new(move |p| {
-        if p.bytes_done >= 4 << 20 && !f.swap(true, Ordering::SeqCst) {
-            kill_connections(listener);
-        }
-    });
+    let (fired, cb) = connection_killer(&bed);
     let options = TransferOptions {
         progress: Some(cb),
         ..Default::default()
@@ -827,13 +833,7 @@ pub async fn tree_stream_killed(bed: Bed) {
         !bed.rp("big").exists(),
         "a partial tree under the final name"
     );
-    for n in std::fs::read_dir(&bed.remote).unwrap() {
-        let n = n.unwrap().file_name().to_string_lossy().into_owned();
-        assert!(
-            n == ".remote-runner" || n.starts_with(".big.rr-part-"),
-            "{n}"
-        );
-    }
+    assert_only(&bed.remote, "big");
     let rec = bed
         .engine
         .file_put(bed.sid(), &root, "big", verify())

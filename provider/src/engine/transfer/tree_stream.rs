@@ -261,16 +261,13 @@ pub async fn put(
             .collect();
         verify_written(job, &mut written, out).await?;
         let modes = chmod_lines(dest, dir_modes);
-        let done = job
-            .t
-            .exec(
-                &script("commit", &stage, dest, &modes),
-                ExecOptions {
-                    timeout: None,
-                    ..Default::default()
-                },
-            )
-            .await?;
+        // A merge of a large tree may take a while: no time bound.
+        let unbounded = ExecOptions {
+            timeout: None,
+            ..Default::default()
+        };
+        let commit = script("commit", &stage, dest, &modes);
+        let done = job.t.exec(&commit, unbounded).await?;
         if !done.status.success() {
             return Err(Error::new(
                 ErrorCode::RemoteError,
