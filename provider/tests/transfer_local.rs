@@ -24,6 +24,8 @@ local_tests!(
     path_mappings,
     cancel_mid_transfer,
     progress_reports,
+    tree_stream_put,
+    tree_stream_merge,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

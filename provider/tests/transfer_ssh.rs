@@ -26,6 +26,9 @@ ssh_tests!(
     progress_reports,
     interrupted_transfers_retry,
     permission_denied,
+    tree_stream_put,
+    tree_stream_merge,
+    tree_stream_killed,
 );
 
 /// 256 MiB over SSH keeps the debug-build test bounded; the 1 GiB case runs locally and in the

@@ -1,8 +1,9 @@
 //! File transfers over a session's machine: put / get / list, files and whole trees, no mount.
 //! (issue 7)
 //!
-//! Bytes move through the transport's streaming file channel (SFTP for SSH), many files in
-//! flight for trees, each file through a bounded queue of 1 MiB chunks. Every file lands under a
+//! Bytes move through the transport's streaming file channel (SFTP for SSH), each file through a
+//! bounded queue of 1 MiB chunks; a tree upload goes as one tar stream when the machine has tar
+//! (`tree_stream`), otherwise many files in flight. Every file lands under a
 //! temporary name in its destination directory and is renamed over the final name only when it
 //! is complete, so an interrupted transfer never leaves a half file under the final name; a
 //! retry simply starts again. The machine's path mappings are applied before any file operation;
@@ -15,6 +16,7 @@ pub mod paths;
 mod put;
 mod sparse;
 mod stream;
+mod tree_stream;
 mod verify;
 
 use std::path::Path;
@@ -35,7 +37,7 @@ use super::{Engine, SessionRecord, SessionStatus};
 use crate::error::{Error, ErrorCode, Result};
 use crate::machine::PathMapping;
 use crate::store;
-use crate::transport::{FileKind, Transport};
+use crate::transport::{ExecOptions, ExecOutput, FileKind, Transport};
 use crate::util::{new_id, now_rfc3339};
 
 /// Files of a tree copied at the same time (small files are bound by round trips, not bytes).
@@ -108,6 +110,12 @@ impl Job {
         self.report();
     }
 
+    /// A file is in place: count it; its size and sha256.
+    fn file_copied(&self, copied: stream::Copied) -> (u64, String) {
+        self.file_done();
+        (copied.bytes, copied.sha256)
+    }
+
     fn report(&self) {
         if let Some(p) = &self.progress {
             p(&TransferProgress {
@@ -128,6 +136,16 @@ impl Job {
             ));
         }
         Ok(())
+    }
+
+    /// Run the POSIX sh script `script` on the machine, keeping up to `max_output` bytes of
+    /// each output stream.
+    async fn run_script(&self, script: &str, max_output: usize) -> Result<ExecOutput> {
+        let options = ExecOptions {
+            max_output,
+            ..Default::default()
+        };
+        self.t.exec(script, options).await
     }
 
     /// An I/O error on the remote side of a stream: a lost link when the transport says so.
@@ -165,12 +183,42 @@ pub(crate) struct Outcome {
 }
 
 impl Outcome {
+    /// A single file was copied (and verified, with `verified`).
+    fn one_file(&mut self, bytes: u64, sha256: String, verified: bool) {
+        self.bytes = bytes;
+        self.files = 1;
+        self.sha256 = Some(sha256);
+        self.verified = verified.then_some(true);
+    }
+
     fn skip(&mut self, path: &str, reason: &str) {
         self.skipped.push(SkippedEntry {
             path: path.to_string(),
             reason: reason.to_string(),
         });
     }
+}
+
+/// Copy files with `copies` (each yields its remote path, bytes and sha256),
+/// [`FILES_IN_FLIGHT`] at a time, counting them in `out`. Returns (remote path, sha256, bytes)
+/// of each, for verification.
+async fn copy_files<F>(
+    copies: impl Iterator<Item = F>,
+    out: &mut Outcome,
+) -> Result<Vec<(RemotePath, String, u64)>>
+where
+    F: std::future::Future<Output = Result<(RemotePath, u64, String)>>,
+{
+    use futures::StreamExt;
+    let mut copies = futures::stream::iter(copies).buffer_unordered(FILES_IN_FLIGHT);
+    let mut written = Vec::new();
+    while let Some(copied) = copies.next().await {
+        let (path, bytes, sha) = copied?;
+        out.bytes += bytes;
+        out.files += 1;
+        written.push((path, sha, bytes));
+    }
+    Ok(written)
 }
 
 /// A trailing `/` asks for "inside this directory".
@@ -211,18 +259,8 @@ impl Engine {
         remote: &str,
         options: TransferOptions,
     ) -> Result<TransferRecord> {
-        let (session, mappings) = self.transfer_session(session_id)?;
-        let rec = self
-            .transfer_with(
-                &session,
-                &mappings,
-                TransferDirection::Put,
-                local,
-                remote,
-                options,
-            )
-            .await?;
-        record_as_result(rec)
+        self.transfer_in_session(session_id, TransferDirection::Put, local, remote, options)
+            .await
     }
 
     /// Download a remote file or directory to `local`. A file goes inside `local` when it is an
@@ -236,16 +274,22 @@ impl Engine {
         local: &Path,
         options: TransferOptions,
     ) -> Result<TransferRecord> {
+        self.transfer_in_session(session_id, TransferDirection::Get, local, remote, options)
+            .await
+    }
+
+    /// [`Engine::file_put`] or [`Engine::file_get`] in session `session_id`.
+    async fn transfer_in_session(
+        &self,
+        session_id: &str,
+        direction: TransferDirection,
+        local: &Path,
+        remote: &str,
+        options: TransferOptions,
+    ) -> Result<TransferRecord> {
         let (session, mappings) = self.transfer_session(session_id)?;
         let rec = self
-            .transfer_with(
-                &session,
-                &mappings,
-                TransferDirection::Get,
-                local,
-                remote,
-                options,
-            )
+            .transfer_with(&session, &mappings, direction, local, remote, options)
             .await?;
         record_as_result(rec)
     }

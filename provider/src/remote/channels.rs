@@ -86,7 +86,13 @@ impl ControlChannels {
             request.push_str(&format!("{name}={}\n", shell_quote(value)));
         }
         request.push_str(&format!("@rr:{nonce}:end\n"));
-        if channel.stream.input.send(request.into_bytes()).is_err() {
+        if channel
+            .stream
+            .input
+            .send(request.into_bytes())
+            .await
+            .is_err()
+        {
             return Some(Err(ended_error(transport)));
         }
         let reply = channel.reply(transport, &nonce, call.max_output);
@@ -199,30 +205,45 @@ impl Served<'_> {
     }
 }
 
-/// Start `ctl.sh serve` (installing the control script first when the machine lacks it) and
-/// wait until it is ready: past the startup-file output, on both streams.
+/// Start `ctl.sh serve` and wait until it is ready (see [`open_verb`]); `None` when it said
+/// anything past its start markers (not a clean control process).
 async fn open<T: Transport + ?Sized>(transport: &T) -> Result<Option<ExecStream>> {
+    Ok(open_verb(transport, "serve", "")
+        .await?
+        .and_then(|(stream, early)| early.is_empty().then_some(stream)))
+}
+
+/// Start the control-script verb `verb` on its own streaming channel with the parameter lines
+/// `params` (installing the control script first when the machine lacks it), and wait until
+/// it is past the startup-file output on both streams. Returns the stream and whatever stdout
+/// the verb already printed after its start marker; `None` when the transport cannot stream or
+/// the startup output never ended.
+pub(super) async fn open_verb<T: Transport + ?Sized>(
+    transport: &T,
+    verb: &str,
+    params: &str,
+) -> Result<Option<(ExecStream, Vec<u8>)>> {
     for attempt in 0..2 {
         let nonce = uuid::Uuid::new_v4().simple().to_string();
-        let Some(mut stream) = transport
-            .exec_stream(&bootstrap_line("serve", &nonce))
-            .await?
-        else {
+        let Some(mut stream) = transport.exec_stream(&bootstrap_line(verb, &nonce)).await? else {
             return Ok(None);
         };
-        let _ = stream.input.send(format!("@rr:{nonce}:end\n").into_bytes());
+        let _ = stream
+            .input
+            .send(format!("{params}@rr:{nonce}:end\n").into_bytes())
+            .await;
         let marker = format!("@rr:{nonce}:begin\n");
         let (mut out, mut err) = (Vec::new(), Vec::new());
-        let (mut out_ready, mut err_ready) = (false, false);
-        while !(out_ready && err_ready) {
+        let (mut out_at, mut err_at) = (None, None);
+        while out_at.is_none() || err_at.is_none() {
             match stream.events.recv().await {
-                Some(StreamEvent::Stdout(data)) if !out_ready => {
+                Some(StreamEvent::Stdout(data)) => {
                     out.extend_from_slice(&data);
-                    out_ready = out.ends_with(marker.as_bytes());
+                    out_at = out_at.or_else(|| super::find(&out, marker.as_bytes()));
                 }
-                Some(StreamEvent::Stderr(data)) if !err_ready => {
+                Some(StreamEvent::Stderr(data)) => {
                     err.extend_from_slice(&data);
-                    err_ready = err.ends_with(marker.as_bytes());
+                    err_at = err_at.or_else(|| super::find(&err, marker.as_bytes()));
                 }
                 Some(StreamEvent::End(Ok(status))) => {
                     if attempt == 0
@@ -236,17 +257,18 @@ async fn open<T: Transport + ?Sized>(transport: &T) -> Result<Option<ExecStream>
                 }
                 Some(StreamEvent::End(Err(e))) => return Err(e),
                 None => return Err(ended_error(transport)),
-                Some(_) => {
-                    // Output after the marker before any call: not a clean control process.
-                    return Ok(None);
-                }
             }
-            if out.len() + err.len() > NOISE_LIMIT {
+            if out.len() + err.len() > NOISE_LIMIT + 2 * marker.len() {
                 return Ok(None);
             }
         }
-        if out_ready && err_ready {
-            return Ok(Some(stream));
+        if let (Some(o), Some(e)) = (out_at, err_at) {
+            if err.len() > e + marker.len() {
+                // The verb wrote to stderr before anyone asked it anything.
+                return Ok(None);
+            }
+            let early = out.split_off(o + marker.len());
+            return Ok(Some((stream, early)));
         }
     }
     Ok(None)

@@ -215,6 +215,18 @@ pub async fn sh<T: Transport + ?Sized>(
     call.run(transport).await
 }
 
+/// Start the POSIX sh script `script` on the machine through the control plane (any login
+/// shell) on its own channel, and keep it: its stdin and output flow while it runs. Returns the
+/// stream and the stdout it printed already; `None` when the transport cannot stream (callers
+/// fall back to [`sh`] or the file channel).
+pub async fn sh_stream<T: Transport + ?Sized>(
+    transport: &T,
+    script: &str,
+) -> Result<Option<(crate::transport::ExecStream, Vec<u8>)>> {
+    let params = format!("RR_SCRIPT={}\n", shell_quote(script));
+    channels::open_verb(transport, "sh", &params).await
+}
+
 /// The one line sent to the login shell: only words and one single-quoted string without `'`,
 /// `\` or `!`, which bash, zsh, fish, dash, ksh and tcsh all read the same way.
 pub fn bootstrap_line(verb: &str, nonce: &str) -> String {

@@ -161,7 +161,8 @@ pub(crate) async fn stream(mut lease: ChannelLease, command: &str) -> Result<Exe
             Error::new(ErrorCode::RemoteError, format!("exec request failed: {e}"))
         });
     }
-    let (input, mut input_rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    let (input, mut input_rx) =
+        tokio::sync::mpsc::channel::<Vec<u8>>(crate::transport::EXEC_INPUT_QUEUE);
     let (events_tx, events) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
         while let Some(chunk) = input_rx.recv().await {

@@ -60,18 +60,8 @@ fn io_err(what: &str, path: &str, e: &std::io::Error) -> Error {
 
 fn stat_of(meta: &std::fs::Metadata) -> FileStat {
     use std::os::unix::fs::MetadataExt;
-    let ft = meta.file_type();
-    let kind = if ft.is_symlink() {
-        FileKind::Symlink
-    } else if ft.is_dir() {
-        FileKind::Dir
-    } else if ft.is_file() {
-        FileKind::File
-    } else {
-        FileKind::Other
-    };
     FileStat {
-        kind,
+        kind: FileKind::of(meta.file_type()),
         size: meta.len(),
         mode: meta.mode() & 0o7777,
         mtime: meta.mtime(),
@@ -351,7 +341,7 @@ impl Transport for LocalTransport {
                     format!("cannot start sh on this host: {e}; check that /bin/sh exists"),
                 )
             })?;
-        let (input, mut input_rx) = mpsc::unbounded_channel::<Vec<u8>>();
+        let (input, mut input_rx) = mpsc::channel::<Vec<u8>>(super::EXEC_INPUT_QUEUE);
         let (events_tx, events) = mpsc::unbounded_channel();
         if let Some(mut pipe) = child.stdin.take() {
             tokio::spawn(async move {

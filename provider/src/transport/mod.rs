@@ -84,6 +84,21 @@ pub enum FileKind {
     Other,
 }
 
+impl FileKind {
+    /// The kind of a local file type (from `symlink_metadata`: a symlink is a symlink).
+    pub fn of(ft: std::fs::FileType) -> FileKind {
+        if ft.is_symlink() {
+            FileKind::Symlink
+        } else if ft.is_dir() {
+            FileKind::Dir
+        } else if ft.is_file() {
+            FileKind::File
+        } else {
+            FileKind::Other
+        }
+    }
+}
+
 /// File metadata (from `lstat`: a symlink is reported as a symlink).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileStat {
@@ -100,6 +115,9 @@ pub struct DirEntry {
     pub name: String,
     pub stat: FileStat,
 }
+
+/// Chunks queued for an [`ExecStream`]'s stdin before a sender waits.
+pub const EXEC_INPUT_QUEUE: usize = 4;
 
 pub type BoxRead = Box<dyn AsyncRead + Send + Unpin>;
 pub type BoxWrite = Box<dyn AsyncWrite + Send + Unpin>;
@@ -118,8 +136,9 @@ pub enum StreamEvent {
 /// comes. Dropping the stream ends its stdin and closes the channel.
 #[derive(Debug)]
 pub struct ExecStream {
-    /// Chunks for the process's stdin, written in order.
-    pub input: tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
+    /// Chunks for the process's stdin, written in order. Bounded ([`EXEC_INPUT_QUEUE`] chunks):
+    /// a sender waits while the process (or the link) is behind, so memory stays bounded.
+    pub input: tokio::sync::mpsc::Sender<Vec<u8>>,
     /// Output and the end, as they arrive.
     pub events: tokio::sync::mpsc::UnboundedReceiver<StreamEvent>,
 }

@@ -14,7 +14,7 @@ use remote_runner_provider::store::{self, Store};
 
 use super::{Bed, mode_of, pattern, sha_hex, snapshot, temp_leftovers, write};
 
-fn verify() -> TransferOptions {
+pub fn verify() -> TransferOptions {
     TransferOptions {
         verify: true,
         ..Default::default()
@@ -502,19 +502,8 @@ pub async fn interrupted_transfers_retry(bed: Bed) {
     let data = pattern(40 << 20, 11);
     let src = bed.lp("i.bin");
     write(&src, &data, 0o644);
-    let killer = |bed: &Bed| {
-        let fired = Arc::new(AtomicBool::new(false));
-        let listener = bed.sshd.as_ref().unwrap().listener_pid();
-        let f = fired.clone();
-        let cb: remote_runner_provider::engine::transfer::ProgressFn = Arc::new(move |p| {
-            if p.bytes_done >= 4 << 20 && !f.swap(true, Ordering::SeqCst) {
-                kill_connections(listener);
-            }
-        });
-        (fired, cb)
-    };
 
-    let (fired, cb) = killer(&bed);
+    let (fired, cb) = connection_killer(&bed);
     let err = bed
         .engine
         .file_put(
@@ -545,17 +534,11 @@ pub async fn interrupted_transfers_retry(bed: Bed) {
     assert_eq!(rec.sha256.as_deref(), Some(sha_hex(&data).as_str()));
     assert_eq!(std::fs::read(bed.rp("i.bin")).unwrap(), data);
     // Left-overs, if any, only under temporary names.
-    for n in std::fs::read_dir(&bed.remote).unwrap() {
-        let n = n.unwrap().file_name().to_string_lossy().into_owned();
-        assert!(
-            n == "i.bin" || n == ".remote-runner" || n.starts_with(".i.bin.rr-part-"),
-            "{n}"
-        );
-    }
+    assert_only(&bed.remote, "i.bin");
 
     // The same for a download.
     let dest = bed.lp("i-back.bin");
-    let (fired, cb) = killer(&bed);
+    let (fired, cb) = connection_killer(&bed);
     let err = bed
         .engine
         .file_get(
@@ -596,6 +579,36 @@ pub async fn interrupted_transfers_retry(bed: Bed) {
 }
 
 /// SIGKILL every process below the sshd listener (per-connection monitors and their children).
+/// A progress callback that kills the bed's SSH connections once 4 MiB went through, and
+/// whether it did.
+fn connection_killer(
+    bed: &Bed,
+) -> (
+    Arc<AtomicBool>,
+    remote_runner_provider::engine::transfer::ProgressFn,
+) {
+    let fired = Arc::new(AtomicBool::new(false));
+    let listener = bed.sshd.as_ref().unwrap().listener_pid();
+    let f = fired.clone();
+    let cb = Arc::new(
+        move |p: &remote_runner_provider::engine::transfer::TransferProgress| {
+            if p.bytes_done >= 4 << 20 && !f.swap(true, Ordering::SeqCst) {
+                kill_connections(listener);
+            }
+        },
+    );
+    (fired, cb)
+}
+
+/// `dir` holds nothing but `name` (if anything), temporaries of it, and the state directory.
+fn assert_only(dir: &Path, name: &str) {
+    for n in std::fs::read_dir(dir).unwrap() {
+        let n = n.unwrap().file_name().to_string_lossy().into_owned();
+        let temp = n.starts_with(&format!(".{name}.rr-part-"));
+        assert!(n == name || n == ".remote-runner" || temp, "{n}");
+    }
+}
+
 fn kill_connections(listener: u32) {
     let mut frontier = vec![listener];
     let mut all = Vec::new();
@@ -685,4 +698,147 @@ pub async fn sparse_gib_round_trip(bed: Bed, size: u64) {
     assert_eq!(down.sha256, up.sha256);
     assert_eq!(std::fs::metadata(&back).unwrap().len(), size);
     let _ = std::fs::remove_file(bed.rp("sparse.img"));
+}
+
+/// A modification time no freshly written file has: set on local files, it shows a tree went
+/// through the tar stream (which keeps times; the file channel writes new files).
+const OLD_MTIME: std::time::Duration = std::time::Duration::from_secs(1_000_000_000);
+
+fn set_old_mtime(p: &Path) {
+    let f = std::fs::File::options().write(true).open(p).unwrap();
+    f.set_modified(std::time::UNIX_EPOCH + OLD_MTIME).unwrap();
+}
+
+fn has_old_mtime(p: &Path) -> bool {
+    let m = std::fs::metadata(p).unwrap().modified().unwrap();
+    m == std::time::UNIX_EPOCH + OLD_MTIME
+}
+
+/// A tree with nested and empty directories, exact modes (a read-only directory among them),
+/// spaces, newlines, UTF-8 and long paths in names, a symlink inside and one leaving the tree,
+/// and a FIFO goes up as one tar stream: every file in place and verified, the links and the
+/// FIFO per the symlink/special-file policy, no staging directory left.
+pub async fn tree_stream_put(bed: Bed) {
+    let root = bed.lp("tree");
+    write(&root.join("top.txt"), b"top\n", 0o600);
+    write(&root.join("bin/run me.sh"), b"#!/bin/sh\n", 0o755);
+    write(
+        &root.join("名前/ünï cødé\nline.txt"),
+        &pattern(5000, 7),
+        0o644,
+    );
+    let mut deep = root.join("deep");
+    for i in 0..12 {
+        deep = deep.join(format!("a fairly long directory name {i}"));
+    }
+    write(&deep.join("bottom.bin"), &pattern(300_000, 9), 0o640);
+    write(&root.join("ro/inside.txt"), b"in a read-only dir", 0o444);
+    std::fs::create_dir_all(root.join("empty/also empty")).unwrap();
+    std::fs::set_permissions(root.join("bin"), std::fs::Permissions::from_mode(0o750)).unwrap();
+    std::os::unix::fs::symlink("../top.txt", root.join("bin/link to top")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", root.join("outside")).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(root.join("pipe"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    set_old_mtime(&root.join("top.txt"));
+    std::fs::set_permissions(root.join("ro"), std::fs::Permissions::from_mode(0o555)).unwrap();
+
+    let rec = bed
+        .engine
+        .file_put(bed.sid(), &root, "up", verify())
+        .await
+        .unwrap();
+    assert!(
+        has_old_mtime(&bed.rp("up/top.txt")),
+        "not sent as a tar stream"
+    );
+    assert_eq!(rec.status, TransferStatus::Partial, "{:?}", rec.error);
+    assert_eq!(rec.kind, Some(TransferKind::Dir));
+    assert_eq!((rec.files, rec.symlinks, rec.verified), (5, 1, Some(true)));
+    assert_eq!(rec.bytes, 4 + 10 + 5000 + 300_000 + 18);
+    let mut skipped: Vec<&str> = rec.skipped.iter().map(|s| s.path.as_str()).collect();
+    skipped.sort();
+    assert_eq!(skipped, ["outside", "pipe"]);
+    std::fs::remove_file(root.join("outside")).unwrap();
+    std::fs::remove_file(root.join("pipe")).unwrap();
+    assert_eq!(snapshot(&bed.rp("up")), snapshot(&root));
+    assert!(temp_leftovers(&bed.remote).is_empty());
+    std::fs::set_permissions(root.join("ro"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(bed.rp("up/ro"), std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A tree uploaded over an existing directory is merged into it: its files replace those of
+/// the same name, everything else stays, and nothing temporary is left anywhere.
+pub async fn tree_stream_merge(bed: Bed) {
+    let dest = bed.rp("merged");
+    write(&dest.join("keep.txt"), b"kept", 0o644);
+    write(&dest.join("a.txt"), b"old a", 0o644);
+    write(&dest.join("sub/old.txt"), b"old sub", 0o600);
+    bed.give_to_user(&dest);
+    let root = bed.lp("tree");
+    write(&root.join("a.txt"), b"new a", 0o640);
+    write(&root.join("sub/new.txt"), b"new sub", 0o644);
+    write(&root.join("sub/.hidden"), b"hidden", 0o644);
+    write(&root.join("fresh/x.txt"), b"x", 0o644);
+    set_old_mtime(&root.join("a.txt"));
+    let rec = bed
+        .engine
+        .file_put(bed.sid(), &root, "merged", TransferOptions::default())
+        .await
+        .unwrap();
+    assert_eq!((rec.status, rec.files), (TransferStatus::Succeeded, 4));
+    assert!(
+        has_old_mtime(&dest.join("a.txt")),
+        "not sent as a tar stream"
+    );
+    assert_eq!(std::fs::read(dest.join("keep.txt")).unwrap(), b"kept");
+    assert_eq!(std::fs::read(dest.join("a.txt")).unwrap(), b"new a");
+    assert_eq!(mode_of(&dest.join("a.txt")), 0o640);
+    assert_eq!(std::fs::read(dest.join("sub/old.txt")).unwrap(), b"old sub");
+    assert_eq!(std::fs::read(dest.join("sub/new.txt")).unwrap(), b"new sub");
+    assert_eq!(std::fs::read(dest.join("sub/.hidden")).unwrap(), b"hidden");
+    assert_eq!(std::fs::read(dest.join("fresh/x.txt")).unwrap(), b"x");
+    for dir in [&bed.remote, &dest, &dest.join("sub")] {
+        assert!(temp_leftovers(dir).is_empty(), "{}", dir.display());
+    }
+}
+
+/// The connection dies while a tree streams up: the transfer fails with `connection_lost`,
+/// nothing appears under the destination's name (the staging directory is hidden), and a retry
+/// puts the whole tree in place.
+pub async fn tree_stream_killed(bed: Bed) {
+    let root = bed.lp("big");
+    for i in 0..40 {
+        write(
+            &root.join(format!("d{}/f{i}", i % 4)),
+            &pattern(1 << 20, i),
+            0o644,
+        );
+    }
+    let (fired, cb) = connection_killer(&bed);
+    let options = TransferOptions {
+        progress: Some(cb),
+        ..Default::default()
+    };
+    let err = bed
+        .engine
+        .file_put(bed.sid(), &root, "big", options)
+        .await
+        .unwrap_err();
+    assert!(fired.load(Ordering::SeqCst));
+    assert_eq!(err.code, ErrorCode::ConnectionLost, "{err}");
+    assert!(
+        !bed.rp("big").exists(),
+        "a partial tree under the final name"
+    );
+    assert_only(&bed.remote, "big");
+    let rec = bed
+        .engine
+        .file_put(bed.sid(), &root, "big", verify())
+        .await
+        .unwrap();
+    assert_eq!((rec.files, rec.verified), (40, Some(true)));
+    assert_eq!(snapshot(&bed.rp("big")), snapshot(&root));
 }

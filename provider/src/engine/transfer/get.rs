@@ -9,14 +9,13 @@ use std::collections::HashSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use futures::StreamExt;
 use tokio::io::AsyncReadExt;
 
 use super::paths::{RemotePath, join, safe_name, symlink_stays_inside};
-use super::put::{check_hash, name_user_path, verify_written};
+use super::put::{name_user_path, verify_written};
 use super::stream::{self, PumpError};
 use super::verify;
-use super::{FILES_IN_FLIGHT, Job, Outcome, TransferKind};
+use super::{Job, Outcome, TransferKind, copy_files};
 use crate::error::{Error, ErrorCode, Result};
 use crate::transport::{ExecOptions, FileKind, FileStat, shell_quote};
 
@@ -114,12 +113,7 @@ pub async fn get(
         };
         job.set_totals(size, 1);
         let (bytes, sha) = get_file(job, src, &dest, size, mode, job.verify).await?;
-        out.bytes = bytes;
-        out.files = 1;
-        out.sha256 = Some(sha);
-        if job.verify {
-            out.verified = Some(true);
-        }
+        out.one_file(bytes, sha, job.verify);
         Ok(())
     }
 }
@@ -186,9 +180,7 @@ async fn get_file(
     let copied = stream::pump_to_file(
         reader,
         writer.into_std().await,
-        stream::chunk_for(size),
-        &|n| job.add_bytes(n),
-        &job.cancel,
+        stream::Pace::new(size, &|n| job.add_bytes(n), &job.cancel),
     )
     .await;
     let finish = async {
@@ -206,25 +198,16 @@ async fn get_file(
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode & 0o777))
             .map_err(|e| local_io("set the mode of", &tmp, &e))?;
         if verify {
-            let remote =
-                verify::remote_sha256(job.t.as_ref(), std::slice::from_ref(src), copied.bytes)
-                    .await?;
-            check_hash(&src.cmd, &copied.sha256, remote.first())?;
+            verify::check_one(job.t.as_ref(), src, &src.cmd, &copied).await?;
         }
         std::fs::rename(&tmp, dest).map_err(|e| local_io("rename into place", dest, &e))?;
         Ok::<_, Error>(copied)
     }
     .await;
-    match finish {
-        Ok(copied) => {
-            job.file_done();
-            Ok((copied.bytes, copied.sha256))
-        }
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(e)
-        }
+    if finish.is_err() {
+        let _ = std::fs::remove_file(&tmp);
     }
+    finish.map(|copied| job.file_copied(copied))
 }
 
 /// The small-file path of [`get_file`]: `None` when the file turned out bigger than expected
@@ -361,16 +344,7 @@ async fn read_links(job: &Job, links: &[RemotePath]) -> Vec<Option<String>> {
             "for f in {}; do readlink -- \"$f\" || printf '\\001'; printf '\\000'; done",
             args.join(" ")
         );
-        let res = job
-            .t
-            .exec(
-                &script,
-                ExecOptions {
-                    max_output: 1 << 24,
-                    ..Default::default()
-                },
-            )
-            .await;
+        let res = job.run_script(&script, 1 << 24).await;
         let targets: Vec<Option<String>> = match res {
             Ok(o) if !o.stdout_truncated => o
                 .stdout
@@ -487,26 +461,15 @@ async fn get_tree(job: &Job, src: &RemotePath, local: &Path, out: &mut Outcome) 
         }
         job.check_cancel()?;
     }
-    let mut copies = futures::stream::iter(wanted_files.iter().map(|(e, path)| async move {
+    let copies = wanted_files.iter().map(|(e, path)| async move {
         let from = src.join(&e.rel);
         get_file(job, &from, path, e.size, e.mode, false)
             .await
             .map(|(bytes, sha)| (from, bytes, sha))
-    }))
-    .buffer_unordered(FILES_IN_FLIGHT);
-    let mut written = Vec::new();
-    while let Some(r) = copies.next().await {
-        let (from, bytes, sha) = r?;
-        out.bytes += bytes;
-        out.files += 1;
-        written.push((from, sha, bytes));
-    }
-    drop(copies);
+    });
+    let mut written = copy_files(copies, out).await?;
     recreate_links(job, src, local, &links, out).await;
-    if job.verify {
-        verify_written(job, &mut written).await?;
-        out.verified = Some(true);
-    }
+    verify_written(job, &mut written, out).await?;
     for (d, mode) in dir_modes.iter().rev() {
         std::fs::set_permissions(d, std::fs::Permissions::from_mode(mode & 0o777))
             .map_err(|e| local_io("set the mode of", d, &e))?;

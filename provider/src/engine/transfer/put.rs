@@ -4,14 +4,13 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use futures::StreamExt;
-
 use super::paths::{RemotePath, join, symlink_stays_inside};
 use super::stream::{self, PumpError};
+use super::tree_stream::{self, Member};
 use super::verify;
-use super::{FILES_IN_FLIGHT, Job, Outcome, TransferKind};
+use super::{Job, Outcome, TransferKind, copy_files};
 use crate::error::{Error, ErrorCode, Result};
-use crate::transport::{ExecOptions, FileKind, shell_quote};
+use crate::transport::{FileKind, shell_quote};
 
 /// One entry of a local tree, relative to its root.
 #[derive(Debug)]
@@ -35,7 +34,8 @@ pub async fn put(
     let meta = std::fs::metadata(local).map_err(|e| local_err("read", local, &e))?;
     if meta.is_dir() {
         out.kind = Some(TransferKind::Dir);
-        let dest = match job.t.stat(&dest.file).await? {
+        let existing = job.t.stat(&dest.file).await?;
+        let dest = match existing {
             Some(st) if st.kind != FileKind::Dir && !remote_is_dir(job, &dest).await => {
                 return Err(Error::invalid(format!(
                     "remote {} exists and is not a directory; choose another destination for \
@@ -46,7 +46,7 @@ pub async fn put(
             }
             _ => dest,
         };
-        put_tree(job, local, &dest, out).await
+        put_tree(job, local, &dest, existing.is_some(), out).await
     } else if meta.is_file() {
         out.kind = Some(TransferKind::File);
         let dest = if into_dir || remote_is_dir(job, &dest).await {
@@ -70,12 +70,7 @@ pub async fn put(
         job.set_totals(meta.len(), 1);
         let (bytes, sha) =
             put_file(job, local, &dest, meta.permissions().mode(), job.verify).await?;
-        out.bytes = bytes;
-        out.files = 1;
-        out.sha256 = Some(sha);
-        if job.verify {
-            out.verified = Some(true);
-        }
+        out.one_file(bytes, sha, job.verify);
         Ok(())
     } else {
         Err(Error::invalid(format!(
@@ -140,35 +135,24 @@ async fn put_file(
     let copied = stream::pump_from_file(
         reader,
         writer,
-        stream::chunk_for(size),
-        &|n| job.add_bytes(n),
-        &job.cancel,
+        stream::Pace::new(size, &|n| job.add_bytes(n), &job.cancel),
     )
     .await;
     let finish = async {
         let copied = copied.map_err(|e| pump_error(job, e, local, &dest.cmd))?;
         job.t.set_mode(&tmp.file, mode & 0o777).await?;
         if verify {
-            let remote =
-                verify::remote_sha256(job.t.as_ref(), std::slice::from_ref(&tmp), copied.bytes)
-                    .await?;
-            check_hash(&dest.cmd, &copied.sha256, remote.first())?;
+            verify::check_one(job.t.as_ref(), &tmp, &dest.cmd, &copied).await?;
         }
         job.t.rename(&tmp.file, &dest.file).await?;
         Ok::<_, Error>(copied)
     }
     .await;
-    match finish {
-        Ok(copied) => {
-            job.file_done();
-            Ok((copied.bytes, copied.sha256))
-        }
-        Err(e) => {
-            // Best effort: with the link gone the temporary file stays, under its temporary name.
-            let _ = job.t.remove_file(&tmp.file).await;
-            Err(e)
-        }
+    if finish.is_err() {
+        // Best effort: with the link gone the temporary file stays, under its temporary name.
+        let _ = job.t.remove_file(&tmp.file).await;
     }
+    finish.map(|copied| job.file_copied(copied))
 }
 
 /// The small-file path of [`put_file`]: `None` when the file is bigger than [`SMALL_FILE`].
@@ -212,20 +196,6 @@ pub fn name_user_path(mut e: Error, user: &str, file: &str) -> Error {
     e
 }
 
-pub fn check_hash(path: &str, local: &str, remote: Option<&String>) -> Result<()> {
-    match remote {
-        Some(r) if r == local => Ok(()),
-        other => Err(Error::new(
-            ErrorCode::VerifyMismatch,
-            format!(
-                "{path}: sha256 differs between the two ends (local {local}, remote {}); the \
-                 destination was not replaced; retry the transfer",
-                other.map(String::as_str).unwrap_or("unknown")
-            ),
-        )),
-    }
-}
-
 pub fn pump_error(job: &Job, e: PumpError, local: &Path, remote: &str) -> Error {
     match e {
         PumpError::Cancelled => Error::new(
@@ -257,16 +227,7 @@ fn walk(root: &Path) -> Result<Vec<LocalEntry>> {
             let path = e.path();
             let meta =
                 std::fs::symlink_metadata(&path).map_err(|err| local_err("read", &path, &err))?;
-            let ft = meta.file_type();
-            let kind = if ft.is_symlink() {
-                FileKind::Symlink
-            } else if ft.is_dir() {
-                FileKind::Dir
-            } else if ft.is_file() {
-                FileKind::File
-            } else {
-                FileKind::Other
-            };
+            let kind = FileKind::of(meta.file_type());
             let rel = if rel.is_empty() {
                 name
             } else {
@@ -293,39 +254,28 @@ fn walk(root: &Path) -> Result<Vec<LocalEntry>> {
     Ok(out)
 }
 
-async fn put_tree(job: &Job, local: &Path, dest: &RemotePath, out: &mut Outcome) -> Result<()> {
-    let entries = walk(local)?;
-    let files: Vec<&LocalEntry> = entries
-        .iter()
-        .filter(|e| e.kind == FileKind::File)
-        .collect();
-    job.set_totals(files.iter().map(|e| e.size).sum(), files.len() as u64);
-    let root_mode = std::fs::metadata(local)
-        .map(|m| m.permissions().mode())
-        .unwrap_or(0o755);
-    job.t
-        .create_dir_all(&dest.file, 0o700)
-        .await
-        .map_err(|e| name_user_path(e, &dest.cmd, &dest.file))?;
-    out.dirs = 1;
-    let mut dirs = vec![(dest.clone(), root_mode)];
-    let mut links = Vec::new();
-    for e in &entries {
+/// What a local tree becomes on the machine: its directories (with their modes), files, and
+/// the symlinks that stay inside it; everything else is recorded as skipped.
+struct TreePlan<'a> {
+    dirs: Vec<&'a LocalEntry>,
+    files: Vec<&'a LocalEntry>,
+    links: Vec<(String, String)>,
+}
+
+fn plan_tree<'a>(entries: &'a [LocalEntry], out: &mut Outcome) -> TreePlan<'a> {
+    let mut plan = TreePlan {
+        dirs: Vec::new(),
+        files: Vec::new(),
+        links: Vec::new(),
+    };
+    for e in entries {
         match e.kind {
-            FileKind::Dir => {
-                let d = dest.join(&e.rel);
-                job.t
-                    .create_dir_all(&d.file, 0o700)
-                    .await
-                    .map_err(|err| name_user_path(err, &d.cmd, &d.file))?;
-                out.dirs += 1;
-                dirs.push((d, e.mode));
-            }
-            FileKind::File => {}
+            FileKind::Dir => plan.dirs.push(e),
+            FileKind::File => plan.files.push(e),
             FileKind::Symlink => {
                 match std::fs::read_link(&e.path).map(|t| t.to_str().map(str::to_string)) {
                     Ok(Some(target)) if symlink_stays_inside(&e.rel, &target) => {
-                        links.push((e.rel.clone(), target))
+                        plan.links.push((e.rel.clone(), target))
                     }
                     Ok(Some(target)) => out.skip(
                         &e.rel,
@@ -342,37 +292,104 @@ async fn put_tree(job: &Job, local: &Path, dest: &RemotePath, out: &mut Outcome)
                 "not a regular file or directory (device, socket or FIFO)",
             ),
         }
+    }
+    plan
+}
+
+async fn put_tree(
+    job: &Job,
+    local: &Path,
+    dest: &RemotePath,
+    dest_exists: bool,
+    out: &mut Outcome,
+) -> Result<()> {
+    let entries = walk(local)?;
+    let plan = plan_tree(&entries, out);
+    job.set_totals(
+        plan.files.iter().map(|e| e.size).sum(),
+        plan.files.len() as u64,
+    );
+    job.check_cancel()?;
+    let root_mode = std::fs::metadata(local)
+        .map(|m| m.permissions().mode())
+        .unwrap_or(0o755);
+    let mut dir_modes = vec![(String::new(), root_mode)];
+    dir_modes.extend(plan.dirs.iter().map(|d| (d.rel.clone(), d.mode)));
+    let members = plan
+        .dirs
+        .iter()
+        .map(|d| Member::Dir(d.rel.clone()))
+        .chain(plan.files.iter().map(|f| Member::File {
+            rel: f.rel.clone(),
+            path: f.path.clone(),
+            size: f.size,
+            mode: f.mode,
+        }))
+        .chain(plan.links.iter().map(|(rel, target)| Member::Link {
+            rel: rel.clone(),
+            target: target.clone(),
+        }))
+        .collect();
+    if tree_stream::put(job, dest, dest_exists, members, &dir_modes, out).await? {
+        out.dirs = dir_modes.len() as u64;
+        out.symlinks = plan.links.len() as u64;
+        return Ok(());
+    }
+    put_tree_files(job, dest, &plan, &dir_modes, out).await
+}
+
+/// [`put_tree`] over the file channel, file by file (the machine has no tar).
+async fn put_tree_files(
+    job: &Job,
+    dest: &RemotePath,
+    plan: &TreePlan<'_>,
+    dir_modes: &[(String, u32)],
+    out: &mut Outcome,
+) -> Result<()> {
+    for (rel, _) in dir_modes {
+        let d = if rel.is_empty() {
+            dest.clone()
+        } else {
+            dest.join(rel)
+        };
+        job.t
+            .create_dir_all(&d.file, 0o700)
+            .await
+            .map_err(|err| name_user_path(err, &d.cmd, &d.file))?;
+        out.dirs += 1;
         job.check_cancel()?;
     }
-    let mut copies = futures::stream::iter(files.iter().map(|e| async move {
+    let copies = plan.files.iter().map(|e| async move {
         let d = dest.join(&e.rel);
         put_file(job, &e.path, &d, e.mode, false)
             .await
             .map(|(bytes, sha)| (d, bytes, sha))
-    }))
-    .buffer_unordered(FILES_IN_FLIGHT);
-    let mut written = Vec::new();
-    while let Some(r) = copies.next().await {
-        let (d, bytes, sha) = r?;
-        out.bytes += bytes;
-        out.files += 1;
-        written.push((d, sha, bytes));
-    }
-    drop(copies);
-    create_links(job, dest, &links, out).await;
-    if job.verify {
-        verify_written(job, &mut written).await?;
-        out.verified = Some(true);
-    }
+    });
+    let mut written = copy_files(copies, out).await?;
+    create_links(job, dest, &plan.links, out).await;
+    verify_written(job, &mut written, out).await?;
     // Final directory modes last (deepest first), so read-only directories could be filled.
-    for (d, mode) in dirs.iter().rev() {
+    for (rel, mode) in dir_modes.iter().rev() {
+        let d = if rel.is_empty() {
+            dest.clone()
+        } else {
+            dest.join(rel)
+        };
         job.t.set_mode(&d.file, mode & 0o777).await?;
     }
     Ok(())
 }
 
-/// Hash every written remote file and compare with the hashes taken while sending.
-pub async fn verify_written(job: &Job, written: &mut [(RemotePath, String, u64)]) -> Result<()> {
+/// With `verify`: hash every written remote file and compare with the hashes taken while
+/// sending (and say so in `out`).
+pub async fn verify_written(
+    job: &Job,
+    written: &mut [(RemotePath, String, u64)],
+    out: &mut Outcome,
+) -> Result<()> {
+    if !job.verify {
+        return Ok(());
+    }
     written.sort_by(|a, b| a.0.cmd.cmp(&b.0.cmd));
     let paths: Vec<RemotePath> = written.iter().map(|w| w.0.clone()).collect();
     let total = written.iter().map(|w| w.2).sum();
@@ -384,6 +401,7 @@ pub async fn verify_written(job: &Job, written: &mut [(RemotePath, String, u64)]
         .map(|((p, _, _), _)| p.cmd.as_str())
         .collect();
     if bad.is_empty() {
+        out.verified = Some(true);
         Ok(())
     } else {
         Err(Error::new(
@@ -415,16 +433,7 @@ async fn create_links(job: &Job, dest: &RemotePath, links: &[(String, String)], 
                 p = shell_quote(&path.cmd),
             ));
         }
-        let res = job
-            .t
-            .exec(
-                &script,
-                ExecOptions {
-                    max_output: 1 << 20,
-                    ..Default::default()
-                },
-            )
-            .await;
+        let res = job.run_script(&script, 1 << 20).await;
         let failed: Vec<usize> = match &res {
             Ok(o) => o
                 .stdout_lossy()

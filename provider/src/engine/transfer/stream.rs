@@ -58,6 +58,29 @@ fn buffer_ring(chunk: usize) -> (BufferQueue, BufferQueue) {
     (full, empty)
 }
 
+/// How a copy goes: its chunk size, whom it tells about every chunk, what stops it.
+#[derive(Clone, Copy)]
+pub struct Pace<'a> {
+    pub chunk: usize,
+    pub on_bytes: &'a (dyn Fn(u64) + Send + Sync),
+    pub cancel: &'a CancellationToken,
+}
+
+impl<'a> Pace<'a> {
+    /// The pace for a file of `size` bytes ([`chunk_for`]).
+    pub fn new(
+        size: u64,
+        on_bytes: &'a (dyn Fn(u64) + Send + Sync),
+        cancel: &'a CancellationToken,
+    ) -> Pace<'a> {
+        Pace {
+            chunk: chunk_for(size),
+            on_bytes,
+            cancel,
+        }
+    }
+}
+
 /// Why a copy stopped.
 #[derive(Debug)]
 pub enum PumpError {
@@ -76,16 +99,16 @@ pub fn chunk_for(size: u64) -> usize {
 /// and hashing happen on a blocking thread, so they run beside the reads on another core, and a
 /// few buffers go round between the two sides: no allocation and no extra copy per chunk.
 /// `on_bytes` is told about every chunk handed to the writer. Returns the size and sha256.
-pub async fn pump_to_file<R>(
+pub async fn pump_to_file<R: AsyncRead + Unpin + Send>(
     mut reader: R,
     file: std::fs::File,
-    chunk: usize,
-    on_bytes: &(dyn Fn(u64) + Send + Sync),
-    cancel: &CancellationToken,
-) -> Result<Copied, PumpError>
-where
-    R: AsyncRead + Unpin + Send,
-{
+    pace: Pace<'_>,
+) -> Result<Copied, PumpError> {
+    let Pace {
+        chunk,
+        on_bytes,
+        cancel,
+    } = pace;
     let ((full_tx, mut full_rx), (empty_tx, mut empty_rx)) = buffer_ring(chunk);
     let writer = tokio::task::spawn_blocking(move || {
         let mut file = SparseWriter::new(file);
@@ -99,7 +122,8 @@ where
         file.finish()?;
         Ok::<_, io::Error>(digest.finish())
     });
-    let read_side = async {
+    // Owns the sending side: the writer sees the end once the reads are done.
+    let read_side = async move {
         while let Some(mut buf) = empty_rx.recv().await {
             let mut eof = false;
             while buf.len() < chunk {
@@ -121,38 +145,30 @@ where
         }
         Ok::<_, PumpError>(())
     };
-    tokio::select! {
-        read = read_side => {
-            let read_error = read.err();
-            drop(full_tx);
-            let written = writer
-                .await
-                .map_err(|e| PumpError::Write(io::Error::other(e)))?
-                .map_err(PumpError::Write)?;
-            match read_error {
-                Some(e) => Err(e),
-                None => Ok(written),
-            }
-        }
-        _ = cancel.cancelled() => Err(PumpError::Cancelled),
-    }
+    let copy = async {
+        let read_error = read_side.await.err();
+        let written = writer
+            .await
+            .map_err(|e| PumpError::Write(io::Error::other(e)))?
+            .map_err(PumpError::Write)?;
+        read_error.map_or(Ok(written), Err)
+    };
+    until_cancelled(copy, cancel).await
 }
 
 /// Copy the local `file` to `writer` (then shut the writer down): the reading and hashing
 /// happen on a blocking thread, beside the writes, with a few buffers going round between the
 /// two sides (no allocation and no extra copy per chunk). `on_bytes` is told about every chunk
 /// written. Returns the size and sha256 of the bytes read.
-pub async fn pump_from_file<W>(
+pub async fn pump_from_file<W: AsyncWrite + Unpin + Send>(
     file: std::fs::File,
     mut writer: W,
-    chunk: usize,
-    on_bytes: &(dyn Fn(u64) + Send + Sync),
-    cancel: &CancellationToken,
-) -> Result<Copied, PumpError>
-where
-    W: AsyncWrite + Unpin + Send,
-{
-    let ((full_tx, mut full_rx), (empty_tx, mut empty_rx)) = buffer_ring(chunk);
+    pace: Pace<'_>,
+) -> Result<Copied, PumpError> {
+    let (chunk, on_bytes) = (pace.chunk, pace.on_bytes);
+    let (full, empty) = buffer_ring(chunk);
+    let (full_tx, mut full_rx) = full;
+    let (empty_tx, mut empty_rx) = empty;
     let reader = tokio::task::spawn_blocking(move || {
         use std::io::Read;
         let mut file = file;
@@ -189,14 +205,23 @@ where
         writer.shutdown().await.map_err(PumpError::Write)?;
         Ok::<_, PumpError>(())
     };
+    let copy = async {
+        write_side.await?;
+        reader
+            .await
+            .map_err(|e| PumpError::Read(io::Error::other(e)))?
+            .map_err(PumpError::Read)
+    };
+    until_cancelled(copy, pace.cancel).await
+}
+
+/// `copy`, or [`PumpError::Cancelled`] as soon as `cancel` fires.
+async fn until_cancelled(
+    copy: impl std::future::Future<Output = Result<Copied, PumpError>>,
+    cancel: &CancellationToken,
+) -> Result<Copied, PumpError> {
     tokio::select! {
-        written = write_side => {
-            written?;
-            reader
-                .await
-                .map_err(|e| PumpError::Read(io::Error::other(e)))?
-                .map_err(PumpError::Read)
-        }
+        copied = copy => copied,
         _ = cancel.cancelled() => Err(PumpError::Cancelled),
     }
 }
@@ -278,18 +303,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out");
         let seen = std::sync::atomic::AtomicU64::new(0);
-        let copied = pump_to_file(
-            &data[..],
-            std::fs::File::create(&path).unwrap(),
-            CHUNK,
-            &|n| {
-                seen.fetch_add(n, std::sync::atomic::Ordering::SeqCst);
-            },
-            &CancellationToken::new(),
-        )
-        .await
-        .map_err(|e| format!("{e:?}"))
-        .unwrap();
+        let on_bytes = |n| {
+            seen.fetch_add(n, std::sync::atomic::Ordering::SeqCst);
+        };
+        let cancel = CancellationToken::new();
+        let pace = Pace {
+            chunk: CHUNK,
+            on_bytes: &on_bytes,
+            cancel: &cancel,
+        };
+        let copied = pump_to_file(&data[..], std::fs::File::create(&path).unwrap(), pace)
+            .await
+            .map_err(|e| format!("{e:?}"))
+            .unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), data);
         assert_eq!(copied.bytes, data.len() as u64);
         assert_eq!(seen.into_inner(), data.len() as u64);
@@ -305,18 +331,19 @@ mod tests {
         for chunk in [4096, CHUNK] {
             let mut out = Vec::new();
             let seen = std::sync::atomic::AtomicU64::new(0);
-            let copied = pump_from_file(
-                std::fs::File::open(&path).unwrap(),
-                &mut out,
+            let on_bytes = |n| {
+                seen.fetch_add(n, std::sync::atomic::Ordering::SeqCst);
+            };
+            let cancel = CancellationToken::new();
+            let pace = Pace {
                 chunk,
-                &|n| {
-                    seen.fetch_add(n, std::sync::atomic::Ordering::SeqCst);
-                },
-                &CancellationToken::new(),
-            )
-            .await
-            .map_err(|e| format!("{e:?}"))
-            .unwrap();
+                on_bytes: &on_bytes,
+                cancel: &cancel,
+            };
+            let copied = pump_from_file(std::fs::File::open(&path).unwrap(), &mut out, pace)
+                .await
+                .map_err(|e| format!("{e:?}"))
+                .unwrap();
             assert_eq!(out, data);
             assert_eq!(copied.bytes, data.len() as u64);
             assert_eq!(seen.into_inner(), data.len() as u64);
@@ -324,16 +351,16 @@ mod tests {
         }
         let empty = dir.path().join("empty");
         std::fs::write(&empty, b"").unwrap();
-        let copied = pump_from_file(
-            std::fs::File::open(&empty).unwrap(),
-            Vec::new(),
-            4096,
-            &|_| {},
-            &CancellationToken::new(),
-        )
-        .await
-        .map_err(|e| format!("{e:?}"))
-        .unwrap();
+        let cancel = CancellationToken::new();
+        let pace = Pace {
+            chunk: 4096,
+            on_bytes: &|_| {},
+            cancel: &cancel,
+        };
+        let copied = pump_from_file(std::fs::File::open(&empty).unwrap(), Vec::new(), pace)
+            .await
+            .map_err(|e| format!("{e:?}"))
+            .unwrap();
         assert_eq!(copied.bytes, 0);
     }
 
@@ -344,7 +371,12 @@ mod tests {
         let (reader, _keep_open) = tokio::io::duplex(16);
         let dir = tempfile::tempdir().unwrap();
         let file = std::fs::File::create(dir.path().join("out")).unwrap();
-        let r = pump_to_file(reader, file, 4096, &|_| {}, &cancel).await;
+        let pace = Pace {
+            chunk: 4096,
+            on_bytes: &|_| {},
+            cancel: &cancel,
+        };
+        let r = pump_to_file(reader, file, pace).await;
         assert!(matches!(r, Err(PumpError::Cancelled)));
     }
 }

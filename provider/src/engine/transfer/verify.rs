@@ -86,3 +86,29 @@ async fn read_back(t: &dyn Transport, f: &RemotePath) -> Result<String> {
     })?;
     Ok(copied.sha256)
 }
+
+/// Hash the remote file `remote` (shown to the user as `shown`) and fail with
+/// `verify_mismatch` unless it is what was `copied`.
+pub async fn check_one(
+    t: &dyn Transport,
+    remote: &RemotePath,
+    shown: &str,
+    copied: &stream::Copied,
+) -> Result<()> {
+    let hashes = remote_sha256(t, std::slice::from_ref(remote), copied.bytes).await?;
+    check_hash(shown, &copied.sha256, hashes.first())
+}
+
+fn check_hash(path: &str, local: &str, remote: Option<&String>) -> Result<()> {
+    match remote {
+        Some(r) if r == local => Ok(()),
+        other => Err(Error::new(
+            ErrorCode::VerifyMismatch,
+            format!(
+                "{path}: sha256 differs between the two ends (local {local}, remote {}); the \
+                 destination was not replaced; retry the transfer",
+                other.map(String::as_str).unwrap_or("unknown")
+            ),
+        )),
+    }
+}
