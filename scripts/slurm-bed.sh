@@ -168,6 +168,10 @@ write_config() { # prints "changed" when the config was (re)written
 }
 
 start_slurm() {
+  # The daemons keep the caller's working directory, and slurmstepd returns to it after each
+  # job step: a directory under /tmp (a checkout there) does not exist in a node's private /tmp,
+  # and every job's stderr would start with "Unable to return to working directory".
+  cd /
   if ! pid_alive "$RUN/slurmctld.pid"; then
     /usr/sbin/slurmctld -i
   fi
@@ -185,7 +189,7 @@ start_slurm() {
 start_node() { # name
   local log=$LOG/slurmd-$1.console
   # shellcheck disable=SC2016 # expanded by that sh
-  setsid unshare --pid --fork --mount --propagation private --mount-proc \
+  setsid unshare --pid --fork --kill-child --mount --propagation private --mount-proc \
     /bin/sh -c 'mount -t tmpfs -o mode=1777 rr-node-tmp /tmp && /usr/sbin/slurmd -D -N "$1"' \
     node "$1" </dev/null >"$log" 2>&1 &
   echo $! >"$RUN/slurmd-$1.pid"
