@@ -7,6 +7,7 @@ mod cli;
 mod commands;
 mod context;
 mod exit;
+mod hint;
 mod output;
 mod prompt;
 mod timeout;

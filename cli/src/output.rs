@@ -1,7 +1,8 @@
 //! Rendering: one JSON object on stdout with `--json`, otherwise tables and key/value lists.
 //!
 //! Every command returns a [`Report`]: the contract's JSON plus an optional human rendering.
-//! Errors go to stderr: `{"error":{"code","message","retryable"}}` with `--json`, a plain line
+//! Errors go to stderr: `{"error":{"code","message","retryable","hint"?}}` with `--json` (the
+//! message ends with the hint in the CLI's words; `hint` gives it as data), a plain line
 //! otherwise. Colour is used only on a terminal (or with `--color always`) and never when
 //! `NO_COLOR` is set to a non-empty value (unless `--color always` asks for it).
 
@@ -66,11 +67,16 @@ impl Output {
     /// Print an error to stderr and return its exit code.
     pub fn error(&self, err: &Error) -> u8 {
         let text = if self.json {
-            format!("{}\n", serde_json::json!({ "error": err.to_json() }))
+            let message = crate::hint::message(err);
+            format!(
+                "{}\n",
+                serde_json::json!({ "error": err.to_json_with(&message) })
+            )
         } else {
             let label = paint("error:", Tone::Bad, self.stderr_color);
             let code = paint(&format!("[{}]", err.code), Tone::Dim, self.stderr_color);
-            format!("{label} {} {code}\n", neutralize(&err.message))
+            let message = crate::hint::message(err);
+            format!("{label} {} {code}\n", neutralize(&message))
         };
         write_ignoring_broken_pipe(&mut std::io::stderr().lock(), &text);
         exit::for_error(err.code)

@@ -1,7 +1,8 @@
 //! The one error type of the engine.
 //!
-//! Every failure carries a stable snake_case [`ErrorCode`], a message that tells a person how to
-//! fix it, and whether retrying can help. Failure kinds are orthogonal: a non-zero exit is not an
+//! Every failure carries a stable snake_case [`ErrorCode`], a message that says what failed,
+//! whether retrying can help, and, when there is a next step, a typed [`Hint`] that each face
+//! renders in its own words (the message never names a face's command). Failure kinds are orthogonal: a non-zero exit is not an
 //! error at all (it is a field of a command result), a timeout is not a cancel, and a lost
 //! connection is neither. Messages must never contain secrets.
 //!
@@ -9,6 +10,8 @@
 //! another provider, ...) live in the provider's server (`server::failure`).
 
 use std::fmt;
+
+pub use crate::hint::Hint;
 
 /// Stable, machine-readable error codes. The wire form is the snake_case name.
 ///
@@ -168,12 +171,14 @@ impl fmt::Display for ErrorCode {
     }
 }
 
-/// An engine error: code, actionable message, retryability.
+/// An engine error: code, message, retryability and the next step.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
     pub code: ErrorCode,
     pub message: String,
     pub retryable: bool,
+    /// What the user can do; a face renders it after the message.
+    pub hint: Option<Hint>,
 }
 
 impl Error {
@@ -182,7 +187,14 @@ impl Error {
             code,
             message: message.into(),
             retryable: code.default_retryable(),
+            hint: None,
         }
+    }
+
+    /// The same error with `hint` as its next step.
+    pub fn with_hint(mut self, hint: Hint) -> Self {
+        self.hint = Some(hint);
+        self
     }
 
     pub fn retryable(mut self, retryable: bool) -> Self {
@@ -214,13 +226,23 @@ impl Error {
         Self::new(code, format!("{context}: {err}"))
     }
 
-    /// JSON form used by the CLI (`{"error":{...}}` on stderr) and the provider.
+    /// JSON form: the engine's message, and the hint as data when there is one.
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
+        self.to_json_with(&self.message)
+    }
+
+    /// JSON form with `message` as a face rendered it (hint included); the hint is also
+    /// given as data when there is one.
+    pub fn to_json_with(&self, message: &str) -> serde_json::Value {
+        let mut v = serde_json::json!({
             "code": self.code.as_str(),
-            "message": self.message,
+            "message": message,
             "retryable": self.retryable,
-        })
+        });
+        if let Some(hint) = &self.hint {
+            v["hint"] = serde_json::to_value(hint).unwrap_or_default();
+        }
+        v
     }
 }
 

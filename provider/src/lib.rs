@@ -8,6 +8,7 @@ pub mod chat;
 pub mod connect;
 pub mod engine;
 pub mod error;
+pub mod hint;
 pub mod keeper;
 pub mod machine;
 pub mod records;

@@ -4,6 +4,7 @@
 mod ssh_common;
 
 use remote_runner_provider::ErrorCode;
+use remote_runner_provider::error::Hint;
 use remote_runner_provider::machine::HostKeyPolicy;
 use remote_runner_provider::ssh;
 use remote_runner_provider::transport::{ExecOptions, Transport};
@@ -24,13 +25,17 @@ async fn unknown_key_is_refused_with_fingerprint_and_fix() {
         "{}",
         err.message
     );
-    assert!(err.message.contains("--accept-new"), "{}", err.message);
-    assert!(
-        err.message
-            .contains(&format!("ssh-keyscan -p {}", sshd.port)),
-        "{}",
-        err.message
+    // The fix is data, for each face to word: where to record the key.
+    assert_eq!(
+        err.hint,
+        Some(Hint::AcceptHostKey {
+            host: "127.0.0.1".into(),
+            port: sshd.port,
+            known_hosts: kh.to_string_lossy().into_owned(),
+        }),
+        "{err:?}"
     );
+    assert!(!err.message.contains("remote-runner"), "{}", err.message);
     assert!(!kh.exists(), "strict must not write known_hosts");
 }
 

@@ -411,29 +411,23 @@ async fn destroy_sessions(ctx: &Context, machine_id: &str, sessions: &[String]) 
     // shell runs on: reach the machine first, or remove nothing.
     Connector::connect(wired.connector.as_ref(), machine_id)
         .await
-        .map_err(|e| {
-            Error::new(
-                e.code,
-                format!(
-                    "machine {machine_id} was not removed: its active sessions ({}) cannot be \
-                     stopped because the machine cannot be reached: {}",
-                    sessions.join(", "),
-                    e.message
-                ),
-            )
-            .retryable(e.retryable)
+        .map_err(|e| Error {
+            message: format!(
+                "machine {machine_id} was not removed: its active sessions ({}) cannot be \
+                 stopped because the machine cannot be reached: {}",
+                sessions.join(", "),
+                e.message
+            ),
+            ..e
         })?;
     for session_id in sessions {
-        wired.engine.destroy(session_id).await.map_err(|e| {
-            Error::new(
-                e.code,
-                format!(
-                    "machine {machine_id} was not removed: destroying its session {session_id} \
-                     failed: {}",
-                    e.message
-                ),
-            )
-            .retryable(e.retryable)
+        wired.engine.destroy(session_id).await.map_err(|e| Error {
+            message: format!(
+                "machine {machine_id} was not removed: destroying its session {session_id} \
+                 failed: {}",
+                e.message
+            ),
+            ..e
         })?;
     }
     Ok(())

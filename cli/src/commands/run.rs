@@ -241,7 +241,8 @@ fn render_manifest(m: &RunManifest) -> Vec<Block> {
         ("started", Cell::plain(relative_time(&m.started_at))),
     ];
     if let Some(err) = &m.error {
-        fields.push(("error", Cell::new(&err.message, Tone::Bad)));
+        let message = crate::hint::with_hint(&err.message, err.hint.as_ref());
+        fields.push(("error", Cell::new(message, Tone::Bad)));
     }
     if let Some(log) = m.command_result.as_ref().map(|c| &c.log_file_local) {
         fields.push(("command log", Cell::plain(log)));

@@ -19,7 +19,7 @@ use serde::Serialize;
 use super::{
     CommandMode, CommandRecord, CommandStatus, Engine, SessionRecord, epoch_to_rfc3339, output,
 };
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{Error, ErrorCode, Hint, Result};
 use crate::store;
 use crate::tmux::{self, CommandStart, CommandState, RunMode, StartOutcome, TmuxDriver};
 use crate::util::{new_id, now_rfc3339};
@@ -298,20 +298,22 @@ impl Engine {
         Ok(match outcome {
             StartOutcome::Busy(owner) => Error::new(
                 ErrorCode::Busy,
-                format!(
-                    "session {session_id} is running command {owner}; wait for it \
-                     (`remote-runner session command wait --session {session_id} --command-id \
-                     {owner}`) or stop it (`... command stop`), or use another session"
-                ),
-            ),
+                format!("session {session_id} is running command {owner}"),
+            )
+            .with_hint(Hint::WaitOrStopCommand {
+                session_id: session_id.to_string(),
+                command_id: owner,
+            }),
             StartOutcome::TerminalBusy(name) => Error::new(
                 ErrorCode::Busy,
                 format!(
-                    "session {session_id}'s terminal is running `{name}` (started with \
-                     `session send`); end it (e.g. `session send --input exit`, or send \
-                     Ctrl-C) before running commands"
+                    "session {session_id}'s terminal is running `{name}`, typed into it \
+                     directly; end it (exit it, or send Ctrl-C) before running commands"
                 ),
-            ),
+            )
+            .with_hint(Hint::EndTerminalProgram {
+                session_id: session_id.to_string(),
+            }),
             StartOutcome::Lost | StartOutcome::Started(_) => {
                 self.mark_lost(session_id, "the tmux session is gone")?;
                 driver.lost_error()
@@ -746,7 +748,7 @@ impl Engine {
             Ok(Err(e)) => Err(e),
             Err(_) => Ok(Freshness::Stale(format!(
                 "machine {} did not answer within {} s; the statuses shown are the last ones \
-                 recorded; try again, or raise --timeout",
+                 recorded; try again, or allow a longer wait",
                 session.machine_id,
                 bound.as_secs_f64().ceil()
             ))),

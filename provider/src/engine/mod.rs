@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{Error, ErrorCode, Hint, Result};
 use crate::store::{self, Store};
 use crate::tmux::{SessionPaths, TmuxDriver};
 use crate::transport::Transport;
@@ -166,10 +166,9 @@ impl Engine {
             .ok_or_else(|| {
                 Error::new(
                     ErrorCode::UnknownSession,
-                    format!(
-                        "no session {session_id}; list sessions with `remote-runner session list`"
-                    ),
+                    format!("no session {session_id}"),
                 )
+                .with_hint(Hint::ListSessions)
             })
     }
 
@@ -180,11 +179,11 @@ impl Engine {
         rec.ok_or_else(|| {
             Error::new(
                 ErrorCode::UnknownCommand,
-                format!(
-                    "no command {command_id} in session {session_id}; list them with \
-                     `remote-runner session command list --session {session_id}`"
-                ),
+                format!("no command {command_id} in session {session_id}"),
             )
+            .with_hint(Hint::ListCommands {
+                session_id: session_id.to_string(),
+            })
         })
     }
 

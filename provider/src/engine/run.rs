@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::transfer::{ErrorInfo, TransferDirection, TransferOptions, TransferPlace};
 use super::{CommandRecord, CommandStatus, Engine, ExecRequest};
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{Error, ErrorCode, Hint, Result};
 use crate::machine::Machine;
 pub use crate::records::run::{RunManifest, RunStatus, RunSummary, RunTransfer};
 use crate::store::{self, ensure_private_dir, set_private_mode};
@@ -155,11 +155,13 @@ impl Engine {
             Some(defaults) => return self.run_batch(req, defaults, cancel, m).await,
             None if !req.slurm_args.is_empty() => {
                 return Err(Error::invalid(format!(
-                    "--slurm-args is for machines scheduled by Slurm, and machine {} has no \
-                     scheduler; mark it with `remote-runner machine configure-scheduler {} \
-                     --scheduler slurm`",
-                    req.machine.machine_id, req.machine.machine_id
-                )));
+                    "Slurm arguments are for machines scheduled by Slurm, and machine {} has \
+                     no scheduler",
+                    req.machine.machine_id
+                ))
+                .with_hint(Hint::ConfigureSlurm {
+                    machine_id: req.machine.machine_id.clone(),
+                }));
             }
             None => {}
         }
@@ -387,15 +389,18 @@ impl Engine {
                 // The outcome stays what it is (cancelled / timed out); the error says the
                 // command may still run.
                 Err(e) => {
-                    m.error = Some(ErrorInfo::from(&step_error(
+                    let step = step_error(
                         e,
                         &format!(
-                            "command {} could not be stopped and may still run; stop it with \
-                             `remote-runner session command stop --session {session_id} \
-                             --command-id {}`",
-                            rec.command_id, rec.command_id
+                            "command {} could not be stopped and may still run",
+                            rec.command_id
                         ),
-                    )));
+                    )
+                    .with_hint(Hint::StopCommand {
+                        session_id: session_id.to_string(),
+                        command_id: rec.command_id.clone(),
+                    });
+                    m.error = Some(ErrorInfo::from(&step));
                 }
             }
             if matches!(end, CommandEnd::TimedOut) && rec.status == CommandStatus::Stopped {
@@ -443,7 +448,7 @@ impl Engine {
             Ok(d) => serde_json::to_value(d).unwrap_or_default(),
             Err(e) => serde_json::json!({
                 "session_id": session_id,
-                "error": e.to_json(),
+                "error": ErrorInfo::from(&e),
             }),
         }
     }
@@ -482,10 +487,8 @@ impl Engine {
     pub fn run_show(&self, run_id: &str) -> Result<RunManifest> {
         self.with_store(|s| store::runs::get(s, run_id))?
             .ok_or_else(|| {
-                Error::new(
-                    ErrorCode::UnknownRun,
-                    format!("no run {run_id}; list runs with `remote-runner run list`"),
-                )
+                Error::new(ErrorCode::UnknownRun, format!("no run {run_id}"))
+                    .with_hint(Hint::ListRuns)
             })
     }
 }

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::{CreateOptions, Engine, SessionRecord, SessionStatus, output};
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{Error, ErrorCode, Hint, Result};
 use crate::machine::Machine;
 use crate::remote;
 use crate::store::{self, ensure_private_dir};
@@ -170,11 +170,13 @@ impl Engine {
             }
             None if !opts.slurm_args.is_empty() => {
                 return Err(Error::invalid(format!(
-                    "--slurm-args is for machines scheduled by Slurm, and machine {} has no \
-                     scheduler; mark it with `remote-runner machine configure-scheduler {} \
-                     --scheduler slurm`",
-                    machine.machine_id, machine.machine_id
-                )));
+                    "Slurm arguments are for machines scheduled by Slurm, and machine {} has \
+                     no scheduler",
+                    machine.machine_id
+                ))
+                .with_hint(Hint::ConfigureSlurm {
+                    machine_id: machine.machine_id.clone(),
+                }));
             }
             None => Vec::new(),
         };
@@ -476,7 +478,7 @@ impl Engine {
         rec.ended_at = Some(now_rfc3339());
         rec.status_message = Some(match &warning {
             None => "destroyed on request".to_string(),
-            Some(w) => format!("marked destroyed with --force: {w}"),
+            Some(w) => format!("marked destroyed without ending its shell (forced): {w}"),
         });
         self.save_session(&rec)?;
         Ok(destroy_result(rec, stopped, warning))
@@ -584,13 +586,21 @@ fn destroy_result(
 /// `unknown_machine`, ...), so the exit code says why.
 fn not_destroyed(rec: &SessionRecord, cause: Error) -> Error {
     let message = format!(
-        "session {id} was not destroyed: its shell on machine {machine} could not be ended          ({cause}). The session stays {status} and its shell may still run there; fix the cause          and run the destroy again, or mark it destroyed here only with: remote-runner session          destroy --session {id} --force",
+        "session {id} was not destroyed: its shell on machine {machine} could not be ended \
+         ({cause}). The session stays {status} and its shell may still run there; fix the cause \
+         and destroy it again, or mark it destroyed here only",
         id = rec.session_id,
         machine = rec.machine_id,
         cause = cause.message,
         status = rec.status.as_str(),
     );
-    Error { message, ..cause }
+    Error {
+        message,
+        hint: Some(Hint::ForceDestroy {
+            session_id: rec.session_id.clone(),
+        }),
+        ..cause
+    }
 }
 
 fn remote_may_still_run(rec: &SessionRecord, cause: &Error) -> String {

@@ -155,7 +155,7 @@ pub(super) fn is_slurm_reason(message: &str) -> bool {
 fn lost_message(rec: &SessionRecord, why: &str) -> String {
     format!(
         "session {} is lost: its allocation ended ({why}); its records and logs are kept; create \
-         a new session to continue (a longer --time in --slurm-args if the time limit ended it)",
+         a new session to continue (with a longer --time among its Slurm arguments if the time limit ended it)",
         rec.session_id
     )
 }

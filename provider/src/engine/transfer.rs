@@ -34,7 +34,7 @@ pub use record::{
 
 use self::paths::RemotePath;
 use super::{Engine, SessionRecord, SessionStatus};
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{Error, ErrorCode, Hint, Result};
 use crate::machine::PathMapping;
 use crate::store;
 use crate::transport::{ExecOptions, ExecOutput, FileKind, Transport};
@@ -355,10 +355,9 @@ impl Engine {
             .ok_or_else(|| {
                 Error::new(
                     ErrorCode::UnknownTransfer,
-                    format!(
-                        "no transfer {transfer_id}; list them with `remote-runner file history`"
-                    ),
+                    format!("no transfer {transfer_id}"),
                 )
+                .with_hint(Hint::ListTransfers)
             })
     }
 
@@ -538,10 +537,12 @@ fn record_as_result((rec, err): (TransferRecord, Option<Error>)) -> Result<Trans
     match err {
         None => Ok(rec),
         Some(mut e) => {
-            e.message = format!(
-                "{} (transfer {} recorded; see `remote-runner file history`)",
-                e.message, rec.transfer_id
-            );
+            e.message = format!("{} (transfer {} recorded)", e.message, rec.transfer_id);
+            if e.hint.is_none() {
+                e.hint = Some(Hint::ShowTransfer {
+                    transfer_id: rec.transfer_id,
+                });
+            }
             Err(e)
         }
     }

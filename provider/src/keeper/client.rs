@@ -14,7 +14,7 @@ use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
 use super::wire::{self, ExecCall, Frame, Reply, Request};
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{Error, ErrorCode, Hint, Result};
 use crate::transport::{BoxRead, BoxWrite, DirEntry, ExecOptions, ExecOutput, FileStat, Transport};
 
 /// Chunks a streamed file may have in flight before the sender waits for the receiver.
@@ -234,16 +234,17 @@ fn into_result(frame: Frame<Reply>) -> Result<Frame<Reply>> {
             code,
             message,
             retryable,
-        } => Err(wire::error_from_wire(&code, message, retryable)),
+            hint,
+        } => Err(wire::error_from_wire(&code, message, retryable, hint)),
         _ => Ok(frame),
     }
 }
 
 fn unexpected(reply: &Reply) -> Error {
     Error::internal(format!(
-        "the connection keeper answered {reply:?} unexpectedly; run `remote-runner machine \
-         disconnect --all` and retry"
+        "the connection keeper answered {reply:?} unexpectedly"
     ))
+    .with_hint(Hint::ResetConnections)
 }
 
 #[async_trait]

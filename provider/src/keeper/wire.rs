@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::error::{Error, ErrorCode};
+use crate::error::{Error, ErrorCode, Hint};
 use crate::transport::{DirEntry, ExecOptions, ExitStatus, FileKind, FileStat};
 
 /// Bumped on any change to the messages below (also part of the build id).
@@ -164,6 +164,8 @@ pub enum Reply {
         code: String,
         message: String,
         retryable: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        hint: Option<Hint>,
     },
 }
 
@@ -173,6 +175,7 @@ impl Reply {
             code: err.code.as_str().to_string(),
             message: err.message.clone(),
             retryable: err.retryable,
+            hint: err.hint.clone(),
         }
     }
 
@@ -236,13 +239,15 @@ pub fn entries_to_wire(entries: &[DirEntry]) -> Vec<(String, WireStat)> {
 }
 
 /// The error a keeper reported, with its code when this build knows it.
-pub fn error_from_wire(code: &str, message: String, retryable: bool) -> Error {
+pub fn error_from_wire(code: &str, message: String, retryable: bool, hint: Option<Hint>) -> Error {
     let code = KNOWN_CODES
         .iter()
         .copied()
         .find(|c| c.as_str() == code)
         .unwrap_or(ErrorCode::RemoteError);
-    Error::new(code, message).retryable(retryable)
+    let mut err = Error::new(code, message).retryable(retryable);
+    err.hint = hint;
+    err
 }
 
 /// Codes a keeper's transport can report (others arrive as `remote_error`).
@@ -369,10 +374,33 @@ mod tests {
 
     #[test]
     fn unknown_error_codes_arrive_as_remote_error() {
-        let e = error_from_wire("no_such_code", "m".into(), false);
+        let e = error_from_wire("no_such_code", "m".into(), false, None);
         assert_eq!(e.code, ErrorCode::RemoteError);
-        let e = error_from_wire("connection_lost", "m".into(), true);
+        let e = error_from_wire("connection_lost", "m".into(), true, None);
         assert_eq!(e.code, ErrorCode::ConnectionLost);
         assert!(e.retryable);
+    }
+
+    #[tokio::test]
+    async fn an_errors_hint_crosses_the_socket() {
+        let err = Error::new(ErrorCode::HostKeyUnknown, "the host key is not known").with_hint(
+            Hint::AcceptHostKey {
+                host: "10.0.0.9".into(),
+                port: 2222,
+                known_hosts: "/home/u/.ssh/known_hosts".into(),
+            },
+        );
+        let bytes = encode(3, Reply::from_error(&err), b"");
+        let f: Frame<Reply> = read_frame(&mut &bytes[..]).await.unwrap().unwrap();
+        let Reply::Error {
+            code,
+            message,
+            retryable,
+            hint,
+        } = f.header
+        else {
+            panic!("not an error: {:?}", f.header);
+        };
+        assert_eq!(error_from_wire(&code, message, retryable, hint), err);
     }
 }

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::Error;
+use crate::error::{Error, Hint};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -53,6 +53,9 @@ pub struct ErrorInfo {
     pub code: String,
     pub message: String,
     pub retryable: bool,
+    /// The next step, as data (each face renders it in its own words).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<Hint>,
 }
 
 impl From<&Error> for ErrorInfo {
@@ -61,6 +64,7 @@ impl From<&Error> for ErrorInfo {
             code: e.code.as_str().to_string(),
             message: e.message.clone(),
             retryable: e.retryable,
+            hint: e.hint.clone(),
         }
     }
 }

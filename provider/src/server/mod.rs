@@ -14,6 +14,7 @@
 pub mod binding;
 pub mod config;
 pub mod failure;
+pub mod hint;
 pub mod lane;
 pub mod provider;
 pub mod screen;

@@ -305,7 +305,7 @@ pub fn failure_for(request_id: Option<&str>, turn_id: Option<&str>, err: &Error)
         request_id.map(str::to_owned),
         turn_id.map(str::to_owned),
         err.code.as_str(),
-        err.message.clone(),
+        super::hint::message(err),
         status,
         err.retryable,
     )

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::ops::{self, AllocReply};
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{Error, ErrorCode, Hint, Result};
 use crate::transport::Transport;
 
 /// Told about a pending allocation: a line such as `Slurm job 12: PENDING (reason Resources)`.
@@ -67,11 +67,11 @@ pub async fn allocate(t: &dyn Transport, req: &AllocRequest<'_>) -> Result<Strin
                         ErrorCode::SlurmAllocationTimeout,
                         format!(
                             "{line} after {} s: the wait was given up and the job cancelled; \
-                             try again later, ask for fewer resources (--slurm-args), or allow \
-                             a longer wait with --timeout",
+                             try again later",
                             req.bound.as_secs()
                         ),
-                    ));
+                    )
+                    .with_hint(Hint::ShrinkOrWaitLonger));
                 }
                 let wait = SLICE.min(req.bound - spent).max(Duration::from_secs(1));
                 reply = match ops::alloc_wait(t, req.dir, wait).await {

@@ -95,7 +95,7 @@ pub fn check_words(words: &[String]) -> Result<()> {
         if RESERVED.contains(&name) {
             return Err(Error::invalid(format!(
                 "the Slurm argument {name} is set by remote-runner itself (job name, output \
-                 files, working directory, the wait bound); leave it out of --slurm-args"
+                 files, working directory, the wait bound); leave it out of the Slurm arguments"
             )));
         }
     }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{Error, ErrorCode, Hint, Result};
 use crate::remote::Call;
 use crate::transport::Transport;
 
@@ -325,17 +325,17 @@ pub fn rejected(tool: &str, said: &str) -> Error {
         Error::new(
             ErrorCode::SlurmUnavailable,
             format!(
-                "{tool} could not reach Slurm on the login node: {said}; check with \
-                 `remote-runner machine doctor MACHINE_ID` that Slurm's commands answer there \
-                 (SLURM_CONF, the controller)"
+                "{tool} could not reach Slurm on the login node: {said}; check that Slurm's \
+                 commands answer there (SLURM_CONF, the controller)"
             ),
         )
+        .with_hint(Hint::CheckSlurm { machine_id: None })
     } else {
         Error::new(
             ErrorCode::SlurmRejected,
             format!(
                 "Slurm refused the request ({tool}): {said}; fix the Slurm arguments (the \
-                 machine's `--slurm-args`, or this call's) and try again"
+                 machine's, or this call's) and try again"
             ),
         )
     }

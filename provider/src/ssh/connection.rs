@@ -8,7 +8,7 @@ use russh::client::{self, Handle, Msg};
 use russh::{Channel, ChannelOpenFailure};
 use tokio::sync::watch;
 
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{Error, ErrorCode, Hint, Result};
 use crate::machine::HostKeyPolicy;
 use crate::ssh::auth::{self, AuthReport, KeyCache};
 use crate::ssh::client::{ClientHandler, HostKeyMode, HostKeyVerdict, SharedVerdict};
@@ -325,21 +325,21 @@ pub(crate) fn host_key_error(target: &Target, v: &HostKeyVerdict) -> Option<Erro
                     ),
                 ));
             }
-            let keyscan_port = if target.port == 22 {
-                String::new()
-            } else {
-                format!("-p {} ", target.port)
-            };
-            Some(Error::new(
-                ErrorCode::HostKeyUnknown,
-                format!(
-                    "the host key of {token} is not known ({algo} key {fp}). Verify this fingerprint with the server's owner, then accept it: \
-                     `remote-runner machine add ... --accept-new` (or host_key_policy accept-new), or run \
-                     `ssh-keyscan {keyscan_port}{host} >> {file}`",
-                    fp = v.fingerprint,
-                    host = target.host,
-                ),
-            ))
+            Some(
+                Error::new(
+                    ErrorCode::HostKeyUnknown,
+                    format!(
+                        "the host key of {token} is not known ({algo} key {fp}); verify this \
+                         fingerprint with the server's owner before accepting it",
+                        fp = v.fingerprint,
+                    ),
+                )
+                .with_hint(Hint::AcceptHostKey {
+                    host: target.host.clone(),
+                    port: target.port,
+                    known_hosts: file.to_string(),
+                }),
+            )
         }
         HostKeyStatus::Changed {
             file: kfile,

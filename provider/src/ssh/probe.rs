@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::error::{Error, ErrorCode};
+use crate::error::{Error, ErrorCode, Hint};
 use crate::machine::Machine;
 use crate::ssh::auth::KeyCache;
 use crate::ssh::connection::{Diagnostics, establish};
@@ -133,13 +133,19 @@ pub async fn probe(machine: &Machine, opts: ConnectOptions) -> ProbeReport {
             Ok((0, _)) => report.default_cwd_ok = Some(true),
             Ok(_) => {
                 report.default_cwd_ok = Some(false);
-                report.errors.push(Error::new(
-                    ErrorCode::RemoteNotFound,
-                    format!(
-                        "default_cwd {cwd} is not an accessible directory on {}; create it or change it with `remote-runner machine add --replace ...`",
-                        target.label()
-                    ),
-                ));
+                report.errors.push(
+                    Error::new(
+                        ErrorCode::RemoteNotFound,
+                        format!(
+                            "default_cwd {cwd} is not an accessible directory on {}; create it \
+                             or change the machine's default_cwd",
+                            target.label()
+                        ),
+                    )
+                    .with_hint(Hint::ChangeDefaultCwd {
+                        machine_id: machine.machine_id.clone(),
+                    }),
+                );
             }
             Err(e) => report.errors.push(e),
         }

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{Error, ErrorCode, Hint, Result};
 use crate::secret::Secret;
 use crate::store::set_private_mode;
 
@@ -115,11 +115,11 @@ impl CredentialStore {
                 ErrorCode::Store,
                 format!(
                     "{} is not a valid credential file; move it aside and add the passwords \
-                     again with: remote-runner machine add ID --replace --confirm-replace ID \
-                     --auth password",
+                     again",
                     path.display()
                 ),
             )
+            .with_hint(Hint::AddPasswordsAgain)
         })?;
         if file.version > FORMAT_VERSION {
             return Err(Error::new(

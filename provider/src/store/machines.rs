@@ -7,7 +7,7 @@
 
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{Error, ErrorCode, Hint, Result};
 use crate::machine::{LOCAL_MACHINE_ID, Machine};
 use crate::store::{Store, from_data, query_all, query_one, to_data};
 use crate::util::now_rfc3339;
@@ -239,11 +239,11 @@ pub fn unknown_machine(conn: &Connection, machine_id: &str) -> Error {
         .unwrap_or_else(|_| LOCAL_MACHINE_ID.to_string());
     Error::new(
         ErrorCode::UnknownMachine,
-        format!(
-            "no machine named {machine_id:?}; known machines: {known}. Add it with: \
-             remote-runner machine add {machine_id} --host HOST --user USER --default-cwd DIR"
-        ),
+        format!("no machine named {machine_id:?}; known machines: {known}"),
     )
+    .with_hint(Hint::AddMachine {
+        machine_id: machine_id.to_string(),
+    })
 }
 
 /// The built-in id, in any case (`LOCAL`, `Local`), is not a machine anyone can add or change:
@@ -274,17 +274,18 @@ fn same_id_any_case(conn: &Connection, machine_id: &str) -> Result<Option<String
 fn already_exists(wanted: &str, taken: &str) -> Error {
     let message = if wanted == taken {
         format!(
-            "machine {wanted} already exists; to overwrite it (sessions, logs and runs are kept) \
-             run: remote-runner machine add {wanted} --replace --confirm-replace {wanted} ..."
+            "machine {wanted} already exists; it can be overwritten, explicitly (its sessions, \
+             logs and runs are kept)"
         )
     } else {
         format!(
             "machine {taken} already exists and machine ids are compared without regard to case, \
-             so {wanted} cannot be added beside it; use {taken} (replace it with: remote-runner \
-             machine add {taken} --replace --confirm-replace {taken} ...) or choose another id"
+             so {wanted} cannot be added beside it; use {taken}, replace it, or choose another id"
         )
     };
-    Error::new(ErrorCode::AlreadyExists, message)
+    Error::new(ErrorCode::AlreadyExists, message).with_hint(Hint::ReplaceMachine {
+        machine_id: taken.to_string(),
+    })
 }
 
 /// Run `body` in an `IMMEDIATE` transaction: the write lock is taken up front, so two processes
@@ -368,7 +369,12 @@ mod tests {
         insert(&store, &sample("m1")).unwrap();
         let err = insert(&store, &sample("m1")).unwrap_err();
         assert_eq!(err.code, ErrorCode::AlreadyExists);
-        assert!(err.message.contains("--replace --confirm-replace m1"));
+        assert_eq!(
+            err.hint,
+            Some(Hint::ReplaceMachine {
+                machine_id: "m1".into()
+            })
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use remote_runner_provider::ErrorCode;
 use remote_runner_provider::engine::run::{RunManifest, RunRequest, RunStatus};
 use remote_runner_provider::engine::{CommandStatus, ExecRequest, SessionStatus};
+use remote_runner_provider::error::Hint;
 use tokio_util::sync::CancellationToken;
 
 use crate::transfer_common::{Bed, sha_hex, write};
@@ -290,7 +291,7 @@ pub async fn run_cancelled(bed: Bed) {
 pub async fn run_show_unknown(bed: Bed) {
     let err = bed.engine.run_show("run_nope").unwrap_err();
     assert_eq!(err.code, ErrorCode::UnknownRun);
-    assert!(err.message.contains("run list"), "{}", err.message);
+    assert_eq!(err.hint, Some(Hint::ListRuns), "{err:?}");
     assert!(bed.engine.run_list().unwrap().is_empty());
     let err = bed
         .engine

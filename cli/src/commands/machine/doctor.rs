@@ -123,7 +123,7 @@ impl Findings {
         let mut blocks = vec![Block::Fields(fields)];
         for e in &self.errors {
             blocks.push(Block::Line(Cell::new(
-                format!("  - {} [{}]", e.message, e.code),
+                format!("  - {} [{}]", crate::hint::message(e), e.code),
                 Tone::Bad,
             )));
         }
@@ -338,6 +338,7 @@ fn with_concrete_fix(mut err: Error, machine: &Machine) -> Error {
             ". For this machine, once the fingerprint is verified: {}",
             accept_new_command(machine)
         ));
+        err.hint = None; // the concrete command replaces the general one
     }
     err
 }

@@ -16,7 +16,7 @@ use super::put::{name_user_path, verify_written};
 use super::stream::{self, PumpError};
 use super::verify;
 use super::{Job, Outcome, TransferKind, copy_files};
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{Error, ErrorCode, Hint, Result};
 use crate::transport::{ExecOptions, FileKind, FileStat, shell_quote};
 
 /// One entry of a remote tree, relative to its root.
@@ -51,11 +51,11 @@ pub async fn examine(job: &Job, src: &RemotePath) -> Result<Source> {
         .ok_or_else(|| {
             Error::new(
                 ErrorCode::RemoteNotFound,
-                format!(
-                    "remote path {} does not exist; check it with `file list`",
-                    src.cmd
-                ),
+                format!("remote path {} does not exist", src.cmd),
             )
+            .with_hint(Hint::ListRemoteDir {
+                path: parent_dir(&src.cmd),
+            })
         })?;
     let is_dir = match st.kind {
         FileKind::Dir => true,
@@ -520,5 +520,14 @@ async fn recreate_links(
                 out.skip(&link.rel, &format!("symlink could not be created: {e}"));
             }
         }
+    }
+}
+
+/// The directory holding `path` (a remote path as the user gave it), to list when it is missing.
+fn parent_dir(path: &str) -> String {
+    match path.trim_end_matches('/').rsplit_once('/') {
+        Some(("", _)) => "/".to_string(),
+        Some((dir, _)) => dir.to_string(),
+        None => ".".to_string(),
     }
 }

@@ -172,5 +172,6 @@ fn mark_interrupted(rec: &mut TransferRecord, removed: usize) {
              nothing was left under the final name; run the transfer again"
         ),
         retryable: true,
+        hint: None,
     });
 }
