@@ -154,7 +154,7 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
         "engine exec / ControlMaster tmux round trip",
         &ours,
         &tmux,
-        Target::AtMost(1.0),
+        Target::AtMost(0.6),
     );
     if vs_tmux.met() == Some(false) {
         let primitives = channel_row.summary.median + write_row.summary.median;

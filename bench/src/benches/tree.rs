@@ -109,11 +109,10 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
     );
     if vs_scp.met() == Some(false) {
         result.notes.push(
-            "target missed: each small file costs SFTP round trips (open, write, close, rename \
-             from its temp name, mode) and provider/src/engine/transfer.rs keeps \
-             FILES_IN_FLIGHT = 16 files in flight; more files in flight, or one tar stream over \
-             an exec channel for trees of small files (what makes rsync fast here: one stream, \
-             no per-file round trip), would close the gap"
+            "target missed: the tree goes as one tar stream over one exec channel (extracted \
+             into a staging directory, verified, then renamed into place); the time beyond \
+             rsync's is the staging, verification and rename that keep the atomic-final-name \
+             promise"
                 .to_string(),
         );
     }
@@ -122,7 +121,7 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
         "file_put tree vs rsync (speed-up)",
         &ours,
         &rsync,
-        Target::None,
+        Target::AtLeast(1.0),
     ));
     result.notes.push(format!(
         "{runs} runs interleaved (ours, scp, rsync), each into a fresh destination; every side's \
