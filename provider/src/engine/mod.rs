@@ -17,6 +17,7 @@ pub mod run;
 pub mod session;
 pub mod slurm;
 pub mod transfer;
+pub mod turn_dir;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

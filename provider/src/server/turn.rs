@@ -18,6 +18,7 @@ use super::provider::{Shared, failure_for};
 use super::text::{self, Utf8Stream};
 use crate::chat::ChatTurn;
 use crate::chat::turn::ChatSetup;
+use crate::engine::turn_dir::TurnDir;
 use crate::engine::{CommandRecord, CommandStatus, ExecRequest, OutputStream};
 use crate::error::{Error, ErrorCode, Result};
 use crate::transport::shell_quote;
@@ -47,7 +48,7 @@ pub struct StartedTurn {
     pub session_id: String,
     pub record: CommandRecord,
     /// Agent mode: the remote turn directory.
-    pub agent_dir: Option<String>,
+    pub agent_dir: Option<TurnDir>,
     /// The turn's chat calls (`RR_CHAT`), when outbound_message or session_tool is on.
     pub chat: Option<ChatTurn>,
 }
@@ -65,9 +66,8 @@ impl std::fmt::Debug for StartedTurn {
 
 /// The turn's directory on the machine and, with the chat on, the helper's path.
 struct TurnPlace {
-    dir: String,
+    dir: TurnDir,
     chat_script: Option<String>,
-    transport: std::sync::Arc<dyn crate::transport::Transport>,
 }
 
 /// Start the turn's command (bounded); errors here become a pre-ACK failure.
@@ -99,7 +99,7 @@ pub async fn begin(shared: &Shared, c: &TurnCommand) -> Result<StartedTurn, Fail
     let env = match (&place, chat_script) {
         (Some(place), Some(script)) if agent_dir.is_none() => vec![
             ("RR_CHAT".to_string(), script.to_string()),
-            ("RR_TURN_DIR".to_string(), place.dir.clone()),
+            ("RR_TURN_DIR".to_string(), place.dir.path.clone()),
             ("RR_TURN_ID".to_string(), c.turn_id.clone()),
         ],
         _ => Vec::new(),
@@ -130,11 +130,10 @@ pub async fn begin(shared: &Shared, c: &TurnCommand) -> Result<StartedTurn, Fail
         Some(TurnPlace {
             dir,
             chat_script: Some(script),
-            transport,
         }) => Some(ChatTurn::new(ChatSetup {
-            transport,
+            transport: dir.transport(),
             script,
-            dir: format!("{dir}/chat"),
+            dir: dir.file("chat"),
             exit_file: format!("{}/exit", record.remote_state_dir),
             turn_id: c.turn_id.clone(),
             generation: shared.state().map_or(0, |s| s.generation),
@@ -154,9 +153,8 @@ pub async fn begin(shared: &Shared, c: &TurnCommand) -> Result<StartedTurn, Fail
     })
 }
 
-/// The turn's directory on the machine (`<session dir>/turns/<time>-<turn id>`; made here in
-/// agent mode, which writes the input there) and, with the chat on, the helper (installed once
-/// per provider process and version).
+/// The turn's directory on the machine (made here in agent mode, which writes the input there)
+/// and, with the chat on, the helper (installed once per provider process and version).
 async fn turn_place(
     shared: &Shared,
     session_id: &str,
@@ -164,32 +162,13 @@ async fn turn_place(
     chat_on: bool,
     agent: bool,
 ) -> Result<TurnPlace> {
-    let session = shared.engine.session_show(session_id)?;
-    let transport = shared.engine_transport(&session.machine_id).await?;
-    let slug: String = c
-        .turn_id
-        .chars()
-        .map(|ch| {
-            if ch.is_ascii_alphanumeric() || ch == '-' || ch == '.' {
-                ch
-            } else {
-                '_'
-            }
-        })
-        .take(100)
-        .collect();
-    let dir = format!(
-        "{}/turns/{}-{}",
-        session.remote_state_dir,
-        crate::util::now_unix_ms(),
-        slug
-    );
+    let dir = shared.engine.turn_dir(session_id, &c.turn_id).await?;
     // The chat directory is made by the helper on first use (and by the provider when it
     // closes the turn's chat), so a turn costs no round trip for it here.
     let chat_script = if chat_on {
-        let script = crate::chat::script_path(&session.remote_state_dir);
+        let script = crate::chat::script_path(&dir.session_dir);
         if !shared.chat_installed(&script) {
-            crate::chat::install(transport.as_ref(), &script).await?;
+            crate::chat::install(dir.transport().as_ref(), &script).await?;
             shared.mark_chat_installed(&script);
         }
         Some(script)
@@ -197,13 +176,9 @@ async fn turn_place(
         None
     };
     if agent {
-        transport.create_dir_all(&dir, 0o700).await?;
+        dir.create().await?;
     }
-    Ok(TurnPlace {
-        dir,
-        chat_script,
-        transport,
-    })
+    Ok(TurnPlace { dir, chat_script })
 }
 
 /// The command that ended the session, if the session recorded one that ran.
@@ -227,11 +202,7 @@ async fn prepare_agent_turn(
     agent_command: &str,
     chat_script: Option<&str>,
 ) -> Result<String> {
-    let dir = &place.dir;
-    place
-        .transport
-        .write_file(&format!("{dir}/input"), c.content.as_bytes(), 0o600)
-        .await?;
+    let input = place.dir.write("input", c.content.as_bytes()).await?;
     let thread = shared
         .state()
         .and_then(|s| s.agent_thread_id)
@@ -241,10 +212,10 @@ async fn prepare_agent_turn(
         chat = chat_script
             .map(|p| format!("RR_CHAT={} ", shell_quote(p)))
             .unwrap_or_default(),
-        d = shell_quote(dir),
+        d = shell_quote(&place.dir.path),
         t = shell_quote(&c.turn_id),
         th = shell_quote(&thread),
-        input = shell_quote(&format!("{dir}/input")),
+        input = shell_quote(&input),
     );
     Ok(line)
 }
@@ -257,7 +228,11 @@ pub async fn stream(
     cancel: CancellationToken,
 ) {
     let watch_stop = CancellationToken::new();
-    if let Some(chat) = started.chat.clone() {
+    // A command that ended within the start's wait needs no watch: the close at its end lists
+    // every call it made, and a quick turn is spared a second control process beside it.
+    if let Some(chat) = started.chat.clone()
+        && !started.record.status.is_final()
+    {
         let stop = watch_stop.clone();
         tokio::spawn(async move { chat.watch(stop).await });
     }
@@ -525,7 +500,12 @@ fn shell_summary(rec: &CommandRecord, tail: &str) -> String {
     out
 }
 
-async fn agent_final(shared: &Shared, turn_id: &str, rec: &CommandRecord, dir: &str) -> Event {
+async fn agent_final(
+    shared: &Shared,
+    turn_id: &str,
+    rec: &CommandRecord,
+    dir: &TurnDir,
+) -> Event {
     let reply = match shared
         .engine
         .read_output(
@@ -565,10 +545,10 @@ async fn agent_final(shared: &Shared, turn_id: &str, rec: &CommandRecord, dir: &
         }
         return event;
     }
-    if let Some(state) = read_thread_id(shared, &rec.machine_id, dir).await {
+    if let Some(state) = read_thread_id(shared, dir).await {
         shared.out.send(Event::lineage_changed(state));
     }
-    let usage = read_usage(shared, &rec.machine_id, dir).await;
+    let usage = read_usage(shared, dir).await;
     let content = if reply.trim().is_empty() {
         "(the agent printed no reply)".to_string()
     } else {
@@ -578,16 +558,8 @@ async fn agent_final(shared: &Shared, turn_id: &str, rec: &CommandRecord, dir: &
 }
 
 /// A new `agentThreadId` left by the agent command: update the state and return it.
-async fn read_thread_id(
-    shared: &Shared,
-    machine_id: &str,
-    dir: &str,
-) -> Option<remote_runner_protocol::State> {
-    let transport = shared.engine_transport(machine_id).await.ok()?;
-    let bytes = transport
-        .read_file_range(&format!("{dir}/thread_id"), 0, 1024)
-        .await
-        .ok()?;
+async fn read_thread_id(shared: &Shared, dir: &TurnDir) -> Option<remote_runner_protocol::State> {
+    let bytes = dir.read("thread_id").await.ok()?;
     let id = String::from_utf8(bytes).ok()?.trim().to_string();
     if id.is_empty() {
         return None;
@@ -606,12 +578,8 @@ async fn read_thread_id(
 }
 
 /// The agent's usage snapshot, validated; never estimated: absent or invalid means no usage.
-async fn read_usage(shared: &Shared, machine_id: &str, dir: &str) -> Option<Usage> {
-    let transport = shared.engine_transport(machine_id).await.ok()?;
-    let bytes = transport
-        .read_file_range(&format!("{dir}/usage.json"), 0, 64 * 1024)
-        .await
-        .ok()?;
+async fn read_usage(shared: &Shared, dir: &TurnDir) -> Option<Usage> {
+    let bytes = dir.read("usage.json").await.ok()?;
     if bytes.is_empty() {
         return None;
     }
