@@ -12,10 +12,11 @@
 //! runs on its own (a transport used directly, the CLI's engine calls) keeps its own policy.
 //!
 //! **A turn's worst case.** A turn's output stream retries a dropped link under [`LINK`]: 6
-//! attempts over 15.5 s of delays, each attempt bounded by one SSH connect (20 s by default)
-//! plus one remote wait; the engine's reconnect and the pool's [`CONNECT`] inside it try once
-//! per attempt. Any success resets the count: the bound is per outage, not per turn. The turn's
-//! chat tasks run apart (their own tasks) under the same [`LINK`] bound per remote step.
+//! attempts and 15.5 s of delays; the engine's reconnect and the pool's [`CONNECT`] inside it
+//! try once per attempt. Each attempt is bounded by its own timeouts (with the defaults: one SSH
+//! connect, 20 s; each SFTP request, 60 s; the output wait, 10 s), so an outage costs a turn at
+//! most 6 such attempts plus 15.5 s. Any success resets the count: the bound is per outage, not
+//! per turn. The turn's chat tasks run apart (their own tasks), each remote step under [`LINK`].
 //! Processes do not share the mark: a keeper ends when its link drops, so its pool's [`CONNECT`]
 //! only meets a forwarded call that races the drop (0.8 s of delays more).
 
