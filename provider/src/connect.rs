@@ -23,6 +23,8 @@ pub struct MachineConnector {
     /// Ad-hoc machines that are not in the store (the provider's host/user/key configuration).
     extra: HashMap<String, Machine>,
     cache: Mutex<HashMap<String, Arc<SshTransport>>>,
+    /// The store, opened at the first lookup and kept (not opened per connect).
+    store: std::sync::Mutex<Option<Store>>,
 }
 
 impl MachineConnector {
@@ -32,6 +34,7 @@ impl MachineConnector {
             base_options,
             extra: HashMap::new(),
             cache: Mutex::new(HashMap::new()),
+            store: std::sync::Mutex::new(None),
         }
     }
 
@@ -49,8 +52,14 @@ impl MachineConnector {
         if let Some(m) = self.extra.get(machine_id) {
             return Ok(m.clone());
         }
-        let store = Store::open(&self.state_dir)?;
-        store::machines::resolve(&store, machine_id)
+        crate::util::blocking(|| {
+            let mut slot = self.store.lock().unwrap_or_else(|p| p.into_inner());
+            let store = match slot.take() {
+                Some(open) => open,
+                None => Store::open(&self.state_dir)?,
+            };
+            store::machines::resolve(slot.insert(store), machine_id)
+        })
     }
 
     async fn connect_ssh(&self, machine_id: &str) -> Result<Arc<SshTransport>> {
@@ -63,7 +72,9 @@ impl MachineConnector {
         let machine = self.machine(machine_id)?;
         let mut opts = self.base_options.clone();
         if opts.password.is_none() && machine.has_password {
-            opts.password = CredentialStore::open(&self.state_dir)?.get_password(machine_id)?;
+            opts.password = crate::util::blocking(|| {
+                CredentialStore::open(&self.state_dir)?.get_password(machine_id)
+            })?;
         }
         let transport = ssh::connect(&machine, opts).await?;
         cache.insert(machine_id.to_string(), transport.clone());

@@ -15,11 +15,10 @@ use super::settle::{Settlement, Settlements};
 use crate::error::{Error, ErrorCode, Result};
 use crate::server::writer::Out;
 use crate::transport::{Transport, shell_quote};
+use crate::util::retry::{self, LINK};
 
 /// Longest single remote wait for new calls.
 const WATCH_WAIT: Duration = Duration::from_secs(10);
-/// Attempts at a remote step (reading a call, writing a reply) across a dropped link.
-const LINK_RETRIES: u32 = 6;
 
 /// What a turn's chat needs to know.
 pub struct ChatSetup {
@@ -72,22 +71,21 @@ impl ChatTurn {
         }
     }
 
-    /// Watch for calls until the command's exit file appears or `stop` fires. Link errors are
-    /// retried; the final scan in [`ChatTurn::drain`] catches whatever this missed.
+    /// Watch for calls until the command's exit file appears or `stop` fires. Failures are
+    /// retried under [`LINK`] (until the chat closes); the final scan in [`ChatTurn::drain`]
+    /// catches whatever this missed.
     pub async fn watch(&self, stop: CancellationToken) {
-        let mut failures = 0u32;
         loop {
-            if self.is_closing() || failures >= LINK_RETRIES {
+            if self.is_closing() {
                 return;
             }
-            let known = lock(&self.inner.seen).len();
+            let list = || self.list(lock(&self.inner.seen).len(), WATCH_WAIT);
             let found = tokio::select! {
                 _ = stop.cancelled() => return,
-                found = self.list(known, WATCH_WAIT) => found,
+                found = retry::run(LINK, list, |_| !self.is_closing()) => found,
             };
             match found {
                 Ok((ready, exited)) => {
-                    failures = 0;
                     if !self.is_closing() {
                         self.take(ready);
                     }
@@ -96,12 +94,8 @@ impl ChatTurn {
                     }
                 }
                 Err(e) => {
-                    failures += 1;
-                    tracing::debug!("watching the turn's chat calls failed ({failures}): {e}");
-                    tokio::select! {
-                        _ = stop.cancelled() => return,
-                        _ = tokio::time::sleep(backoff(failures)) => {}
-                    }
+                    tracing::debug!("watching the turn's chat calls failed: {e}");
+                    return;
                 }
             }
         }
@@ -146,7 +140,7 @@ impl ChatTurn {
             shell_quote(&s.script),
             shell_quote(&s.dir)
         );
-        for attempt in 1..=LINK_RETRIES {
+        let close = || async {
             let out = crate::remote::sh(
                 s.transport.as_ref(),
                 &line,
@@ -154,19 +148,21 @@ impl ChatTurn {
                 Some(Duration::from_secs(30)),
                 256 * 1024,
             )
-            .await;
-            match out {
-                Ok(out) if out.status.success() => {
-                    self.take(parse_calls(&out.stdout_lossy()));
-                    return;
-                }
-                Ok(out) => tracing::warn!(
-                    "closing the turn's chat failed: {}",
-                    out.stderr_lossy().trim()
-                ),
-                Err(e) => tracing::warn!("closing the turn's chat failed: {e}"),
+            .await?;
+            if !out.status.success() {
+                return Err(Error::new(
+                    ErrorCode::RemoteError,
+                    out.stderr_lossy().trim().to_string(),
+                ));
             }
-            tokio::time::sleep(backoff(attempt)).await;
+            Ok(parse_calls(&out.stdout_lossy()))
+        };
+        let warned = |e: &Error| {
+            tracing::warn!("closing the turn's chat failed: {e}");
+            true
+        };
+        if let Ok(calls) = retry::run(LINK, close, warned).await {
+            self.take(calls);
         }
     }
 
@@ -220,32 +216,17 @@ impl ChatTurn {
     async fn run_call(&self, n: u64) {
         let s = &self.inner.setup;
         let dir = format!("{}/{n}", s.dir);
-        let mut read = None;
-        for attempt in 1..=LINK_RETRIES {
-            match call::read(s.transport.as_ref(), n, &dir).await {
-                Ok(c) => {
-                    read = Some(c);
-                    break;
-                }
-                Err(e) => {
-                    tracing::warn!(call = n, "reading a chat call failed: {e}");
-                    tokio::time::sleep(backoff(attempt)).await;
-                }
-            }
-        }
-        let Some(c) = read else {
+        let read = || call::read(s.transport.as_ref(), n, &dir);
+        let read = retry::run(LINK, read, |e| warn_any(e, "reading a chat call failed", n));
+        let Ok(c) = read.await else {
             return; // the machine is unreachable: the helper times out (exit 4)
         };
         let reply = self.answer(c, &dir).await;
-        for attempt in 1..=LINK_RETRIES {
-            match reply.write(s.transport.as_ref(), &dir).await {
-                Ok(()) => return,
-                Err(e) => {
-                    tracing::warn!(call = n, "writing a chat reply failed: {e}");
-                    tokio::time::sleep(backoff(attempt)).await;
-                }
-            }
-        }
+        let write = || reply.write(s.transport.as_ref(), &dir);
+        let _ = retry::run(LINK, write, |e| {
+            warn_any(e, "writing a chat reply failed", n)
+        })
+        .await;
     }
 
     async fn answer(&self, c: Call, dir: &str) -> Reply {
@@ -313,24 +294,12 @@ impl ChatTurn {
         // this call may have reached the host.
         if c.recorded_id.is_none() {
             let path = format!("{dir}/operation");
-            let mut recorded = false;
-            for attempt in 1..=LINK_RETRIES {
-                match s
-                    .transport
+            let record = || {
+                s.transport
                     .write_file(&path, operation_id.as_bytes(), 0o600)
-                    .await
-                {
-                    Ok(()) => {
-                        recorded = true;
-                        break;
-                    }
-                    Err(e) => {
-                        tracing::warn!("recording a chat operation failed: {e}");
-                        tokio::time::sleep(backoff(attempt)).await;
-                    }
-                }
-            }
-            if !recorded {
+            };
+            let warned = |e: &Error| warn_any(e, "recording a chat operation failed", c.n);
+            if retry::run(LINK, record, warned).await.is_err() {
                 return turn_ended_unsent();
             }
         }
@@ -373,8 +342,10 @@ fn turn_ended_unsent() -> Reply {
     )
 }
 
-fn backoff(attempt: u32) -> Duration {
-    Duration::from_millis(250 * (1 << attempt.min(4)))
+/// A chat step retries any failure (the helper on the machine bounds the wait): log it.
+fn warn_any(e: &Error, what: &str, call: u64) -> bool {
+    tracing::warn!(call, "{what}: {e}");
+    true
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -22,6 +22,7 @@ use super::{
 use crate::error::{Error, ErrorCode, Hint, Result};
 use crate::store;
 use crate::tmux::{self, CommandStart, CommandState, RunMode, StartOutcome, TmuxDriver};
+use crate::util::retry::{self, is_link_error};
 use crate::util::{new_id, now_rfc3339};
 
 /// How to run a command.
@@ -125,9 +126,6 @@ const REFRESH_CONCURRENCY: usize = 4;
 /// How long a background launch may take to be accepted by the shell.
 const LAUNCH_WAIT: Duration = Duration::from_secs(30);
 
-/// Reconnect attempts after a dropped link before giving up (the command goes on regardless).
-const RECONNECT_ATTEMPTS: u32 = 5;
-
 /// Whether the record is younger than a start can take; its remote directory may not exist yet.
 /// Every this many commands of a session, its old command directories on the machine are pruned.
 const PRUNE_EVERY: u64 = 50;
@@ -140,14 +138,6 @@ fn recently_created(rec: &CommandRecord) -> bool {
         Ok(t) => time::OffsetDateTime::now_utc() - t < time::Duration::seconds(60),
         Err(_) => false,
     }
-}
-
-/// A dropped or stalled link, after which reconnecting may help.
-fn is_link_error(e: &Error) -> bool {
-    matches!(
-        e.code,
-        ErrorCode::ConnectionLost | ErrorCode::ConnectionFailed | ErrorCode::Timeout
-    )
 }
 
 /// The machine cannot be reached (or is no longer configured): a listing shows stored records.
@@ -321,22 +311,17 @@ impl Engine {
         })
     }
 
-    /// A fresh driver after a dropped link (the connector reconnects), retried with backoff.
+    /// A fresh driver after `cause`, a dropped link: reconnected (by the connector) and checked,
+    /// under [`retry::LINK`] (once when an outer layer owns the retrying).
     async fn reconnect(&self, session: &SessionRecord, cause: &Error) -> Result<TmuxDriver> {
-        let mut last = cause.clone();
-        for attempt in 1..=RECONNECT_ATTEMPTS {
-            tokio::time::sleep(Duration::from_millis(300 * u64::from(attempt))).await;
-            match self.driver(session).await {
-                Ok(d) => match d.is_alive().await {
-                    Ok(_) => return Ok(d),
-                    Err(e) if is_link_error(&e) => last = e,
-                    Err(e) => return Err(e),
-                },
-                Err(e) if is_link_error(&e) => last = e,
-                Err(e) => return Err(e),
-            }
-        }
-        Err(last)
+        tracing::debug!(session = %session.session_id, "reconnecting after: {cause}");
+        retry::run(retry::LINK, || self.live_driver(session), is_link_error).await
+    }
+
+    async fn live_driver(&self, session: &SessionRecord) -> Result<TmuxDriver> {
+        let driver = self.driver(session).await?;
+        driver.is_alive().await?;
+        Ok(driver)
     }
 
     /// Keep waiting in bounded chunks until the command ends or `timeout` (from `started`)

@@ -130,7 +130,7 @@ impl Engine {
         connector: Arc<dyn Connector>,
         options: EngineOptions,
     ) -> Result<Engine> {
-        let store = Store::open(state_dir)?;
+        let store = crate::util::blocking(|| Store::open(state_dir))?;
         store::ensure_private_dir(&state_dir.join("logs"))?;
         Ok(Engine {
             state_dir: state_dir.to_path_buf(),
@@ -149,13 +149,16 @@ impl Engine {
         &self.options
     }
 
-    /// Run `f` with the store (short, synchronous queries only).
+    /// Run `f` with the store (short, synchronous queries only), off the async worker threads
+    /// ([`crate::util::blocking`]): SQLite may wait on its busy timeout, and the lock on others.
     fn with_store<T>(&self, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
-        let guard = self
-            .store
-            .lock()
-            .map_err(|_| Error::internal("the store lock was poisoned by an earlier panic"))?;
-        f(&guard)
+        crate::util::blocking(|| {
+            let guard = self
+                .store
+                .lock()
+                .map_err(|_| Error::internal("the store lock was poisoned by an earlier panic"))?;
+            f(&guard)
+        })
     }
 
     fn log_dir(&self, session_id: &str) -> PathBuf {

@@ -101,7 +101,8 @@ impl Drop for Attached {
 pub async fn serve(options: KeeperOptions) -> Result<()> {
     let paths = KeeperPaths::new(&options.state_dir, &options.machine_id);
     paths.ensure_dir()?;
-    let Some(_lock) = take_lock(&paths.lock)? else {
+    // The lock's wait sleeps the thread: off the async workers.
+    let Some(_lock) = crate::util::blocking(|| take_lock(&paths.lock))? else {
         log(&format!(
             "another keeper of {} runs; this one ends",
             options.machine_id

@@ -22,6 +22,7 @@ use crate::engine::turn_dir::TurnDir;
 use crate::engine::{CommandRecord, CommandStatus, ExecRequest, OutputStream};
 use crate::error::{Error, ErrorCode, Result};
 use crate::transport::shell_quote;
+use crate::util::retry;
 
 /// How long starting a turn waits before the ACK (a quick command is already done by then).
 const START_WAIT: Duration = Duration::from_millis(300);
@@ -40,8 +41,6 @@ const SUMMARY_TAIL: usize = 3 * 1024;
 const MAX_REPLY: usize = 1024 * 1024;
 /// Failure code: the turn's command was lost but the session lives on (retry the turn).
 pub const COMMAND_LOST: &str = "command_lost";
-/// Reconnect attempts while streaming before the turn is reported ambiguous.
-const STREAM_RETRIES: u32 = 5;
 
 /// A turn whose command has been accepted by the session shell.
 pub struct StartedTurn {
@@ -302,7 +301,6 @@ async fn pump(
     let (mut out_off, mut err_off) = (0u64, 0u64);
     let (mut out_text, mut err_text) = (Utf8Stream::default(), Utf8Stream::default());
     let mut tail = String::new();
-    let mut failures = 0u32;
     // A stream is read while it yields data, or when the latest record says it grew; an idle
     // stderr costs no round trip per chunk of stdout.
     let (mut more_out, mut more_err) = (true, true);
@@ -312,7 +310,9 @@ async fn pump(
         let final_record = record.status.is_final();
         let want_out = more_out || final_record || record.stdout_bytes > out_off;
         let want_err = more_err || final_record || record.stderr_bytes > err_off;
-        let step = async {
+        // A dropped link is retried under LINK; the engine's and the pool's retries inside
+        // run once each (util::retry: the outermost owns the retrying).
+        let step = || async {
             let mut out = Vec::new();
             let mut err = Vec::new();
             if want_out {
@@ -329,18 +329,9 @@ async fn pump(
             }
             Ok::<_, Error>((out, err))
         };
-        let (out, err) = match step.await {
-            Ok(v) => {
-                failures = 0;
-                v
-            }
-            Err(e) if retryable_link_error(&e) && failures < STREAM_RETRIES => {
-                failures += 1;
-                backoff(failures).await;
-                continue;
-            }
-            Err(e) => return Err(lost_while_streaming(e, started)),
-        };
+        let (out, err) = retry::run(retry::LINK, step, retry::is_link_error)
+            .await
+            .map_err(|e| lost_while_streaming(e, started))?;
         (more_out, more_err) = (!out.is_empty(), !err.is_empty());
         let got_data = more_out || more_err;
         out_off += out.len() as u64;
@@ -359,37 +350,19 @@ async fn pump(
         if got_data && !record.status.is_final() {
             continue; // read on before waiting: more may be ready
         }
-        match shared
-            .engine
-            .wait_output(sid, cid, out_off, err_off, OUTPUT_WAIT)
+        let wait = || {
+            shared
+                .engine
+                .wait_output(sid, cid, out_off, err_off, OUTPUT_WAIT)
+        };
+        record = retry::run(retry::LINK, wait, retry::is_link_error)
             .await
-        {
-            Ok(r) => {
-                failures = 0;
-                record = r;
-            }
-            Err(e) if retryable_link_error(&e) && failures < STREAM_RETRIES => {
-                failures += 1;
-                backoff(failures).await;
-            }
-            Err(e) => return Err(lost_while_streaming(e, started)),
-        }
+            .map_err(|e| lost_while_streaming(e, started))?;
     }
 }
 
-fn retryable_link_error(e: &Error) -> bool {
-    matches!(
-        e.code,
-        ErrorCode::ConnectionLost | ErrorCode::ConnectionFailed | ErrorCode::Timeout
-    )
-}
-
-async fn backoff(attempt: u32) {
-    tokio::time::sleep(Duration::from_millis(500 * (1 << attempt.min(5)))).await;
-}
-
 fn lost_while_streaming(e: Error, started: &StartedTurn) -> Error {
-    if !retryable_link_error(&e) {
+    if !retry::is_link_error(&e) {
         return e;
     }
     Error::new(

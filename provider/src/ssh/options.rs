@@ -58,7 +58,7 @@ pub struct ConnectOptions {
     pub system_known_hosts: bool,
     /// Per-request SFTP timeout.
     pub sftp_request_timeout: Duration,
-    /// Connection attempts after a drop (with backoff).
+    /// Connection attempts after a drop, with [`crate::util::retry::CONNECT`]'s delays.
     pub reconnect_attempts: u32,
 }
 
@@ -77,7 +77,7 @@ impl Default for ConnectOptions {
             default_identities: true,
             system_known_hosts: true,
             sftp_request_timeout: Duration::from_secs(60),
-            reconnect_attempts: 3,
+            reconnect_attempts: crate::util::retry::CONNECT.attempts() as u32,
         }
     }
 }

@@ -4,7 +4,8 @@
 //! channels included). The budget starts at [`ConnectOptions::max_sessions`] and shrinks when
 //! the server refuses a channel, so a server with a lower limit is learnt, not failed on. When
 //! every connection is full a new one is opened, up to `max_connections`; beyond that callers
-//! queue until a channel is released. Dead connections are dropped and replaced (with backoff).
+//! queue until a channel is released. Dead connections are dropped and replaced (establishing
+//! them again is retried under [`retry::CONNECT`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -18,6 +19,7 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::ssh::auth::KeyCache;
 use crate::ssh::connection::{Connection, Diagnostics, establish};
 use crate::ssh::options::{ConnectOptions, Target};
+use crate::util::retry;
 
 /// One pooled connection and its channel budget.
 pub(crate) struct PooledConn {
@@ -197,40 +199,28 @@ impl Pool {
         }
     }
 
-    /// Open one more connection; after a drop, retry with backoff.
+    /// Open one more connection. A first connect fails at once; after a drop, establishing is
+    /// retried under [`retry::CONNECT`] (with `reconnect_attempts` tries).
     async fn add_connection(&self) -> Result<()> {
-        let attempts = if self.ever_connected.load(Ordering::SeqCst) {
-            self.opts.reconnect_attempts.max(1)
+        let policy = if self.ever_connected.load(Ordering::SeqCst) {
+            retry::CONNECT.with_attempts(self.opts.reconnect_attempts)
         } else {
-            1
+            retry::CONNECT.with_attempts(1)
         };
-        let mut delay = Duration::from_millis(200);
-        let mut last = None;
-        for attempt in 0..attempts {
-            if attempt > 0 {
-                tokio::time::sleep(delay).await;
-                delay *= 3;
-            }
-            let mut diag = Diagnostics::default();
-            match establish(&self.target, &self.opts, &self.keys, None, &mut diag).await {
-                Ok(conn) => {
-                    self.ever_connected.store(true, Ordering::SeqCst);
-                    let pooled = Arc::new(PooledConn::new(conn, self.opts.max_sessions.max(1)));
-                    self.conns
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push(pooled);
-                    self.released.notify_waiters();
-                    return Ok(());
-                }
-                Err(e) if e.retryable => {
-                    tracing::debug!(attempt, error = %e, "ssh connect failed; retrying");
-                    last = Some(e);
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        Err(last.unwrap_or_else(|| Error::internal("no connection attempt was made")))
+        let conn = retry::run(policy, || self.establish(), |e| e.retryable).await?;
+        self.ever_connected.store(true, Ordering::SeqCst);
+        let pooled = Arc::new(PooledConn::new(conn, self.opts.max_sessions.max(1)));
+        self.conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(pooled);
+        self.released.notify_waiters();
+        Ok(())
+    }
+
+    async fn establish(&self) -> Result<Connection> {
+        let mut diag = Diagnostics::default();
+        establish(&self.target, &self.opts, &self.keys, None, &mut diag).await
     }
 
     /// Close every connection.

@@ -22,6 +22,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::{Error, ErrorCode, Result};
+use crate::util::retry::{self, STORE_OPEN};
 
 /// Ordered schema migrations; `PRAGMA user_version` records how many ran. Append only.
 const MIGRATIONS: &[&str] = &[
@@ -86,18 +87,19 @@ impl Store {
         // Switching a new database to WAL (and its first recovery) can report "database is
         // locked" at once, without waiting on the busy timeout, while other processes open the
         // same store: retry the whole opening for a bounded time.
-        let mut attempt = 0;
-        loop {
-            match Store::open_once(state_dir, &path) {
-                Err(OpenError::Busy(e)) if attempt < OPEN_RETRIES => {
-                    tracing::debug!("store busy while opening ({e}); retrying");
-                    attempt += 1;
-                    std::thread::sleep(Duration::from_millis(20 + 10 * attempt.min(10)));
-                }
-                Err(OpenError::Busy(e)) => return Err(store_err(&path, e)),
-                Err(OpenError::Other(e)) => return Err(e),
-                Ok(store) => return Ok(store),
+        // The sleeps between tries block the thread: callers in async code open the store
+        // through `util::blocking`.
+        let busy = |e: &OpenError| match e {
+            OpenError::Busy(e) => {
+                tracing::debug!("store busy while opening ({e}); retrying");
+                true
             }
+            OpenError::Other(_) => false,
+        };
+        match retry::run_blocking(STORE_OPEN, || Store::open_once(state_dir, &path), busy) {
+            Ok(store) => Ok(store),
+            Err(OpenError::Busy(e)) => Err(store_err(&path, e)),
+            Err(OpenError::Other(e)) => Err(e),
         }
     }
 
@@ -174,9 +176,6 @@ impl Store {
         tx.commit().map_err(sql)
     }
 }
-
-/// How many times opening the store is retried while the database is busy (about 5 s).
-const OPEN_RETRIES: u64 = 40;
 
 /// Why one attempt to open the store failed: busy (worth a retry) or anything else.
 enum OpenError {

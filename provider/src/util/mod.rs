@@ -1,4 +1,6 @@
-//! Small helpers shared by every module: ids and timestamps.
+//! Small helpers shared by every module: ids, timestamps, retry policies, blocking work.
+
+pub mod retry;
 
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -42,4 +44,54 @@ pub fn printable_excerpt(bytes: &[u8], max: usize) -> String {
         out.push_str("...");
     }
     out
+}
+
+/// Run blocking work (the SQLite store, a file lock's wait) from async code without stalling
+/// the async worker threads: on a multi-threaded runtime through `block_in_place`, which hands
+/// this worker's other tasks to another thread first; elsewhere (a current-thread runtime, where
+/// `block_in_place` panics, or no runtime) inline. Every store access from async code goes here.
+pub fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::blocking;
+
+    #[test]
+    fn blocking_runs_inline_without_a_runtime() {
+        assert_eq!(blocking(|| 7), 7);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn blocking_runs_inline_on_a_current_thread_runtime() {
+        assert_eq!(blocking(|| 7), 7);
+    }
+
+    /// One worker: a task blocked in `blocking` must not stop another task from running.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn blocking_leaves_the_worker_to_other_tasks() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::time::{Duration, Instant};
+
+        let flag = Arc::new(AtomicBool::new(false));
+        let seen = flag.clone();
+        let waiter = tokio::spawn(async move {
+            blocking(|| {
+                let until = Instant::now() + Duration::from_secs(5);
+                while !seen.load(Ordering::SeqCst) && Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                seen.load(Ordering::SeqCst)
+            })
+        });
+        tokio::task::yield_now().await;
+        tokio::spawn(async move { flag.store(true, Ordering::SeqCst) });
+        assert!(waiter.await.unwrap(), "the other task ran meanwhile");
+    }
 }
