@@ -473,12 +473,7 @@ fn shell_summary(rec: &CommandRecord, tail: &str) -> String {
     out
 }
 
-async fn agent_final(
-    shared: &Shared,
-    turn_id: &str,
-    rec: &CommandRecord,
-    dir: &TurnDir,
-) -> Event {
+async fn agent_final(shared: &Shared, turn_id: &str, rec: &CommandRecord, dir: &TurnDir) -> Event {
     let reply = match shared
         .engine
         .read_output(
