@@ -3,6 +3,7 @@
 
 use remote_runner_provider::Error;
 use remote_runner_provider::error::Hint;
+use remote_runner_provider::hint::keyscan_command;
 
 /// An error's message followed by its hint, as the CLI shows it.
 pub fn message(err: &Error) -> String {
@@ -56,17 +57,11 @@ pub fn text(hint: &Hint) -> String {
             host,
             port,
             known_hosts,
-        } => {
-            let port = if *port == 22 {
-                String::new()
-            } else {
-                format!("-p {port} ")
-            };
-            format!(
-                "once verified, accept it with `remote-runner machine add ... --accept-new` (or \
-                 host_key_policy accept-new), or run `ssh-keyscan {port}{host} >> {known_hosts}`"
-            )
-        }
+        } => format!(
+            "once verified, accept it with `remote-runner machine add ... --accept-new` (or \
+             host_key_policy accept-new), or run `{}`",
+            keyscan_command(host, *port, known_hosts)
+        ),
         Hint::ChangeDefaultCwd { machine_id } => format!(
             "change it with `remote-runner machine add {machine_id} --replace --confirm-replace \
              {machine_id} ... --default-cwd DIR`"

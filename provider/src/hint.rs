@@ -64,3 +64,14 @@ pub enum Hint {
     /// The background connections are in an unexpected state: end them and retry.
     ResetConnections,
 }
+
+/// The OpenSSH command that records a host's key in `known_hosts` (for a face's
+/// [`Hint::AcceptHostKey`]; it is OpenSSH's, not a face's).
+pub fn keyscan_command(host: &str, port: u16, known_hosts: &str) -> String {
+    let port = if port == 22 {
+        String::new()
+    } else {
+        format!("-p {port} ")
+    };
+    format!("ssh-keyscan {port}{host} >> {known_hosts}")
+}

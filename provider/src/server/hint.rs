@@ -4,6 +4,7 @@
 //! the way to look.
 
 use crate::error::{Error, Hint};
+use crate::hint::keyscan_command;
 
 /// An error's message followed by its hint, as a `failure` event carries it.
 pub fn message(err: &Error) -> String {
@@ -46,18 +47,11 @@ pub fn text(hint: &Hint) -> String {
             host,
             port,
             known_hosts,
-        } => {
-            let port = if *port == 22 {
-                String::new()
-            } else {
-                format!("-p {port} ")
-            };
-            format!(
-                "once verified, record it with `ssh-keyscan {port}{host} >> {known_hosts}` (or \
-                 add the machine with `remote-runner machine add ... --accept-new`) and restart \
-                 the session"
-            )
-        }
+        } => format!(
+            "once verified, record it with `{}` (or add the machine with `remote-runner machine \
+             add ... --accept-new`) and restart the session",
+            keyscan_command(host, *port, known_hosts)
+        ),
         Hint::ChangeDefaultCwd { .. } => {
             "set REMOTE_RUNNER_REMOTE_CWD, or change the machine's default_cwd".into()
         }

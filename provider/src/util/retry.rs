@@ -187,8 +187,8 @@ mod tests {
         Error::new(ErrorCode::ConnectionLost, "gone")
     }
 
-    #[tokio::test]
-    async fn retries_until_the_policy_is_spent() {
+    /// How many times an always-failing operation is tried when `retryable` says so or not.
+    async fn tries_of_a_failing_op(retryable: bool) -> u32 {
         let tries = AtomicU32::new(0);
         let r: Result<()> = run(
             QUICK,
@@ -196,27 +196,21 @@ mod tests {
                 tries.fetch_add(1, Ordering::SeqCst);
                 Err(lost())
             },
-            |_| true,
+            |_| retryable,
         )
         .await;
         assert!(r.is_err());
-        assert_eq!(tries.load(Ordering::SeqCst), 4);
+        tries.load(Ordering::SeqCst)
+    }
+
+    #[tokio::test]
+    async fn retries_until_the_policy_is_spent() {
+        assert_eq!(tries_of_a_failing_op(true).await, 4);
     }
 
     #[tokio::test]
     async fn only_retryable_errors_are_retried() {
-        let tries = AtomicU32::new(0);
-        let r: Result<()> = run(
-            QUICK,
-            || async {
-                tries.fetch_add(1, Ordering::SeqCst);
-                Err(lost())
-            },
-            |_| false,
-        )
-        .await;
-        assert!(r.is_err());
-        assert_eq!(tries.load(Ordering::SeqCst), 1);
+        assert_eq!(tries_of_a_failing_op(false).await, 1);
     }
 
     #[tokio::test]
