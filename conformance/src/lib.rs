@@ -19,6 +19,7 @@ pub mod process;
 pub mod report;
 pub mod runner;
 pub mod scenarios;
+pub mod script;
 pub mod track;
 pub mod violation;
 

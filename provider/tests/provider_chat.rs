@@ -349,8 +349,7 @@ fn a_restarted_provider_settles_the_call_it_left_waiting() {
     );
     send_turn(&mut host, 1, &content);
     host.wait_for(T, |v| v["type"] == "outbound_message");
-    host.child.kill().unwrap();
-    host.child.wait().unwrap();
+    host.kill();
     drop(host);
 
     let mut host = Host::spawn(local.path(), &env);

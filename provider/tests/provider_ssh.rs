@@ -35,8 +35,7 @@ fn ssh_turns_and_a_killed_provider_is_resumed_at_the_same_generation() {
     // SIGKILL the provider in the middle of a turn.
     host.send("turn", json!({"requestId": "turn:2", "turnId": "t2", "content": "sleep 2; echo finished-after-kill; (exit 3)"}));
     assert_eq!(host.next_non_screen(T)["status"], "busy");
-    host.child.kill().unwrap();
-    host.child.wait().unwrap();
+    host.kill();
     drop(host);
 
     // A new provider resumes with the saved state: same generation, same session, and the
