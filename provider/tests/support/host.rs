@@ -76,6 +76,8 @@ impl Host {
             .unwrap_or_else(|e| panic!("{e}; seen: {:#?}", self.seen))
     }
 
+    /// `hello` and the next event that is not a screen (not a wait for `hello:1`: anything
+    /// else first fails the test's check).
     pub fn hello(&mut self) -> Value {
         self.send(
             "hello",
