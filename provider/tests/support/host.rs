@@ -131,31 +131,6 @@ impl Host {
     }
 }
 
-/// The provider's environment for a machine on the sshd test bed: `state` is the local state
-/// dir, `cwd` the remote working directory.
-pub fn ssh_env(
-    sshd: &remote_runner_testkit::Sshd,
-    state: &Path,
-    cwd: &Path,
-) -> Vec<(&'static str, String)> {
-    vec![
-        ("REMOTE_RUNNER_STATE_DIR", state.display().to_string()),
-        ("REMOTE_RUNNER_HOST", "127.0.0.1".into()),
-        ("REMOTE_RUNNER_PORT", sshd.port.to_string()),
-        ("REMOTE_RUNNER_USER", sshd.user().into()),
-        (
-            "REMOTE_RUNNER_KEY_PATH",
-            sshd.keys.ed25519.display().to_string(),
-        ),
-        (
-            "REMOTE_RUNNER_KNOWN_HOSTS",
-            sshd.known_hosts.display().to_string(),
-        ),
-        ("REMOTE_RUNNER_REMOTE_CWD", cwd.display().to_string()),
-        ("SSH_AUTH_SOCK", String::new()),
-    ]
-}
-
 /// The state object of a ready/status/final event.
 pub fn state_of(v: &Value) -> Value {
     v["state"].clone()
