@@ -6,11 +6,11 @@
 mod common;
 mod session_bed;
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{Receiver, channel};
+use std::process::Command;
 
+use remote_runner_conformance::process::Spawn;
+use remote_runner_conformance::script::ScriptHost;
 use serde_json::{Value, json};
 use session_bed::{Bed, DEADLINE, eventually};
 
@@ -36,72 +36,42 @@ fn provider_bin() -> PathBuf {
     bin
 }
 
-struct Provider {
-    child: Child,
-    lines: Receiver<Value>,
-}
+/// The workspace's scripted host driving the provider, with this test's two steps on top.
+struct Provider(ScriptHost);
 
 impl Provider {
     fn spawn(bed: &Bed) -> Provider {
-        let mut command = Command::new(provider_bin());
+        let mut env = vec![
+            ("HOME", bed.sb.home().display().to_string()),
+            (
+                "REMOTE_RUNNER_STATE_DIR",
+                bed.sb.state_dir().display().to_string(),
+            ),
+            ("REMOTE_RUNNER_TERMINAL", "off".to_string()),
+            ("REMOTE_RUNNER_MACHINE", bed.machine.clone()),
+        ];
         if let Some(sshd) = bed.sshd() {
-            command.env("REMOTE_RUNNER_SSH_CONFIG", &sshd.ssh_config);
+            env.push((
+                "REMOTE_RUNNER_SSH_CONFIG",
+                sshd.ssh_config.display().to_string(),
+            ));
         }
-        let mut child = command
-            .current_dir(&bed.work)
-            .env("HOME", bed.sb.home())
-            .env("REMOTE_RUNNER_STATE_DIR", bed.sb.state_dir())
-            .env("REMOTE_RUNNER_TERMINAL", "off")
-            .env("REMOTE_RUNNER_MACHINE", &bed.machine)
-            .env_remove("SSH_AUTH_SOCK")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn botmux-remote-runner");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let Ok(v) = serde_json::from_str::<Value>(&line) else {
-                    continue;
-                };
-                if tx.send(v).is_err() {
-                    break;
-                }
-            }
-        });
-        Provider { child, lines: rx }
+        let spec = Spawn {
+            env_remove: vec!["SSH_AUTH_SOCK".into()],
+            ..Spawn::new(provider_bin(), &bed.work, &env)
+        };
+        Provider(ScriptHost::spawn_with(spec).expect("spawn botmux-remote-runner"))
     }
 
     fn send(&mut self, kind: &str, fields: Value) {
-        let mut v = json!({"protocol": "botmux.remote-runner", "version": 1, "type": kind});
-        for (k, val) in fields.as_object().unwrap() {
-            v[k] = val.clone();
-        }
-        let stdin = self.child.stdin.as_mut().unwrap();
-        writeln!(stdin, "{v}").unwrap();
-        stdin.flush().unwrap();
+        self.0.send(kind, fields).unwrap();
     }
 
     /// The next event of one of `types`.
     fn expect(&mut self, types: &[&str]) -> Value {
-        loop {
-            let v = self
-                .lines
-                .recv_timeout(DEADLINE)
-                .expect("the provider went quiet");
-            if types.iter().any(|t| v["type"] == *t) {
-                return v;
-            }
-        }
-    }
-}
-
-impl Drop for Provider {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.0
+            .wait_for(DEADLINE, |v| types.iter().any(|t| v["type"] == *t))
+            .expect("the provider went quiet")
     }
 }
 

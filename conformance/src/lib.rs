@@ -1,5 +1,7 @@
 //! remote-runner-conformance: plays the BotMux host against any remote-runner provider and
-//! checks every rule the host enforces, scenario by scenario.
+//! checks every rule the host enforces, scenario by scenario. The same provider process also
+//! has a blocking face, [`script::ScriptHost`]: the one scripted host the workspace's tests and
+//! tools drive a provider with.
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -19,6 +21,7 @@ pub mod process;
 pub mod report;
 pub mod runner;
 pub mod scenarios;
+pub mod script;
 pub mod track;
 pub mod violation;
 

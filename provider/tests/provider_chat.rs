@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use remote_runner_testkit::Sshd;
 use serde_json::{Value, json};
-use support::host::{Host, ssh_env, state_of};
+use support::host::{Host, state_of};
 
 const T: Duration = Duration::from_secs(60);
 
@@ -21,7 +21,7 @@ fn started(
     name: &str,
 ) -> (Host, Vec<(&'static str, String)>, Value) {
     let remote = sshd.remote_dir(name).unwrap();
-    let env = ssh_env(sshd, &local.path().join("state"), &remote);
+    let env = sshd.provider_env(&local.path().join("state"), &remote);
     let mut host = Host::spawn(local.path(), &env);
     let hello = host.hello();
     let caps: Vec<&str> = hello["capabilities"]
@@ -349,8 +349,7 @@ fn a_restarted_provider_settles_the_call_it_left_waiting() {
     );
     send_turn(&mut host, 1, &content);
     host.wait_for(T, |v| v["type"] == "outbound_message");
-    host.child.kill().unwrap();
-    host.child.wait().unwrap();
+    host.kill();
     drop(host);
 
     let mut host = Host::spawn(local.path(), &env);
@@ -373,7 +372,7 @@ fn the_chat_can_be_turned_off() {
     let sshd = Sshd::start().expect("sshd test bed");
     let local = tempfile::tempdir().unwrap();
     let remote = sshd.remote_dir("chat-off").unwrap();
-    let mut env = ssh_env(&sshd, &local.path().join("state"), &remote);
+    let mut env = sshd.provider_env(&local.path().join("state"), &remote);
     env.push(("REMOTE_RUNNER_OUTBOUND_MESSAGE", "off".into()));
     let mut host = Host::spawn(local.path(), &env);
     let hello = host.hello();
@@ -422,7 +421,7 @@ fn agent_mode_turns_get_the_helper_too() {
         &agent,
     )
     .unwrap();
-    let mut env = ssh_env(&sshd, &local.path().join("state"), &remote);
+    let mut env = sshd.provider_env(&local.path().join("state"), &remote);
     env.push(("REMOTE_RUNNER_TURN_MODE", "agent".into()));
     env.push((
         "REMOTE_RUNNER_AGENT_COMMAND",

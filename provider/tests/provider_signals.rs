@@ -29,7 +29,7 @@ fn provider(dir: &tempfile::TempDir, extra: &[(&str, String)]) -> Host {
 
 /// Send `signo` with stdin open; the provider must exit within [`EXIT_BOUND`] with 128+signo.
 fn signal_and_expect_exit(host: &mut Host, signo: i32, state: &str) {
-    let pid = host.child.id().to_string();
+    let pid = host.pid().to_string();
     let sent = Instant::now();
     let killed = std::process::Command::new("kill")
         .args(["-s", &signo.to_string(), &pid])

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use remote_runner_testkit::Sshd;
 use serde_json::json;
-use support::host::{Host, ssh_env, state_of};
+use support::host::{Host, state_of};
 
 const T: Duration = Duration::from_secs(60);
 
@@ -17,7 +17,7 @@ fn ssh_turns_and_a_killed_provider_is_resumed_at_the_same_generation() {
     let sshd = Sshd::start().expect("sshd test bed");
     let local = tempfile::tempdir().unwrap();
     let remote = sshd.remote_dir("provider-resume").unwrap();
-    let env = ssh_env(&sshd, &local.path().join("state"), &remote);
+    let env = sshd.provider_env(&local.path().join("state"), &remote);
     let mut host = Host::spawn(local.path(), &env);
     assert_eq!(host.hello()["type"], "hello");
     let ready = host.start("/host/side/cwd");
@@ -35,8 +35,7 @@ fn ssh_turns_and_a_killed_provider_is_resumed_at_the_same_generation() {
     // SIGKILL the provider in the middle of a turn.
     host.send("turn", json!({"requestId": "turn:2", "turnId": "t2", "content": "sleep 2; echo finished-after-kill; (exit 3)"}));
     assert_eq!(host.next_non_screen(T)["status"], "busy");
-    host.child.kill().unwrap();
-    host.child.wait().unwrap();
+    host.kill();
     drop(host);
 
     // A new provider resumes with the saved state: same generation, same session, and the
@@ -75,7 +74,7 @@ fn a_killed_connection_mid_turn_still_delivers_every_byte_and_the_exit_code() {
     let sshd = Sshd::start().expect("sshd test bed");
     let local = tempfile::tempdir().unwrap();
     let remote = sshd.remote_dir("provider-drop").unwrap();
-    let env = ssh_env(&sshd, &local.path().join("state"), &remote);
+    let env = sshd.provider_env(&local.path().join("state"), &remote);
     let mut host = Host::spawn(local.path(), &env);
     host.hello();
     assert_eq!(host.start("/x")["type"], "ready");

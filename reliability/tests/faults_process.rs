@@ -122,8 +122,7 @@ async fn provider_sigkilled_mid_turn_then_resumed() {
             let content = format!("echo go-{run}; sleep 1.5; seq 1 400; (exit {code})");
             host.begin_turn(&tid, &content)?;
             host.wait_for(Duration::from_secs(60), |v| v["type"] == "progress")?;
-            host.child.kill()?;
-            host.child.wait()?;
+            host.kill();
             drop(host);
             let (engine, sid) = engine_on_provider_state(&sshd, &state_dir, &remote)?;
             let rec = last_command(&engine, &sid)?;

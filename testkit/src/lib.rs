@@ -289,6 +289,27 @@ impl Sshd {
         SENTINEL_PASSWORD
     }
 
+    /// The environment of a `botmux-remote-runner` reaching this server as the login user with
+    /// its key: `state` is the local state dir, `cwd` the remote working directory.
+    pub fn provider_env(&self, state: &Path, cwd: &Path) -> Vec<(&'static str, String)> {
+        vec![
+            ("REMOTE_RUNNER_STATE_DIR", state.display().to_string()),
+            ("REMOTE_RUNNER_HOST", "127.0.0.1".into()),
+            ("REMOTE_RUNNER_PORT", self.port.to_string()),
+            ("REMOTE_RUNNER_USER", self.user().into()),
+            (
+                "REMOTE_RUNNER_KEY_PATH",
+                self.keys.ed25519.display().to_string(),
+            ),
+            (
+                "REMOTE_RUNNER_KNOWN_HOSTS",
+                self.known_hosts.display().to_string(),
+            ),
+            ("REMOTE_RUNNER_REMOTE_CWD", cwd.display().to_string()),
+            ("SSH_AUTH_SOCK", String::new()),
+        ]
+    }
+
     /// pid of the listening sshd.
     pub fn listener_pid(&self) -> u32 {
         self.child.id()

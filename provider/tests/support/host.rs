@@ -1,77 +1,50 @@
-//! A scripted BotMux host for end-to-end tests: spawns `botmux-remote-runner` as the host does
-//! (no arguments, a cwd, environment) and checks every line it prints with the protocol crate.
+//! The scripted BotMux host for end-to-end tests: the conformance crate's [`ScriptHost`]
+//! spawning `botmux-remote-runner` as the host does (no arguments, a cwd, environment, stderr
+//! shown), with panicking steps and the turn checks these tests share.
 
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Write};
+use std::ops::{Deref, DerefMut};
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
+use remote_runner_conformance::process::Spawn;
+use remote_runner_conformance::script::{ALL_CAPABILITIES, ScriptHost};
 use serde_json::{Value, json};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_botmux-remote-runner");
 
-pub struct Host {
-    pub child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
-    /// Every event received, in order.
-    pub seen: Vec<Value>,
+pub struct Host(ScriptHost);
+
+impl Deref for Host {
+    type Target = ScriptHost;
+    fn deref(&self) -> &ScriptHost {
+        &self.0
+    }
+}
+
+impl DerefMut for Host {
+    fn deref_mut(&mut self) -> &mut ScriptHost {
+        &mut self.0
+    }
 }
 
 impl Host {
     pub fn spawn(cwd: &Path, env: &[(&str, String)]) -> Host {
-        let mut cmd = Command::new(BIN);
-        cmd.current_dir(cwd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("spawn botmux-remote-runner");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                match line {
-                    Ok(l) => {
-                        if tx.send(l).is_err() {
-                            break;
-                        }
-                    }
-                    Err(_) => break,
-                }
-            }
-        });
-        Host {
-            stdin: child.stdin.take(),
-            child,
-            lines: rx,
-            seen: Vec::new(),
-        }
+        let spec = Spawn {
+            inherit_stderr: true,
+            ..Spawn::new(BIN, cwd, env)
+        };
+        Host(ScriptHost::spawn_with(spec).expect("spawn botmux-remote-runner"))
     }
 
     pub fn send_raw(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        stdin.write_all(line.as_bytes()).unwrap();
-        stdin.write_all(b"\n").unwrap();
-        stdin.flush().unwrap();
+        self.0.send_raw(line).unwrap();
     }
 
     /// Send a command: `fields` are merged into the envelope.
     pub fn send(&mut self, kind: &str, fields: Value) {
-        let mut v = json!({"protocol": "botmux.remote-runner", "version": 1, "type": kind});
-        for (k, val) in fields.as_object().unwrap() {
-            v[k] = val.clone();
-        }
-        self.send_raw(&v.to_string());
-    }
-
-    pub fn close_stdin(&mut self) {
-        self.stdin = None;
+        self.0.send(kind, fields).unwrap();
     }
 
     /// The next event (validated by the protocol crate), or panic after `timeout`.
@@ -81,18 +54,7 @@ impl Host {
     }
 
     pub fn try_next(&mut self, timeout: Duration) -> Option<Value> {
-        match self.lines.recv_timeout(timeout) {
-            Ok(line) => {
-                if let Err(e) = remote_runner_protocol::decode_event(line.as_bytes()) {
-                    panic!("provider printed an invalid line: {e}\n{line}");
-                }
-                let v: Value = serde_json::from_str(&line).unwrap();
-                self.seen.push(v.clone());
-                Some(v)
-            }
-            Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => None,
-        }
+        self.0.try_next(timeout).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Skip terminal screens; return the next other event.
@@ -109,26 +71,17 @@ impl Host {
 
     /// Wait for an event matching `pred` (other events are kept in `seen`).
     pub fn wait_for(&mut self, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                panic!(
-                    "no matching event within {timeout:?}; seen: {:#?}",
-                    self.seen
-                );
-            }
-            let v = self.next(left);
-            if pred(&v) {
-                return v;
-            }
-        }
+        self.0
+            .wait_for(timeout, pred)
+            .unwrap_or_else(|e| panic!("{e}; seen: {:#?}", self.seen))
     }
 
+    /// `hello` and the next event that is not a screen (not a wait for `hello:1`: anything
+    /// else first fails the test's check).
     pub fn hello(&mut self) -> Value {
         self.send(
             "hello",
-            json!({"requestId": "hello:1", "sessionId": "s", "requiredCapabilities": ["start","resume","turn","cancel","detach","reattach","status"]}),
+            json!({"requestId": "hello:1", "sessionId": "s", "requiredCapabilities": ALL_CAPABILITIES}),
         );
         self.next_non_screen(Duration::from_secs(10))
     }
@@ -176,49 +129,6 @@ impl Host {
             }
         }
     }
-
-    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                return Some(st);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        None
-    }
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The provider's environment for a machine on the sshd test bed: `state` is the local state
-/// dir, `cwd` the remote working directory.
-pub fn ssh_env(
-    sshd: &remote_runner_testkit::Sshd,
-    state: &Path,
-    cwd: &Path,
-) -> Vec<(&'static str, String)> {
-    vec![
-        ("REMOTE_RUNNER_STATE_DIR", state.display().to_string()),
-        ("REMOTE_RUNNER_HOST", "127.0.0.1".into()),
-        ("REMOTE_RUNNER_PORT", sshd.port.to_string()),
-        ("REMOTE_RUNNER_USER", sshd.user().into()),
-        (
-            "REMOTE_RUNNER_KEY_PATH",
-            sshd.keys.ed25519.display().to_string(),
-        ),
-        (
-            "REMOTE_RUNNER_KNOWN_HOSTS",
-            sshd.known_hosts.display().to_string(),
-        ),
-        ("REMOTE_RUNNER_REMOTE_CWD", cwd.display().to_string()),
-        ("SSH_AUTH_SOCK", String::new()),
-    ]
 }
 
 /// The state object of a ready/status/final event.
