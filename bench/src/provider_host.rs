@@ -75,6 +75,7 @@ impl ProviderHost {
         };
         let mut host = ScriptHost::spawn_with(spec).context("spawn botmux-remote-runner")?;
         host.record = false;
+        host.check = false; // the provider is timed, not the host's protocol checks
         Ok(ProviderHost { host, next_turn: 1 })
     }
 
