@@ -324,3 +324,25 @@ fn closing_lists_the_calls_the_provider_answers_and_refuses_the_rest() {
         assert!(err.starts_with("turn_ended:"), "{err}");
     }
 }
+
+#[test]
+fn closing_a_turn_that_made_no_call_refuses_a_later_one() {
+    for shell in shells() {
+        let turn = Turn::new();
+        let chat = turn.turn_dir.join("chat");
+        // No call was made: the helper has not made the chat directory.
+        std::fs::remove_dir(&chat).unwrap();
+        let out = Command::new(&shell[0])
+            .args(&shell[1..])
+            .arg(&turn.script)
+            .args(["__close", chat.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{shell:?} {out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "", "{shell:?}");
+        assert_eq!(read(chat.join("closed")), "");
+        let (code, _, err) = finish(turn.call(&shell, &["send", "late"], &[]));
+        assert_eq!(code, 3, "{shell:?}");
+        assert!(err.starts_with("turn_ended:"), "{err}");
+    }
+}

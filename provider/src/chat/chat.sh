@@ -230,10 +230,15 @@ rr_ready_calls() {
 
 # __close CHAT_DIR: the turn is over. Write `closed` listing the calls ready now (the provider
 # answers each of them; a call not listed is never sent), and print that list.
+# A turn that made no call has no chat directory yet: an empty `closed` says it all, without
+# the list's temp file (a call starting now is not in it, so it is refused either way).
 rr_close() {
-  mkdir -p "$1" || exit 1
+  if [ ! -d "$1" ]; then
+    mkdir -p "$1" && : >"$1/closed" || exit 1
+    return 0
+  fi
   rr_ready_calls "$1" >"$1/closed.tmp" && mv -f "$1/closed.tmp" "$1/closed" || exit 1
-  cat "$1/closed"
+  while IFS= read -r rr_l; do printf '%s\n' "$rr_l"; done <"$1/closed"
 }
 
 # Write a call's result: err text, then status, each atomically.
