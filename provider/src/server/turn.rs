@@ -336,7 +336,7 @@ async fn pump(
         let got_data = more_out || more_err;
         out_off += out.len() as u64;
         err_off += err.len() as u64;
-        for chunk in [out_text.push(&out), err_text.push(&err)] {
+        for chunk in [out_text.push_owned(out), err_text.push_owned(err)] {
             if !cancel.is_cancelled() {
                 send_progress(shared, turn_id, &mut tail, &chunk);
             }
