@@ -351,9 +351,10 @@ async fn send(
             for _ in 0..piece.files {
                 job.file_done();
             }
-            // Keep the output drained while the input flows.
+            // Keep the output drained while the input flows (tar may end before the last
+            // piece is counted: its end is kept for `finish`).
             while let Ok(ev) = s.events.try_recv() {
-                said.take(ev);
+                said.keep(ev);
             }
         }
     };
@@ -397,6 +398,8 @@ async fn send(
 struct Said {
     stdout: Vec<u8>,
     stderr: Vec<u8>,
+    /// The end, when it came while the output was drained in passing.
+    ended: Option<Result<()>>,
 }
 
 impl Said {
@@ -404,6 +407,14 @@ impl Said {
         Said {
             stdout: early,
             stderr: Vec::new(),
+            ended: None,
+        }
+    }
+
+    /// Keep an event's output, and its end for [`Said::finish`].
+    fn keep(&mut self, ev: StreamEvent) {
+        if let Some(end) = self.take(ev) {
+            self.ended = Some(end);
         }
     }
 
@@ -443,6 +454,9 @@ impl Said {
 
     /// Read to the end of the stream.
     async fn finish(&mut self, s: &mut ExecStream) -> Result<()> {
+        if let Some(end) = self.ended.take() {
+            return end;
+        }
         while let Some(ev) = s.events.recv().await {
             if let Some(end) = self.take(ev) {
                 return end;
@@ -480,5 +494,30 @@ impl Said {
                     .unwrap_or_else(|| "no status".into())
             ),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::ExitStatus;
+
+    /// tar can end while the last pieces are still being counted: the end drained then is the
+    /// stream's status, not "no status".
+    #[tokio::test]
+    async fn an_end_drained_in_passing_is_kept_for_finish() {
+        let (input, _stdin) = mpsc::channel(1);
+        let (tx, events) = mpsc::unbounded_channel();
+        let mut s = ExecStream { input, events };
+        tx.send(StreamEvent::Stdout(b"rr-tree:extracted\n".to_vec()))
+            .unwrap();
+        tx.send(StreamEvent::End(Ok(ExitStatus::Code(0)))).unwrap();
+        drop(tx);
+        let mut said = Said::new(Vec::new());
+        while let Ok(ev) = s.events.try_recv() {
+            said.keep(ev);
+        }
+        assert!(said.finish(&mut s).await.is_ok());
+        assert!(said.has_line("rr-tree:extracted"));
     }
 }
