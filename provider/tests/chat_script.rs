@@ -76,6 +76,17 @@ impl Turn {
         cmd.spawn().unwrap()
     }
 
+    /// The provider's `__close` of this turn's chat, run to its end.
+    fn close(&self, shell: &[String]) -> std::process::Output {
+        let chat = self.turn_dir.join("chat");
+        Command::new(&shell[0])
+            .args(&shell[1..])
+            .arg(&self.script)
+            .args(["__close", chat.to_str().unwrap()])
+            .output()
+            .unwrap()
+    }
+
     fn call_dir(&self, n: u64) -> PathBuf {
         self.turn_dir.join("chat").join(n.to_string())
     }
@@ -306,12 +317,7 @@ fn closing_lists_the_calls_the_provider_answers_and_refuses_the_rest() {
         let chat = turn.turn_dir.join("chat");
         let seen = turn.call(&shell, &["send", "seen"], &[]);
         turn.ready(1);
-        let out = Command::new(&shell[0])
-            .args(&shell[1..])
-            .arg(&turn.script)
-            .args(["__close", chat.to_str().unwrap()])
-            .output()
-            .unwrap();
+        let out = turn.close(&shell);
         assert_eq!(String::from_utf8_lossy(&out.stdout), "1\n", "{shell:?}");
         assert_eq!(read(chat.join("closed")), "1\n");
         // Call 1 was listed: it still waits for its reply, which then comes.
@@ -332,12 +338,7 @@ fn closing_a_turn_that_made_no_call_refuses_a_later_one() {
         let chat = turn.turn_dir.join("chat");
         // No call was made: the helper has not made the chat directory.
         std::fs::remove_dir(&chat).unwrap();
-        let out = Command::new(&shell[0])
-            .args(&shell[1..])
-            .arg(&turn.script)
-            .args(["__close", chat.to_str().unwrap()])
-            .output()
-            .unwrap();
+        let out = turn.close(&shell);
         assert!(out.status.success(), "{shell:?} {out:?}");
         assert_eq!(String::from_utf8_lossy(&out.stdout), "", "{shell:?}");
         assert_eq!(read(chat.join("closed")), "");
