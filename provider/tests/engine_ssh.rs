@@ -36,6 +36,7 @@ ssh_tests!(
     binary_and_escape_output,
     huge_output,
     fake_end_markers,
+    terminal_escapes_in_output_are_data,
     set_e_ends_command_not_session,
     exit_keeps_output_code_and_session,
     dead_tmux_server_is_lost,

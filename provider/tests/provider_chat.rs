@@ -245,6 +245,19 @@ fn the_final_waits_for_a_backgrounded_call_and_late_calls_are_refused() {
         progress.contains("turn_ended:") && progress.contains("late=3"),
         "{progress}"
     );
+
+    // A turn that made no call is closed too (by the provider alone, no helper on the machine).
+    let (_, _, fin) = host.turn(3, "export QUIET_TURN_DIR=\"$RR_TURN_DIR\"; echo quiet");
+    assert_eq!(fin["type"], "final", "{fin}");
+    let (_, progress, fin) = host.turn(
+        4,
+        "RR_TURN_DIR=$QUIET_TURN_DIR \"$RR_CHAT\" send late; echo \"late=$?\"",
+    );
+    assert_eq!(fin["type"], "final", "{fin}");
+    assert!(
+        progress.contains("turn_ended:") && progress.contains("late=3"),
+        "{progress}"
+    );
     cancel(&mut host);
 }
 

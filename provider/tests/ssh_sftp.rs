@@ -100,6 +100,43 @@ async fn file_round_trips() {
     assert_eq!(err.code, ErrorCode::PermissionDenied, "{err}");
 }
 
+/// "The first to make it owns it": the missing directories below a base made in one go, and
+/// only the call that made the last one told so.
+#[tokio::test]
+async fn create_dir_fresh_says_who_made_it() {
+    let sshd = start();
+    let t = ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), opts())
+        .await
+        .unwrap();
+    let root = sshd.remote_dir("fresh").unwrap();
+    let root = root.to_str().unwrap();
+    let deep = format!("{root}/turns/t1/chat");
+    assert!(t.create_dir_fresh(root, &deep, 0o700).await.unwrap());
+    let st = t.stat(&deep).await.unwrap().unwrap();
+    assert_eq!((st.kind, st.mode), (FileKind::Dir, 0o700));
+    assert!(!t.create_dir_fresh(root, &deep, 0o700).await.unwrap());
+    // A sibling below existing parents; a path outside the base is one mkdir.
+    assert!(
+        t.create_dir_fresh(root, &format!("{root}/turns/t2/chat"), 0o700)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !t.create_dir_fresh("/nonexistent", &format!("{root}/x/y"), 0o700)
+            .await
+            .unwrap()
+    );
+    // Where a file stands in the way, nothing is made.
+    t.write_file(&format!("{root}/file"), b"x", 0o600)
+        .await
+        .unwrap();
+    assert!(
+        !t.create_dir_fresh(root, &format!("{root}/file/chat"), 0o700)
+            .await
+            .unwrap()
+    );
+}
+
 #[tokio::test]
 async fn pipelined_writes_are_exact_and_new_files_are_never_replaced() {
     let sshd = start();

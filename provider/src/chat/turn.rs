@@ -27,6 +27,8 @@ pub struct ChatSetup {
     pub script: String,
     /// `<turn dir>/chat`.
     pub dir: String,
+    /// The session's directory on the machine (it holds `turns/`).
+    pub session_dir: String,
     /// The command's exit file: the watch ends when it appears.
     pub exit_file: String,
     pub turn_id: String,
@@ -134,6 +136,9 @@ impl ChatTurn {
         self.inner
             .closing
             .store(true, std::sync::atomic::Ordering::SeqCst);
+        if lock(&self.inner.seen).is_empty() && self.close_unused().await {
+            return;
+        }
         let s = &self.inner.setup;
         let line = format!(
             "exec /bin/sh {} __close {}",
@@ -164,6 +169,23 @@ impl ChatTurn {
         if let Ok(calls) = retry::run(LINK, close, warned).await {
             self.take(calls);
         }
+    }
+
+    /// Close a chat no call has used, over SFTP (no process on the machine): a call makes the
+    /// chat directory first, so if this makes it, no call has started, and an empty `closed`
+    /// says so (a call starting now finds it and is told nothing was sent, as with the
+    /// helper's own close). False when the directory was there (or the link failed): the helper
+    /// closes it, listing the calls.
+    async fn close_unused(&self) -> bool {
+        let s = &self.inner.setup;
+        let t = s.transport.as_ref();
+        matches!(
+            t.create_dir_fresh(&s.session_dir, &s.dir, 0o700).await,
+            Ok(true)
+        ) && t
+            .write_new_file(&format!("{}/closed", s.dir), b"", 0o600)
+            .await
+            .is_ok()
     }
 
     /// Ready calls (numbers) once more than `known` are ready, the command exited, or `wait`

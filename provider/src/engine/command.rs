@@ -205,9 +205,11 @@ impl Engine {
             let command_id = new_id("cmd");
             let dir = driver.paths().command_dir(&command_id);
             let inline = text.len() <= tmux::INLINE_TEXT_MAX;
+            // Over SFTP (one round trip to a running server) rather than a `mkdir` process in
+            // the start call: a process costs the remote a fork and an exec on every command.
+            let transport = driver.transport().clone();
+            transport.create_dir_all(&dir, 0o700).await?;
             if !inline {
-                let transport = driver.transport().clone();
-                transport.create_dir_all(&dir, 0o700).await?;
                 transport
                     .write_new_file(&format!("{dir}/cmd.sh"), text.as_bytes(), 0o600)
                     .await?;

@@ -203,6 +203,19 @@ rr_start_on_node() {
   done
 }
 
+# The session shell ends a caller's wait for a command by naming its window "rr-<id>" with an
+# escape sequence (printed by a builtin: no process), and this hook, run inside the tmux server,
+# signals the channel of that name. Only a name of exactly that shape is used: a window name is
+# text any program in the pane can set, and here it becomes a command. Needs tmux 3.2
+# (run-shell -C); where setting it fails, $SD/wake.esc is not made and the shell runs a tmux
+# client to wake the caller, as it does when other waiters are registered.
+rr_fast_wake() {
+  # shellcheck disable=SC2016 # tmux formats, not shell expansions
+  rr_tmux set-option -w -t "=$SID:" allow-rename on \; set-hook -t "=$SID:" window-renamed \
+    'run-shell -C "#{?#{m/r:^rr-[A-Za-z0-9_-]+$,#{window_name}},wait-for -S #{window_name},}"' \
+    >/dev/null 2>&1 && : >"$SD/wake.esc"
+}
+
 # start_session: directories, session script (stdin), login environment, tmux session, ready.
 rr_start_session() {
   if [ ! -d "$CWD" ]; then echo @nocwd; exit 0; fi
@@ -221,6 +234,7 @@ rr_start_session() {
     SHELL=/bin/sh rr_tmux -f /dev/null new-session -d -s "$SID" -x "$COLS" -y "$ROWS" -c "$rr_sd" -- \
       "$BASH" --noprofile --norc "$SD/rr.sh" pane \; \
       pipe-pane -o -t "=$SID:" "exec cat >> '$(rr_tmux_literal "$SD")/transcript.raw'" || exit 3
+    rr_fast_wake
     timeout "$rr_limit" "$T" -L "$S" wait-for "rr-$SID-ready" || exit 4
   fi
   echo @ready
@@ -339,9 +353,10 @@ rr_report() {
 # engine made) to $D/env.sh, as data, never typed.
 rr_start_command() {
   trap '' HUP PIPE INT TERM
-  # A small command's text comes in the call (CMDTEXT), not as a file written beforehand.
+  # A small command's text comes in the call (CMDTEXT), not as a file written beforehand; the
+  # command directory was made over SFTP (no mkdir process here).
   if [ -n "${CMDTEXT+set}" ]; then
-    mkdir -- "$D" && printf '%s' "$CMDTEXT" >"$D/cmd.sh" || exit 3
+    printf '%s' "$CMDTEXT" >"$D/cmd.sh" || exit 3
   fi
   rr_take_lock
   if [ "$HASCWD" = 1 ]; then printf '%s' "$CWD" >"$D/cwd"; fi

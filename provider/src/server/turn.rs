@@ -133,6 +133,7 @@ pub async fn begin(shared: &Shared, c: &TurnCommand) -> Result<StartedTurn, Fail
             transport: dir.transport(),
             script,
             dir: dir.file("chat"),
+            session_dir: dir.session_dir.clone(),
             exit_file: format!("{}/exit", record.remote_state_dir),
             turn_id: c.turn_id.clone(),
             generation: shared.state().map_or(0, |s| s.generation),

@@ -149,6 +149,10 @@ impl Transport for NodeTransport {
         self.login.create_dir_all(path, mode).await
     }
 
+    async fn create_dir_fresh(&self, base: &str, path: &str, mode: u32) -> Result<bool> {
+        self.login.create_dir_fresh(base, path, mode).await
+    }
+
     async fn read_dir(&self, path: &str) -> Result<Vec<DirEntry>> {
         self.login.read_dir(path).await
     }

@@ -160,6 +160,47 @@ pub(crate) async fn mkdir(raw: &RawChannel, path: &str, mode: u32) -> Result<()>
     Ok(())
 }
 
+/// `mkdir` of every directory from below `base` (which exists) down to `path`, all in one round
+/// trip (a mkdir of one that exists fails, and the server carries on with the next). `true`
+/// when the last one, `path` itself, was made by this call. Only a lost link is an error.
+pub(crate) async fn mkdir_below(
+    raw: &RawChannel,
+    base: &str,
+    path: &str,
+    mode: u32,
+) -> Result<bool> {
+    let base = base.trim_end_matches('/');
+    let mut dirs = Vec::new();
+    match path.strip_prefix(base).filter(|rest| rest.starts_with('/')) {
+        Some(rest) => {
+            let mut dir = base.to_string();
+            for part in rest.split('/').filter(|p| !p.is_empty()) {
+                dir.push('/');
+                dir.push_str(part);
+                dirs.push(dir.clone());
+            }
+        }
+        None => dirs.push(path.to_string()),
+    }
+    let steps: Vec<Step<'_>> = dirs
+        .iter()
+        .map(|dir| -> Step<'_> {
+            Box::pin(async move {
+                raw.session
+                    .mkdir(dir.as_str(), mode_attrs(mode))
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| map_err(e, "mkdir", dir, &raw.conn))
+            })
+        })
+        .collect();
+    let results = pipelined(steps).await;
+    if raw.conn.conn.is_closed() {
+        return Err(raw.conn.conn.lost_error());
+    }
+    Ok(results.last().is_some_and(|r| r.is_ok()))
+}
+
 /// Size of each write request of a pipelined write (every SFTP server accepts 32 KiB).
 const PIPELINED_WRITE: usize = 32 * 1024;
 

@@ -143,6 +143,11 @@ impl Transport for SshTransport {
             .await
     }
 
+    async fn create_dir_fresh(&self, base: &str, path: &str, mode: u32) -> Result<bool> {
+        let raw = self.raw().await?;
+        sftp::mkdir_below(&raw, base, path, mode).await
+    }
+
     async fn write_new_file(&self, path: &str, data: &[u8], mode: u32) -> Result<()> {
         let raw = self.raw().await?;
         sftp::write_new(&raw, path, data, mode).await

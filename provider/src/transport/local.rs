@@ -264,6 +264,21 @@ impl Transport for LocalTransport {
         .map_err(|e| Error::internal(format!("directory task failed: {e}")))?
     }
 
+    async fn create_dir_fresh(&self, _base: &str, path: &str, mode: u32) -> Result<bool> {
+        let p = std::path::PathBuf::from(path);
+        tokio::task::spawn_blocking(move || {
+            if let Some(parent) = p.parent() {
+                let _ = std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(mode)
+                    .create(parent);
+            }
+            std::fs::DirBuilder::new().mode(mode).create(&p).is_ok()
+        })
+        .await
+        .map_err(|e| Error::internal(format!("directory task failed: {e}")))
+    }
+
     async fn read_dir(&self, path: &str) -> Result<Vec<DirEntry>> {
         let mut rd = tokio::fs::read_dir(path)
             .await

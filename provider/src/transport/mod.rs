@@ -191,6 +191,18 @@ pub trait Transport: Send + Sync + 'static {
     /// Create a directory and its parents (like `mkdir -p`), with `mode` for new ones.
     async fn create_dir_all(&self, path: &str, mode: u32) -> Result<()>;
 
+    /// Create the directory `path` and those missing between `base` (which exists) and it.
+    /// `Ok(true)` when this call made `path` itself; `Ok(false)` when `path` was there already
+    /// or could not be made (a caller that cares finds out which). For "the first to make it
+    /// owns it" checks; the SSH transport does it in one round trip.
+    async fn create_dir_fresh(&self, base: &str, path: &str, mode: u32) -> Result<bool> {
+        let _ = base;
+        if self.stat(path).await?.is_some() {
+            return Ok(false);
+        }
+        Ok(self.create_dir_all(path, mode).await.is_ok())
+    }
+
     /// List a directory (without `.` and `..`), entries not followed through symlinks.
     async fn read_dir(&self, path: &str) -> Result<Vec<DirEntry>>;
 

@@ -405,6 +405,43 @@ pub async fn fake_end_markers(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
+/// A command's output is shown in the session's terminal after it ends, where tmux parses it.
+/// The session shell ends each caller's wait by naming its window (a tmux hook turns that name
+/// into a wake-up): a name from output that reads as tmux commands stays a name, and an escape
+/// string that output leaves open does not swallow the next command's end.
+pub async fn terminal_escapes_in_output_are_data(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    let marker = format!("{dir}/hook-ran");
+    let rec = b
+        .run(&format!(
+            "printf '\\033krr-x ; run-shell \"touch {marker}\" ; kill-server\\033\\\\'"
+        ))
+        .await;
+    assert_eq!(rec.exit_code, Some(0), "{rec:?}");
+    assert!(rec.stdout.contains("kill-server"), "{:?}", rec.stdout);
+    assert_eq!(b.run("echo alive").await.stdout, "alive\n");
+    assert_eq!(
+        b.sh(&format!("test -e {} && echo ran", q(&marker))).await,
+        ""
+    );
+
+    // (Without bracketed paste, whose escape at each prompt would end the string anyway.)
+    b.run(
+        "bind 'set enable-bracketed-paste off' 2>/dev/null; printf '\\033]0;a title never ended'",
+    )
+    .await;
+    let started = Instant::now();
+    let rec = b.run("echo after").await;
+    assert_eq!((rec.exit_code, rec.stdout.as_str()), (Some(0), "after\n"));
+    // A swallowed wake-up would show as the engine's 60 s wait chunk running out.
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the command's end was not seen at once: {:?}",
+        started.elapsed()
+    );
+    b.finish().await;
+}
+
 pub async fn set_e_ends_command_not_session(t: Arc<dyn Transport>, dir: &str) {
     let b = bed(t, dir).await;
     let rec = b.run("set -e; echo a; false; echo b").await;
