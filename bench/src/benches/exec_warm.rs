@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 use remote_runner_provider::engine::{CommandStatus, Engine, ExecRequest, FixedConnector};
-use remote_runner_provider::transport::{ExecOptions, Transport};
+use remote_runner_provider::transport::Transport;
 
 use crate::Ctx;
 use crate::openssh::{self, OpenSsh};
@@ -68,22 +68,32 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
     };
 
     // Diagnostics: the transport primitives an engine exec is made of.
-    let channel_exec = || -> Result<Duration> {
+    let control_call = || -> Result<Duration> {
         let start = Instant::now();
-        let out = ctx
-            .rt
-            .block_on(transport.exec("true", ExecOptions::default()))?;
+        let out = ctx.rt.block_on(remote_runner_provider::remote::sh(
+            transport.as_ref(),
+            "true",
+            None,
+            None,
+            1024,
+        ))?;
         let took = start.elapsed();
         if !out.status.success() {
-            bail!("transport exec of `true` ended {:?}", out.status);
+            bail!("control call `true` ended {:?}", out.status);
         }
         Ok(took)
     };
-    let small_file = remote.join("diagnostic.txt").to_string_lossy().into_owned();
-    let small_write = || -> Result<Duration> {
+    let dirs = remote
+        .join("diagnostic-dirs")
+        .to_string_lossy()
+        .into_owned();
+    ctx.rt.block_on(transport.create_dir_all(&dirs, 0o700))?;
+    let mut made = 0u32;
+    let mut new_dir = || -> Result<Duration> {
+        made += 1;
+        let dir = format!("{dirs}/{made}");
         let start = Instant::now();
-        ctx.rt
-            .block_on(transport.write_file(&small_file, b"true\n", 0o600))?;
+        ctx.rt.block_on(transport.create_dir_all(&dir, 0o700))?;
         Ok(start.elapsed())
     };
 
@@ -98,13 +108,13 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
         openssh::time_run(&mut master.ssh("true"))?;
     }
     let (mut ours, mut tmux, mut plain) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut channel, mut write) = (Vec::new(), Vec::new());
+    let (mut calls, mut mkdirs) = (Vec::new(), Vec::new());
     for _ in 0..runs {
         ours.push(exec_once()?);
         tmux.push(openssh::time_run(&mut master.ssh(&round_trip))?);
         plain.push(openssh::time_run(&mut master.ssh("true"))?);
-        channel.push(channel_exec()?);
-        write.push(small_write()?);
+        calls.push(control_call()?);
+        mkdirs.push(new_dir()?);
     }
     let _ = ctx.rt.block_on(engine.destroy(&session.session_id));
     let _ = openssh::run(&mut master.ssh(&tmux_teardown()));
@@ -136,18 +146,18 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
             &plain,
         ))
         .clone();
-    let channel_row = result
+    let call_row = result
         .push(Measurement::new(
-            "diagnostic: one Transport::exec `true` (one SSH channel)",
+            "diagnostic: one control call `true` (the kept control channel's round trip)",
             Side::Ours,
-            &channel,
+            &calls,
         ))
         .clone();
-    let write_row = result
+    let mkdir_row = result
         .push(Measurement::new(
-            "diagnostic: one Transport::write_file of 5 bytes (SFTP, temp + rename)",
+            "diagnostic: one SFTP mkdir (the command's directory)",
             Side::Ours,
-            &write,
+            &mkdirs,
         ))
         .clone();
     let vs_tmux = Ratio::time(
@@ -157,14 +167,12 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
         Target::AtMost(0.6),
     );
     if vs_tmux.met() == Some(false) {
-        let primitives = channel_row.summary.median + write_row.summary.median;
+        let primitives = call_row.summary.median + mkdir_row.summary.median;
         result.notes.push(format!(
-            "target missed: one channel exec plus one small SFTP write take {} of the engine \
-             exec's {}; the rest is the engine around them (store writes, the start script's \
-             lock and terminal check and tmux send-keys, the shell sourcing the wrapper, the \
-             exit report and record update), i.e. provider/src/engine/command.rs and \
-             provider/src/tmux; fewer round trips per exec (e.g. writing the script inside the \
-             start exec instead of a separate SFTP write) is where to look",
+            "target missed: one control call plus one SFTP mkdir take {} of the engine exec's \
+             {}; the rest is the start script (lock, terminal check, one tmux client that types \
+             the line and waits), the session shell running the wrapper, and the engine's store \
+             and record updates (provider/src/engine/command.rs, provider/src/tmux)",
             crate::stats::ms(primitives),
             crate::stats::ms(ours.summary.median)
         ));
@@ -182,9 +190,9 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
     ));
     result.notes.push(
         "the diagnostic rows time the transport primitives a wait-mode exec is built from (in \
-         provider/src/engine/command.rs: the command script written over SFTP, a store insert, \
-         one exec that starts the command in tmux and waits for its exit file, then the \
-         record/output update), to show where an engine exec's time goes"
+         provider/src/engine/command.rs: the command's directory made over SFTP, a store insert, \
+         one control call that starts the command in tmux and waits for the shell's wake-up, \
+         then the record/output update), to show where an engine exec's time goes"
             .to_string(),
     );
     Ok(result)
