@@ -47,13 +47,13 @@ pub fn open_state_dir(dir: &Path) -> Result<()> {
     check_ancestors(&real, uid)?;
     check_private(&real, uid)?;
     for entry in entries(&real)? {
-        check_private(&entry, uid)?;
+        check_listed(&entry, uid)?;
         let is_checked_subdir = entry
             .file_name()
             .is_some_and(|n| CHECKED_SUBDIRS.iter().any(|s| n == *s));
         if is_checked_subdir && entry.symlink_metadata().is_ok_and(|m| m.is_dir()) {
             for inner in entries(&entry)? {
-                check_private(&inner, uid)?;
+                check_listed(&inner, uid)?;
             }
         }
     }
@@ -84,6 +84,21 @@ fn entries(dir: &Path) -> Result<Vec<PathBuf>> {
         out.push(entry.path());
     }
     Ok(out)
+}
+
+/// [`check_private`] for an entry a directory listing named: one gone since (SQLite removes its
+/// `-wal` and `-shm` files when another process closes the store) is nothing to check.
+fn check_listed(path: &Path, uid: u32) -> Result<()> {
+    match check_private(path, uid) {
+        Err(_)
+            if path
+                .symlink_metadata()
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) =>
+        {
+            Ok(())
+        }
+        checked => checked,
+    }
 }
 
 /// `path` (not followed) must be owned by `uid` and not writable by group or others. Read or
@@ -197,6 +212,20 @@ mod tests {
 
     fn mode(path: &Path) -> u32 {
         path.symlink_metadata().unwrap().mode() & 0o777
+    }
+
+    /// An entry listed and gone before it was checked (SQLite's `-shm` when another process
+    /// closes the store) is not an error; a path asked for by name still is.
+    #[test]
+    fn a_listed_entry_that_is_gone_is_skipped() {
+        let tmp = tempfile::tempdir().unwrap();
+        let gone = tmp.path().join("state.sqlite3-shm");
+        let uid = effective_uid();
+        assert!(check_listed(&gone, uid).is_ok());
+        assert!(check_private(&gone, uid).is_err());
+        std::fs::write(&gone, b"").unwrap();
+        std::fs::set_permissions(&gone, PermissionsExt::from_mode(0o666)).unwrap();
+        assert!(check_listed(&gone, uid).is_err(), "a present one is checked");
     }
 
     #[test]
