@@ -25,11 +25,13 @@ __rr_now() {
   if [ -z "$__rr_t" ]; then __rr_t=$(\command -p date +%s.%N); fi
 }
 
-# Signal one tmux wait-for channel. Where the session's window-renamed hook is in place (ctl.sh
-# rr_fast_wake), naming the window after the channel does it inside the tmux server: an escape
-# sequence printed by a builtin, no process on a command's path (a string terminator first ends
-# any escape string a program left open). Otherwise, or when stdout is not the pane's terminal,
-# one tmux client.
+# Signal a command's wait-for channel. Where the session's window-renamed hook is in place
+# (ctl.sh rr_fast_wake), naming the window after the channel does it inside the tmux server: an
+# escape sequence printed by a builtin, no process on a command's path (a string terminator first
+# ends any escape string a program left open). Otherwise, or when stdout is not the pane's
+# terminal, one tmux client. (The shell's ready signal at start-up and a background command's
+# launch use the client: off the hot path, and the start-up one was seen lost in a loaded test
+# run.)
 __rr_signal() {
   if [ -t 1 ] && [ -e "$__rr_sdir/wake.esc" ]; then
     \builtin printf '\033\134\033k%s\033\134' "$1"
@@ -219,7 +221,7 @@ bg)
   \command -p setsid -f "$BASH" --noprofile --norc "$__rr_sdir/rr.sh" bgrun "$2" \
     </dev/null >/dev/null 2>&1
   \command -p rm -f -- "$__rr_sdir/busy"
-  __rr_signal "rr-${2##*/}-go"
+  "$__rr_tmux" -L "$__rr_sock" wait-for -S "rr-${2##*/}-go" >/dev/null 2>&1
   IFS= \builtin read -r -d '' -N 4096 __rr_t <"$2/cmd.sh"
   \builtin printf '\r\033[K$ %s &\n[background %s]\n' "${__rr_t%$'\n'}" "${2##*/}"
   ;;
@@ -326,6 +328,6 @@ pane)
   __rr_o=
   read -r __rr_o 2>/dev/null <"$__rr_sdir/busy"
   if [ -n "$__rr_o" ] && [ -s "$__rr_cdir/$__rr_o/exit" ]; then \command -p rm -f -- "$__rr_sdir/busy"; fi
-  __rr_signal "rr-$__rr_sid-ready"
+  "$__rr_tmux" -L "$__rr_sock" wait-for -S "rr-$__rr_sid-ready" >/dev/null 2>&1
   ;;
 esac
