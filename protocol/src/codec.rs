@@ -14,7 +14,7 @@ use futures::{Sink, Stream};
 use tokio_util::codec::{Decoder, Encoder, FramedRead, FramedWrite};
 
 use crate::command::Command;
-use crate::envelope::{decode_command, decode_event, encode_command, encode_event};
+use crate::envelope::{decode_command, decode_event, encode_command, write_event};
 use crate::error::DecodeError;
 use crate::event::Event;
 use crate::limits::MAX_LINE_BYTES;
@@ -217,8 +217,7 @@ impl Encoder<&Event> for JsonlCodec {
     type Error = io::Error;
 
     fn encode(&mut self, event: &Event, dst: &mut BytesMut) -> Result<(), io::Error> {
-        dst.extend_from_slice(&encode_event(event));
-        Ok(())
+        write_event(event, bytes::BufMut::writer(dst))
     }
 }
 

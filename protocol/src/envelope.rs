@@ -71,7 +71,33 @@ pub fn encode_command(command: &Command) -> Vec<u8> {
 
 /// Encodes an event as one line, ending in `\n`. Does not validate.
 pub fn encode_event(event: &Event) -> Vec<u8> {
-    encode(event)
+    let mut line = Vec::new();
+    write_event(event, &mut line).expect("writing to a Vec never fails");
+    line
+}
+
+/// Writes an event as one line, ending in `\n`, to `out`. Does not validate. A `progress`
+/// event, which carries a turn's output and may be megabytes, is written straight from its
+/// strings (no JSON value built first, no copy of its text): the same bytes, field for field,
+/// as every other event's path makes.
+pub fn write_event<W: std::io::Write>(event: &Event, mut out: W) -> std::io::Result<()> {
+    match event {
+        Event::Progress(progress) => {
+            out.write_all(b"{\"protocol\":")?;
+            serde_json::to_writer(&mut out, PROTOCOL)?;
+            out.write_all(b",\"version\":")?;
+            serde_json::to_writer(&mut out, &PROTOCOL_VERSION)?;
+            out.write_all(b",\"type\":\"progress\",\"turnId\":")?;
+            serde_json::to_writer(&mut out, &progress.turn_id)?;
+            out.write_all(b",\"content\":")?;
+            serde_json::to_writer(&mut out, &progress.content)?;
+            out.write_all(b"}\n")
+        }
+        _ => {
+            serde_json::to_writer(&mut out, &to_envelope_value(event))?;
+            out.write_all(b"\n")
+        }
+    }
 }
 
 /// The envelope-wrapped JSON value of a command (`protocol`, `version`, `type` first).
@@ -259,4 +285,32 @@ fn missing_field(err: &serde_json::Error) -> String {
         .and_then(|rest| rest.split('`').next())
         .map(str::to_owned)
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The progress fast path writes exactly what the general path writes.
+    #[test]
+    fn progress_lines_match_the_general_encoding() {
+        let contents = [
+            String::new(),
+            "plain text\n".to_string(),
+            "quotes \" and \\ backslashes, tabs\t and \r returns".to_string(),
+            "control \u{0}\u{1}\u{1b}[31m and DEL \u{7f}".to_string(),
+            "unicode é 中文 😀 \u{2028}\u{2029}".to_string(),
+            "x".repeat(100_000),
+        ];
+        for content in contents {
+            let event = Event::progress("turn-1", content.clone());
+            let general = {
+                let mut line = serde_json::to_vec(&to_envelope_value(&event)).unwrap();
+                line.push(b'\n');
+                line
+            };
+            assert_eq!(encode_event(&event), general, "{content:?}");
+            assert_eq!(decode_event(&general).unwrap(), event);
+        }
+    }
 }

@@ -225,7 +225,10 @@ mod tests {
         assert!(check_private(&gone, uid).is_err());
         std::fs::write(&gone, b"").unwrap();
         std::fs::set_permissions(&gone, PermissionsExt::from_mode(0o666)).unwrap();
-        assert!(check_listed(&gone, uid).is_err(), "a present one is checked");
+        assert!(
+            check_listed(&gone, uid).is_err(),
+            "a present one is checked"
+        );
     }
 
     #[test]
