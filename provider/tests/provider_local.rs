@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 use support::host::{Host, state_of};
 
 const T: Duration = Duration::from_secs(30);
@@ -106,19 +106,25 @@ fn handshake_turns_state_terminal_detach_reattach_cancel() {
         (Some("status"), Some("tr:1")),
         "{st}"
     );
+    let since_input = host.seen.len();
     host.send(
         "terminal_input",
         json!({"requestId": "ti:1", "generation": 1, "data": "echo typed-by-host\r"}),
     );
     let st = host.next_non_screen(T);
     assert_eq!(st["requestId"], "ti:1", "{st}");
-    let screen = host.wait_for(T, |v| {
+    // The screen that shows the input may come before the input's status or after it.
+    let shows_input = |v: &Value| {
         v["type"] == "terminal_screen"
             && v["snapshot"]
                 .as_str()
                 .unwrap_or("")
                 .contains("typed-by-host")
-    });
+    };
+    let screen = match host.seen[since_input..].iter().find(|v| shows_input(v)) {
+        Some(screen) => screen.clone(),
+        None => host.wait_for(T, shows_input),
+    };
     assert_eq!(screen["generation"], 1);
     assert_eq!(
         (screen["cols"].as_u64(), screen["rows"].as_u64()),
