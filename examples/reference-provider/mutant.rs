@@ -71,11 +71,17 @@ pub enum Mutant {
     /// Not a defect the host punishes: screens that repeat a sequence or belong to an older
     /// generation, which the host ignores (the harness reports warnings, not failures).
     IgnoredScreens,
+    /// Every turn is refused before the ACK with `not_ready`, as if the session never got
+    /// ready (what a host that sends the turn before `ready` gets).
+    RefuseTurns,
+    /// A command type protocol v1 does not have is answered with an event type v1 does not
+    /// have (instead of `failure` / `unsupported_command`): a protocol error for the host.
+    UnknownEventForUnknownCommand,
 }
 
 impl Mutant {
     /// Every mutant with its name.
-    pub const ALL: [(&'static str, Mutant); 31] = [
+    pub const ALL: [(&'static str, Mutant); 33] = [
         ("progress-before-ack", Mutant::ProgressBeforeAck),
         ("two-acks", Mutant::TwoAcks),
         (
@@ -116,6 +122,11 @@ impl Mutant {
         ("slow-start-blocks-loop", Mutant::SlowStartBlocksLoop),
         ("signal-waits-for-start", Mutant::SignalWaitsForStart),
         ("torn-line-on-signal", Mutant::TornLineOnSignal),
+        ("refuse-turns", Mutant::RefuseTurns),
+        (
+            "unknown-event-for-unknown-command",
+            Mutant::UnknownEventForUnknownCommand,
+        ),
     ];
 
     /// Parses a mutant name.

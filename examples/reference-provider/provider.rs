@@ -186,6 +186,13 @@ impl Reference {
                         "expected botmux.remote-runner v1",
                         false,
                     )],
+                    DecodeErrorKind::UnknownType { .. }
+                        if self.is(Mutant::UnknownEventForUnknownCommand) =>
+                    {
+                        let line = json!({"protocol": "botmux.remote-runner", "version": 1,
+                            "type": "unsupported", "requestId": rid});
+                        vec![Output::Raw(line.to_string())]
+                    }
                     DecodeErrorKind::UnknownType { .. } => vec![failure(
                         rid,
                         tid,
@@ -405,6 +412,15 @@ impl Reference {
     }
 
     fn turn(&mut self, request_id: String, turn_id: String, content: String) -> Vec<Output> {
+        if self.is(Mutant::RefuseTurns) {
+            return vec![failure(
+                Some(&request_id),
+                Some(&turn_id),
+                "not_ready",
+                "no session yet: send start and wait for ready",
+                true,
+            )];
+        }
         match self.lifecycle.admit_turn(&turn_id) {
             Ok(()) => {}
             Err(Refusal::Busy { .. }) if self.is(Mutant::AcceptSecondTurn) => {}

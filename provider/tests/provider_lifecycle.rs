@@ -41,6 +41,10 @@ async fn before_start_hello_status_and_refusals_are_answered_in_order() {
     p.send(&line(r#""type":"reattach","requestId":"reattach:1""#))
         .await;
     p.expect(&line(r#""type":"failure","requestId":"reattach:1","code":"not_detached","message":"reattach is only valid after detach; the provider is not detached","status":"failed","retryable":false"#)).await;
+    // A command type v1 does not have: refused as the host's reference runner refuses it.
+    p.send(&line(r#""type":"rewind","requestId":"rewind:1""#))
+        .await;
+    p.expect(&line(r#""type":"failure","requestId":"rewind:1","code":"unsupported_command","message":"unknown message type \"rewind\" for this direction","status":"failed","retryable":false"#)).await;
     assert_eq!(p.close().await, 0, "stdin closed: exit status 0");
 }
 

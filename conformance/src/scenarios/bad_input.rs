@@ -118,23 +118,6 @@ pub(super) fn scenarios() -> Vec<Scenario> {
             }),
         },
         Scenario {
-            name: "unknown_command_type",
-            group: "bad_input",
-            level: Level::Recommended,
-            host_rule: host_rules::BAD_INPUT,
-            checks: "an unknown command type with a requestId gets a failure with that requestId",
-            run: body!(ctx => {
-                let mut host = ctx.spawn()?;
-                host.open().await?;
-                let id = new_request_id("conformance");
-                let line = json_line(json!({"protocol":"botmux.remote-runner","version":1,"type":"conformance_unknown_command","requestId":id}));
-                bad_line(&mut host, line, Some(&id), "an unknown command type").await?;
-                plain_turn(&mut host, 1).await?;
-                ctx.finish(host).await;
-                Ok(())
-            }),
-        },
-        Scenario {
             name: "missing_required_field",
             group: "bad_input",
             level: Level::Recommended,

@@ -20,6 +20,7 @@ mod operations;
 mod resume;
 mod signals;
 mod terminal;
+mod unsupported;
 
 /// A scenario's future.
 pub type ScenarioFuture = Pin<Box<dyn Future<Output = Step<()>> + Send>>;
@@ -79,6 +80,11 @@ pub mod host_rules {
     /// bad input (the host never sends it).
     pub const BAD_INPUT: &str = "not a host rule: the host only sends valid commands; a \
         provider that survives bad input is more robust";
+    /// a command type the protocol does not have.
+    pub const UNSUPPORTED: &str = "the set of event types is closed: an event of any other \
+        type is a protocol error that kills the provider, whatever it answers; the host's \
+        reference runner answers a command type it does not know with failure \
+        unsupported_command (status failed, not retryable)";
     /// signals.
     pub const SIGNAL: &str = "the host closes with cancel, waits for status closed, then sends \
         SIGTERM without closing stdin (commitDestroySession -> kill('SIGTERM')); a provider \
@@ -112,7 +118,7 @@ pub struct Scenario {
 }
 
 /// The groups, in report order.
-pub const GROUPS: [&str; 14] = [
+pub const GROUPS: [&str; 15] = [
     "handshake",
     "start",
     "turn",
@@ -123,6 +129,7 @@ pub const GROUPS: [&str; 14] = [
     "resume",
     "terminal",
     "bad_input",
+    "unsupported",
     "eof",
     "signals",
     "outbound",
@@ -137,6 +144,7 @@ pub fn all() -> Vec<Scenario> {
     list.extend(resume::scenarios());
     list.extend(terminal::scenarios());
     list.extend(bad_input::scenarios());
+    list.extend(unsupported::scenarios());
     list.extend(operations::scenarios());
     list.extend(signals::scenarios());
     let order = |s: &Scenario| {

@@ -302,6 +302,48 @@ mutant_test!(
 );
 
 mutant_test!(
+    mutant_refuse_turns,
+    "refuse-turns",
+    ["turn"],
+    "turn_ack_then_final",
+    "unexpected_refusal"
+);
+mutant_test!(
+    mutant_unknown_event_for_unknown_command,
+    "unknown-event-for-unknown-command",
+    ["unsupported"],
+    "unsupported_command",
+    "unknown_event_type"
+);
+
+#[tokio::test]
+async fn an_unknown_event_type_fails_the_run_without_strict() {
+    // The host kills a provider for an event type outside v1 whatever command it answers, so
+    // this scenario is required: no --strict needed to fail the run.
+    let mut config = config(&["--mutant", "unknown-event-for-unknown-command"]);
+    config.scenarios = vec!["unsupported_command".into()];
+    config.strict = false;
+    let report = run_with(config).await;
+    let text = report.to_text();
+    assert!(!report.success(), "{text}");
+    assert_eq!(report.failed_rules(), vec!["unknown_event_type"], "{text}");
+    assert!(text.contains("FAIL  unsupported_command"), "{text}");
+}
+
+#[tokio::test]
+async fn the_reference_answers_an_unknown_command_as_the_hosts_runner_does() {
+    // failure unsupported_command, failed, not retryable: no warning either.
+    let mut config = config(&[]);
+    config.scenarios = vec!["unsupported_command".into()];
+    let report = run_with(config).await;
+    let text = report.to_text();
+    assert!(report.success(), "{text}");
+    let result = report.scenario("unsupported_command").expect("it ran");
+    assert!(matches!(result.outcome, Outcome::Pass), "{text}");
+    assert!(result.warnings.is_empty(), "{text}");
+}
+
+mutant_test!(
     mutant_slow_start_status,
     "slow-start-blocks-loop",
     ["start"],

@@ -26,7 +26,7 @@ pub mod writer;
 use std::time::Duration;
 
 use futures::StreamExt;
-use remote_runner_protocol::{CommandReader, Event, FailureStatus, FrameError};
+use remote_runner_protocol::{CommandReader, DecodeErrorKind, Event, FailureStatus, FrameError};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 pub use config::ProviderConfig;
@@ -120,16 +120,22 @@ where
     code
 }
 
-/// A failure for a line that could not be decoded, correlated when its ids could be read.
+/// A failure for a line that could not be decoded, correlated when its ids could be read. A
+/// command type protocol v1 does not have gets `unsupported_command`, the code the host's
+/// reference runner answers it with.
 fn bad_line_failure(err: &FrameError) -> Event {
     let (request_id, turn_id) = match err.decode_error() {
         Some(d) => (d.request_id.clone(), d.turn_id.clone()),
         None => (None, None),
     };
+    let code = match err.decode_error().map(|d| &d.kind) {
+        Some(DecodeErrorKind::UnknownType { type_name: Some(_) }) => "unsupported_command",
+        _ => err.code(),
+    };
     Event::failure(
         request_id,
         turn_id,
-        err.code(),
+        code,
         err.to_string(),
         FailureStatus::Failed,
         false,
