@@ -1,39 +1,56 @@
 #!/usr/bin/env bash
-# Installs what the test suite and the demo need on a fresh Debian/Ubuntu machine:
-# OpenSSH server and client, tmux, iproute2 and nftables (fault-injection tests), jq (the
-# examples in docs/cli.md, run as written by a test), and for the login-shell test accounts
-# (testkit's ensure_login_account) and the remote scripts: zsh, fish, git, busybox (its sh is a
-# shell the remote scripts are tested under) and shellcheck; Slurm (slurmctld, slurmd,
-# slurm-client, munge) for the Slurm test bed, scripts/slurm-bed.sh.
-# Safe to run again: installs only what is missing. Needs root (or sudo) for apt-get.
+# Installs what is missing on a Debian/Ubuntu machine, for one of two purposes:
+#
+#   scripts/install-deps.sh --demo    # the main job on the built-in `local` machine
+#                                     # (scripts/demo.sh): tmux (the sessions' shells) and the
+#                                     # OpenSSH client (`session attach`, machines added over SSH)
+#   scripts/install-deps.sh --tests   # the whole test bed (scripts/test.sh; the default):
+#       the above, plus the OpenSSH server (the tests' real sshd on 127.0.0.1), iproute2 and
+#       nftables (fault-injection tests), jq (the examples in docs/cli.md, run as written by a
+#       test), git (a session cwd that is a repository), zsh and fish (testkit's login-shell
+#       test accounts), busybox (its sh is a shell the remote scripts are tested under),
+#       the linter for the remote scripts (package shellcheck), nodejs and python3 (the code runtime),
+#       and Slurm: slurmctld, slurmd, slurm-client and munge (scripts/slurm-bed.sh, docs/slurm.md)
+#
+# Says what it installs; safe to run again. Needs root (or sudo) for apt-get.
 set -euo pipefail
 
+case "${1:---tests}" in
+  --demo) purpose=demo ;;
+  --tests) purpose=tests ;;
+  *) echo "usage: scripts/install-deps.sh [--demo|--tests]" >&2; exit 2 ;;
+esac
+
 need=()
-[ -x /usr/sbin/sshd ] || need+=(openssh-server)
-command -v ssh >/dev/null 2>&1 && command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
+# the main job: sessions are tmux shells; the OpenSSH client attaches and reaches SSH machines
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
-command -v ip >/dev/null 2>&1 || need+=(iproute2)
-command -v nft >/dev/null 2>&1 || need+=(nftables)
-command -v jq >/dev/null 2>&1 || need+=(jq)   # docs/cli.md examples use it
-[ -x /usr/bin/zsh ] || need+=(zsh)             # login-shell test account rrtest-zsh
-[ -x /usr/bin/fish ] || need+=(fish)           # login-shell test account rrtest-fish
-command -v git >/dev/null 2>&1 || need+=(git)  # a session cwd that is a git repository
-command -v busybox >/dev/null 2>&1 || need+=(busybox)        # remote scripts under busybox sh
-command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)  # remote scripts are shellchecked
-# code runtime (JavaScript, Python): on the default PATH, which the ssh test account also gets
-[ -x /usr/bin/node ] || [ -x /usr/local/bin/node ] || need+=(nodejs)
-[ -x /usr/bin/python3 ] || [ -x /usr/local/bin/python3 ] || need+=(python3)
-# the Slurm test bed (scripts/slurm-bed.sh, docs/slurm.md): controller, node daemon, clients, munge
-[ -x /usr/sbin/slurmctld ] || need+=(slurmctld)
-[ -x /usr/sbin/slurmd ] || need+=(slurmd)
-command -v salloc >/dev/null 2>&1 && command -v sbatch >/dev/null 2>&1 || need+=(slurm-client)
-[ -x /usr/sbin/munged ] || need+=(munge)
+command -v ssh >/dev/null 2>&1 && command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
+
+if [ "$purpose" = tests ]; then
+  [ -x /usr/sbin/sshd ] || need+=(openssh-server)
+  command -v ip >/dev/null 2>&1 || need+=(iproute2)
+  command -v nft >/dev/null 2>&1 || need+=(nftables)
+  command -v jq >/dev/null 2>&1 || need+=(jq)   # docs/cli.md examples use it
+  [ -x /usr/bin/zsh ] || need+=(zsh)             # login-shell test account rrtest-zsh
+  [ -x /usr/bin/fish ] || need+=(fish)           # login-shell test account rrtest-fish
+  command -v git >/dev/null 2>&1 || need+=(git)  # a session cwd that is a git repository
+  command -v busybox >/dev/null 2>&1 || need+=(busybox)        # remote scripts under busybox sh
+  command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)  # remote scripts are shellchecked
+  # code runtime (JavaScript, Python): on the default PATH, which the ssh test account also gets
+  [ -x /usr/bin/node ] || [ -x /usr/local/bin/node ] || need+=(nodejs)
+  [ -x /usr/bin/python3 ] || [ -x /usr/local/bin/python3 ] || need+=(python3)
+  # the Slurm test bed (scripts/slurm-bed.sh, docs/slurm.md): controller, node daemon, clients, munge
+  [ -x /usr/sbin/slurmctld ] || need+=(slurmctld)
+  [ -x /usr/sbin/slurmd ] || need+=(slurmd)
+  command -v salloc >/dev/null 2>&1 && command -v sbatch >/dev/null 2>&1 || need+=(slurm-client)
+  [ -x /usr/sbin/munged ] || need+=(munge)
+fi
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi
 
-echo "install-deps: installing ${need[*]}" >&2
+echo "install-deps ($purpose): installing ${need[*]}" >&2
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
   if command -v sudo >/dev/null 2>&1; then

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The project's test command: installs what is missing, then checks formatting and lints and
-# runs every test (unit, real-sshd + real-tmux integration, conformance, reliability).
+# The project's test command: installs the whole test bed when missing (scripts/install-deps.sh
+# --tests says what), then checks formatting and lints, runs every test (unit, real-sshd +
+# real-tmux integration, conformance, reliability), and runs the demo: it must pass every step,
+# and fail naming the step against a broken provider (scripts/demo-test.sh).
 #
 #   scripts/test.sh            # everything
 #   scripts/test.sh -p remote-runner-protocol   # extra args go to `cargo test`
@@ -8,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh --tests
 
 echo "== cargo fmt --check" >&2
 cargo fmt --all -- --check
@@ -19,6 +21,5 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test" >&2
 cargo test --workspace --locked "$@"
 
-echo "== the README's first command (scripts/demo.sh) on the local machine" >&2
-bash scripts/demo.sh >/dev/null
-echo "demo: ok" >&2
+echo "== the README's first command (scripts/demo.sh) on the local machine, and its failure check" >&2
+bash scripts/demo-test.sh
