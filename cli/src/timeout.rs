@@ -23,113 +23,121 @@ use crate::commands::machine::MachineCommand;
 use crate::commands::run::RunCommand;
 use crate::commands::session::{CommandCommand, SessionCommand};
 
-/// The `--timeout` line of `-h`.
+/// The `--timeout` help of a command group (`remote-runner session --help`).
 pub const HELP_SHORT: &str =
-    "Bound the call in seconds, connecting included (--help says what it bounds per command)";
+    "Bound the call in seconds, connecting included; each command's --help says what it bounds";
 
-/// The `--timeout` help: what it bounds for each command.
+/// The `--timeout` help of `remote-runner --help`: what it bounds for each command. The one
+/// place besides docs/cli.md that explains it whole; each command's own help has one line.
 pub const HELP: &str = "Bound the call in seconds, connecting included, for every command that \
 reaches a machine: the wait of `session exec` and `session command wait` (the command goes on; \
 the result says `wait_timed_out`); the command's run time of `run once` (it is stopped); the \
 transfer of `file put|get` (it is cancelled); the refresh from the machine of `session show`, \
 `session logs` and `session command list` (on expiry the stored records are shown, marked \
-stale); the connect of `machine doctor` and `session attach`; the wait for a Slurm allocation of `session create` on a Slurm machine (a pending job is \
-cancelled); the whole call of `session \
-create|send|read|destroy`, `session command show|stop`, `file list` and `machine remove \
---force` (on expiry: error `timeout`). Commands that only read local records ignore it";
+stale); the connect of `machine doctor`, `session attach` and `code run|serve`; the wait for a \
+Slurm allocation of `session create` on a Slurm machine (a pending job is cancelled); the whole \
+call of `session create|send|read|destroy`, `session command show|stop`, `file list` and \
+`machine remove --force` (on expiry: error `timeout`). Commands that only read local records \
+ignore it. Each command's --help says it in one line; docs/cli.md has the table";
 
-/// Per command, what `--timeout` bounds: shown at the top of that command's `--help`.
+/// A command that never reaches a machine.
+const NOT_USED: &str = "Not used: this command does not reach a machine";
+
+/// Bounds the whole call.
+const WHOLE: &str =
+    "Bounds the whole call, connecting included; on expiry: error `timeout` (exit 6)";
+
+/// Bounds a listing's refresh from the machine.
+const REFRESH: &str =
+    "Bounds the refresh from the machine (default 10 s); then stored records, `stale: true`";
+
+/// Bounds a wait for a command.
+const WAIT: &str =
+    "Bounds the wait; on expiry: `wait_timed_out: true` (exit 6) and the command goes on";
+
+/// Bounds a transfer.
+const TRANSFER: &str =
+    "Bounds the transfer; on expiry: cancelled, nothing under the final name, error `timeout`";
+
+/// Per command, what `--timeout` bounds, one line: the option's help in that command's `--help`
+/// (commands not listed never reach a machine).
 const PER_COMMAND: &[(&str, &str)] = &[
-    ("machine doctor", "bounds each connection the check makes"),
+    ("machine doctor", "Bounds each connection the check makes"),
     (
         "machine remove",
-        "bounds the whole call when --force is given (destroying the sessions included); error `timeout` when it runs out. Without --force nothing reaches the machine",
+        "With --force, bounds the whole call (error `timeout`); without it nothing is reached",
     ),
     (
         "session create",
-        "bounds the whole call, connecting included; error `timeout` when it runs out. On a Slurm machine it bounds the wait for the allocation: a job still pending then is cancelled (error `slurm_allocation_timeout`, exit 6), and starting the shell in a granted one gets up to 60 s more",
+        "Bounds the whole call (error `timeout`); on Slurm, the wait for the allocation",
     ),
-    (
-        "session show",
-        "bounds the refresh of running commands from the machine (default 10 s); when it runs out the stored record is shown with `stale: true` and the reason",
-    ),
-    (
-        "session exec",
-        "bounds the wait, connecting included; when it runs out the record says `running` with `wait_timed_out: true` (exit 6) and the command goes on",
-    ),
-    (
-        "session command list",
-        "bounds the refresh of running commands from the machine (default 10 s); when it runs out the stored records are shown with `stale: true` and the reason",
-    ),
-    (
-        "session command show",
-        "bounds the whole call, connecting included; error `timeout` when it runs out",
-    ),
-    (
-        "session command wait",
-        "bounds the wait, connecting included; when it runs out the record says `wait_timed_out: true` (exit 6) and the command goes on",
-    ),
-    (
-        "session command stop",
-        "bounds the whole call, connecting included; error `timeout` when it runs out",
-    ),
-    (
-        "session send",
-        "bounds the whole call, connecting included; error `timeout` when it runs out",
-    ),
-    (
-        "session read",
-        "bounds the whole call, connecting included; error `timeout` when it runs out",
-    ),
-    (
-        "session logs",
-        "bounds the refresh of running commands from the machine (default 10 s); when it runs out the stored records are shown with `stale: true` and the reason",
-    ),
-    (
-        "session destroy",
-        "bounds the whole call, connecting included; error `timeout` when it runs out",
-    ),
+    ("session show", REFRESH),
+    ("session exec", WAIT),
+    ("session command list", REFRESH),
+    ("session command show", WHOLE),
+    ("session command wait", WAIT),
+    ("session command stop", WHOLE),
+    ("session send", WHOLE),
+    ("session read", WHOLE),
+    ("session logs", REFRESH),
+    ("session destroy", WHOLE),
     (
         "session attach",
-        "bounds the SSH connect (ssh -o ConnectTimeout=N); the attached session lasts as long as you keep it",
+        "Bounds the SSH connect (ssh -o ConnectTimeout=N), not the attached session",
     ),
-    (
-        "file put",
-        "bounds the transfer, connecting included; when it runs out the transfer is cancelled (nothing under the final name) and the error is `timeout`",
-    ),
-    (
-        "file get",
-        "bounds the transfer, connecting included; when it runs out the transfer is cancelled (nothing under the final name) and the error is `timeout`",
-    ),
-    (
-        "file list",
-        "bounds the whole call, connecting included; error `timeout` when it runs out",
-    ),
+    ("file put", TRANSFER),
+    ("file get", TRANSFER),
+    ("file list", WHOLE),
     (
         "run once",
-        "bounds the command's run time, connecting included; when it runs out the command is stopped and the run is `timed_out` (exit 6). On a Slurm machine it bounds the batch job from its submission (queue wait included); the job is then cancelled with scancel",
+        "Bounds the command's run time (a Slurm job's from submission); on expiry: stopped, exit 6",
+    ),
+    (
+        "code run",
+        "Bounds connecting to the machine; the program's run time is --time-budget",
+    ),
+    (
+        "code serve",
+        "Bounds connecting to the machine; each program's run time is --time-budget",
     ),
 ];
 
-/// Put each command's [`PER_COMMAND`] line at the top of its `--help` (after `-h`'s examples).
+/// Gives `--timeout` its meaning in each command's help: one line per command (from
+/// [`PER_COMMAND`], or [`NOT_USED`]), [`HELP_SHORT`] for a group, and the whole explanation,
+/// [`HELP`], only in `remote-runner --help`. Each subcommand gets its own copy of the global
+/// option with its own help (clap propagates a global option only where none of that id is
+/// defined; the value still reaches the top level by id).
 pub fn annotate(cmd: clap::Command) -> clap::Command {
-    PER_COMMAND.iter().fold(cmd, |cmd, (path, text)| {
-        let names: Vec<&str> = path.split(' ').collect();
-        annotate_at(cmd, &names, text)
-    })
+    let Some(option) = cmd
+        .get_arguments()
+        .find(|a| a.get_id() == "timeout")
+        .cloned()
+    else {
+        return cmd;
+    };
+    annotate_below(cmd, "", &option)
 }
 
-fn annotate_at(cmd: clap::Command, path: &[&str], text: &str) -> clap::Command {
-    match path {
-        [] => {
-            let examples = cmd
-                .get_after_help()
-                .map(ToString::to_string)
-                .unwrap_or_default();
-            cmd.after_long_help(format!("--timeout SECONDS: {text}.\n\n{examples}"))
-        }
-        [name, rest @ ..] => cmd.mut_subcommand(*name, |sub| annotate_at(sub, rest, text)),
-    }
+fn annotate_below(cmd: clap::Command, path: &str, option: &clap::Arg) -> clap::Command {
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_owned())
+        .collect();
+    names.iter().fold(cmd, |cmd, name| {
+        let path = format!("{path} {name}").trim_start().to_owned();
+        cmd.mut_subcommand(name, |sub| {
+            let text = if sub.has_subcommands() {
+                HELP_SHORT
+            } else {
+                PER_COMMAND
+                    .iter()
+                    .find(|(p, _)| *p == path)
+                    .map_or(NOT_USED, |(_, text)| text)
+            };
+            let sub = sub.arg(option.clone().help(text).long_help(text));
+            annotate_below(sub, &path, option)
+        })
+    })
 }
 
 /// How `--timeout` applies to one command.
