@@ -195,6 +195,16 @@ impl Outcome {
         self.skipped.push(SkippedEntry {
             path: path.to_string(),
             reason: reason.to_string(),
+            code: None,
+        });
+    }
+
+    /// An entry not transferred because a path is over a host's limit (code `path_too_long`).
+    fn skip_too_long(&mut self, path: &str, reason: &str) {
+        self.skipped.push(SkippedEntry {
+            path: path.to_string(),
+            reason: reason.to_string(),
+            code: Some("path_too_long".to_string()),
         });
     }
 }

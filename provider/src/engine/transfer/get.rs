@@ -300,13 +300,25 @@ async fn walk(job: &Job, root: &RemotePath, out: &mut Outcome) -> Result<Vec<Rem
             Err(e) => return Err(name_user_path(e, &dir.cmd, &dir.file)),
         };
         listed.sort_by(|a, b| a.name.cmp(&b.name));
+        let shown_of = |name: &str| {
+            if rel.is_empty() {
+                name.to_string()
+            } else {
+                format!("{rel}/{name}")
+            }
+        };
+        if near_path_limit(&dir.file) {
+            for name in unlisted_names(job, &dir, &listed).await {
+                out.skip_too_long(&shown_of(&name), &remote_too_long(&dir.file, &name));
+            }
+        }
         let mut seen = HashSet::new();
         for e in listed {
-            let shown = if rel.is_empty() {
-                e.name.clone()
-            } else {
-                format!("{rel}/{}", e.name)
-            };
+            let shown = shown_of(&e.name);
+            if remote_path_len(&dir.file, &e.name) > PATH_LIMIT {
+                out.skip_too_long(&shown, &remote_too_long(&dir.file, &e.name));
+                continue;
+            }
             if !safe_name(&e.name) || !seen.insert(e.name.clone()) {
                 out.skip(
                     &shown,
@@ -333,6 +345,58 @@ async fn walk(job: &Job, root: &RemotePath, out: &mut Outcome) -> Result<Vec<Rem
     }
     entries.sort_by(|a, b| a.rel.split('/').cmp(b.rel.split('/')));
     Ok(entries)
+}
+
+/// Longest path a Linux host accepts (`PATH_MAX` less the terminating NUL), here and on the
+/// machine (whose file channel takes whole paths).
+const PATH_LIMIT: usize = 4095;
+
+/// The length of `dir`/`name` as the machine's file channel sees it. A relative path is taken
+/// from the login directory, whose length is unknown: counted as a generous 1 KiB.
+fn remote_path_len(dir: &str, name: &str) -> usize {
+    let base = if dir.starts_with('/') { 0 } else { 1024 };
+    base + dir.len() + 1 + name.len()
+}
+
+/// Whether an entry of `dir` (a name is at most 255 bytes) may be over the limit. OpenSSH's
+/// sftp-server silently leaves out of a listing every entry it cannot `lstat` by its whole
+/// path, so near the limit the listing is checked against the shell's view.
+fn near_path_limit(dir: &str) -> bool {
+    remote_path_len(dir, &"n".repeat(255)) > PATH_LIMIT
+}
+
+fn remote_too_long(dir: &str, name: &str) -> String {
+    format!(
+        "path_too_long: not fetched: its path on the machine is about {} bytes, over the limit of \
+         {PATH_LIMIT} the file channel can reach; download this part from a directory further \
+         down (a shorter remote path)",
+        remote_path_len(dir, name)
+    )
+}
+
+/// The names in `dir` that the shell sees but the file channel's `listed` left out, whose
+/// whole path is over the limit (one exec: `cd` there, then every name NUL-terminated).
+async fn unlisted_names(
+    job: &Job,
+    dir: &RemotePath,
+    listed: &[crate::transport::DirEntry],
+) -> Vec<String> {
+    let script = format!(
+        "cd -- {} || exit 1\nfor f in .* *; do case $f in .|..) continue;; esac; \
+         if [ -e \"$f\" ] || [ -L \"$f\" ]; then printf '%s\\000' \"$f\"; fi; done",
+        shell_quote(&dir.cmd)
+    );
+    let known: HashSet<&str> = listed.iter().map(|e| e.name.as_str()).collect();
+    match job.run_script(&script, 1 << 24).await {
+        Ok(o) if !o.stdout_truncated && o.status.success() => o
+            .stdout
+            .split(|b| *b == 0)
+            .filter(|n| !n.is_empty())
+            .map(|n| String::from_utf8_lossy(n).into_owned())
+            .filter(|n| !known.contains(n.as_str()) && remote_path_len(&dir.file, n) > PATH_LIMIT)
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// Read symlink targets on the machine in one exec (`readlink` per link, NUL-separated).
@@ -386,17 +450,14 @@ fn ensure_real_dir(dir: &Path) -> std::result::Result<(), String> {
     }
 }
 
-/// Longest path this host accepts (Linux `PATH_MAX` less the terminating NUL).
-const LOCAL_PATH_MAX: usize = 4095;
-
 /// Why `path` cannot be written here, when it is longer than this host accepts (a deep remote
 /// tree under a long local destination).
 fn too_long_here(path: &Path) -> Option<String> {
     let len = path.as_os_str().len();
-    (len > LOCAL_PATH_MAX).then(|| {
+    (len > PATH_LIMIT).then(|| {
         format!(
-            "not written: its local path would be {len} bytes, over this host's limit of \
-             {LOCAL_PATH_MAX}; download this part to a shorter destination"
+            "path_too_long: not written: its local path would be {len} bytes, over this \
+             host's limit of {PATH_LIMIT}; download this part to a shorter destination"
         )
     })
 }
@@ -440,7 +501,7 @@ async fn get_tree(job: &Job, src: &RemotePath, local: &Path, out: &mut Outcome) 
         }
         let path = local.join(&e.rel);
         if let Some(why) = too_long_here(&path) {
-            out.skip(&e.rel, &why);
+            out.skip_too_long(&e.rel, &why);
             continue;
         }
         match e.kind {
