@@ -12,6 +12,7 @@
 
 mod get;
 mod interrupted;
+mod local_mode;
 pub mod paths;
 mod put;
 mod sparse;
@@ -91,6 +92,8 @@ pub(crate) struct Job {
     files_done: AtomicU64,
     bytes_total: AtomicU64,
     files_total: AtomicU64,
+    /// This process's umask, read once when the transfer starts (downloads mask modes with it).
+    umask: u32,
 }
 
 impl Job {
@@ -467,6 +470,7 @@ impl Engine {
                 files_done: AtomicU64::new(0),
                 bytes_total: AtomicU64::new(0),
                 files_total: AtomicU64::new(0),
+                umask: local_mode::umask(),
             };
             job.check_cancel()?;
             match direction {

@@ -2,8 +2,9 @@
 //!
 //! Names a server sends are checked (no `..`, `/`, NUL); every directory written into is a real
 //! directory (an existing symlink in the way is refused); symlinks are recreated only when their
-//! target stays inside the destination; set-id and sticky bits are dropped; each file is written
-//! to a temporary name and renamed over its final name only when complete.
+//! target stays inside the destination; each file is written to a temporary name and renamed
+//! over its final name only when complete. Modes never widen local permissions (`local_mode`):
+//! the remote mode masked by the umask and 0755; an existing destination keeps its own.
 
 use std::collections::HashSet;
 use std::os::unix::fs::PermissionsExt;
@@ -11,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use tokio::io::AsyncReadExt;
 
+use super::local_mode;
 use super::paths::{RemotePath, join, safe_name, symlink_stays_inside};
 use super::put::{name_user_path, verify_written};
 use super::stream::{self, PumpError};
@@ -161,6 +163,7 @@ async fn get_file(
     mode: u32,
     verify: bool,
 ) -> Result<(u64, String)> {
+    let mode = local_mode::for_file(dest, mode, job.umask);
     if !verify
         && size <= SMALL_FILE
         && let Some(done) = get_small_file(job, src, dest, size, mode).await?
@@ -195,7 +198,7 @@ async fn get_file(
             PumpError::Read(e) => job.link_error(&e, "read", &src.cmd),
             PumpError::Write(e) => local_io("write", &tmp, &e),
         })?;
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode & 0o777))
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
             .map_err(|e| local_io("set the mode of", &tmp, &e))?;
         if verify {
             verify::check_one(job.t.as_ref(), src, &src.cmd, &copied).await?;
@@ -265,7 +268,7 @@ fn write_small(dest: &Path, data: &[u8], mode: u32, transfer_id: &str) -> Result
             .mode(0o600)
             .open(&tmp)?;
         f.write_all(data)?;
-        f.set_permissions(std::fs::Permissions::from_mode(mode & 0o777))?;
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
         drop(f);
         std::fs::rename(&tmp, dest)
     })();
@@ -432,14 +435,16 @@ async fn read_links(job: &Job, links: &[RemotePath]) -> Vec<Option<String>> {
     out
 }
 
-/// Make `dir` (whose parent is known to be a real directory) a real directory: create it, or
-/// accept an existing directory. Anything else in the way (a symlink, a file) is refused.
-fn ensure_real_dir(dir: &Path) -> std::result::Result<(), String> {
-    match std::fs::DirBuilder::new().create(dir) {
-        Ok(()) => Ok(()),
+/// Make `dir` (whose parent is known to be a real directory) a real directory: create it
+/// (`Ok(true)`; owner-only until its final mode is set), or accept an existing directory
+/// (`Ok(false)`; its mode is left alone). Anything else in the way (a symlink, a file) is refused.
+fn ensure_real_dir(dir: &Path) -> std::result::Result<bool, String> {
+    use std::os::unix::fs::DirBuilderExt;
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             match std::fs::symlink_metadata(dir) {
-                Ok(m) if m.file_type().is_dir() => Ok(()),
+                Ok(m) if m.file_type().is_dir() => Ok(false),
                 Ok(m) if m.file_type().is_symlink() => {
                     Err("a symlink is in the way at the destination (not followed)".to_string())
                 }
@@ -467,7 +472,7 @@ fn parent_rel(rel: &str) -> &str {
 }
 
 async fn get_tree(job: &Job, src: &RemotePath, local: &Path, out: &mut Outcome) -> Result<()> {
-    match std::fs::metadata(local) {
+    let existed = match std::fs::metadata(local) {
         Ok(m) if !m.is_dir() => {
             return Err(Error::invalid(format!(
                 "local {} exists and is not a directory; choose another destination for directory {}",
@@ -475,9 +480,12 @@ async fn get_tree(job: &Job, src: &RemotePath, local: &Path, out: &mut Outcome) 
                 src.cmd
             )));
         }
-        Ok(_) => {}
-        Err(_) => std::fs::create_dir_all(local).map_err(|e| local_io("create", local, &e))?,
-    }
+        Ok(_) => true,
+        Err(_) => {
+            std::fs::create_dir_all(local).map_err(|e| local_io("create", local, &e))?;
+            false
+        }
+    };
     let root_mode = match job.t.stat(&src.file).await {
         Ok(Some(st)) if st.kind == FileKind::Dir => st.mode,
         _ => followed_mode(job, src).await.unwrap_or(0o755),
@@ -491,7 +499,11 @@ async fn get_tree(job: &Job, src: &RemotePath, local: &Path, out: &mut Outcome) 
     out.dirs = 1;
     // Directories we made sure are real; everything is written only below one of them.
     let mut real_dirs: HashSet<String> = HashSet::from([String::new()]);
-    let mut dir_modes: Vec<(PathBuf, u32)> = vec![(local.to_path_buf(), root_mode)];
+    // Final modes of the directories this download created (an existing one keeps its own).
+    let mut dir_modes: Vec<(PathBuf, u32)> = Vec::new();
+    if !existed {
+        dir_modes.push((local.to_path_buf(), root_mode));
+    }
     let mut links = Vec::new();
     let mut wanted_files = Vec::new();
     for e in &entries {
@@ -506,9 +518,11 @@ async fn get_tree(job: &Job, src: &RemotePath, local: &Path, out: &mut Outcome) 
         }
         match e.kind {
             FileKind::Dir => match ensure_real_dir(&path) {
-                Ok(()) => {
+                Ok(created) => {
                     real_dirs.insert(e.rel.clone());
-                    dir_modes.push((path, e.mode));
+                    if created {
+                        dir_modes.push((path, e.mode));
+                    }
                     out.dirs += 1;
                 }
                 Err(why) => out.skip(&e.rel, &why),
@@ -532,7 +546,8 @@ async fn get_tree(job: &Job, src: &RemotePath, local: &Path, out: &mut Outcome) 
     recreate_links(job, src, local, &links, out).await;
     verify_written(job, &mut written, out).await?;
     for (d, mode) in dir_modes.iter().rev() {
-        std::fs::set_permissions(d, std::fs::Permissions::from_mode(mode & 0o777))
+        let mode = local_mode::for_new(*mode, job.umask);
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(mode))
             .map_err(|e| local_io("set the mode of", d, &e))?;
     }
     Ok(())
