@@ -311,8 +311,19 @@ async fn walk(job: &Job, root: &RemotePath, out: &mut Outcome) -> Result<Vec<Rem
             }
         };
         if near_path_limit(&dir.file) {
-            for name in unlisted_names(job, &dir, &listed).await {
-                out.skip_too_long(&shown_of(&name), &remote_too_long(&dir.file, &name));
+            match unlisted_names(job, &dir, &listed).await {
+                Some(names) => {
+                    for name in names {
+                        out.skip_too_long(&shown_of(&name), &remote_too_long(&dir.file, &name));
+                    }
+                }
+                // Not knowing is not "nothing missing": the download says partial.
+                None => out.skip_too_long(
+                    &rel,
+                    "path_too_long: this directory is near the path-length limit and its \
+                     listing could not be checked through the shell; entries past the limit \
+                     may be missing; download it from a shorter remote path",
+                ),
             }
         }
         let mut seen = HashSet::new();
@@ -378,12 +389,13 @@ fn remote_too_long(dir: &str, name: &str) -> String {
 }
 
 /// The names in `dir` that the shell sees but the file channel's `listed` left out, whose
-/// whole path is over the limit (one exec: `cd` there, then every name NUL-terminated).
+/// whole path is over the limit (one exec: `cd` there, then every name NUL-terminated); `None`
+/// when the shell could not say.
 async fn unlisted_names(
     job: &Job,
     dir: &RemotePath,
     listed: &[crate::transport::DirEntry],
-) -> Vec<String> {
+) -> Option<Vec<String>> {
     let script = format!(
         "cd -- {} || exit 1\nfor f in .* *; do case $f in .|..) continue;; esac; \
          if [ -e \"$f\" ] || [ -L \"$f\" ]; then printf '%s\\000' \"$f\"; fi; done",
@@ -391,14 +403,17 @@ async fn unlisted_names(
     );
     let known: HashSet<&str> = listed.iter().map(|e| e.name.as_str()).collect();
     match job.run_script(&script, 1 << 24).await {
-        Ok(o) if !o.stdout_truncated && o.status.success() => o
-            .stdout
-            .split(|b| *b == 0)
-            .filter(|n| !n.is_empty())
-            .map(|n| String::from_utf8_lossy(n).into_owned())
-            .filter(|n| !known.contains(n.as_str()) && remote_path_len(&dir.file, n) > PATH_LIMIT)
-            .collect(),
-        _ => Vec::new(),
+        Ok(o) if !o.stdout_truncated && o.status.success() => Some(
+            o.stdout
+                .split(|b| *b == 0)
+                .filter(|n| !n.is_empty())
+                .map(|n| String::from_utf8_lossy(n).into_owned())
+                .filter(|n| {
+                    !known.contains(n.as_str()) && remote_path_len(&dir.file, n) > PATH_LIMIT
+                })
+                .collect(),
+        ),
+        _ => None,
     }
 }
 
