@@ -150,3 +150,153 @@ fn a_missing_remote_path_is_named(bed: &Bed) {
     assert_eq!(list.error()["code"], "remote_not_found");
 }
 both_machines!(missing_path, a_missing_remote_path_is_named);
+
+/// The CLI under `umask` `mask` (a shell sets it, then runs the CLI in its place).
+fn with_umask(bed: &Bed, mask: &str, args: &[&str]) -> serde_json::Value {
+    let inner = bed.command(args);
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!("umask {mask}; exec \"$@\""))
+        .arg("sh")
+        .arg(inner.get_program())
+        .args(inner.get_args());
+    for (k, v) in inner.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    if let Some(dir) = inner.get_current_dir() {
+        cmd.current_dir(dir);
+    }
+    let r = common::run_command(cmd, None);
+    assert_eq!(r.code, 0, "{r:?}");
+    r.json()
+}
+
+fn mode_of(p: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+/// A hostile remote cannot widen local permissions (issue 28): a tree of 0777 directories and a
+/// 4777 file downloaded into an existing 0755 directory leaves it 0755; what is new gets the
+/// remote mode masked by the umask and by 0755 (never group/other-writable, never set-id); under
+/// umask 077 nothing is readable by others; a single file likewise.
+fn downloads_never_widen_local_permissions(bed: &Bed) {
+    use std::os::unix::fs::PermissionsExt;
+    let s = bed.session();
+    let loose = bed.work.join("loose");
+    std::fs::create_dir_all(loose.join("sub")).unwrap();
+    std::fs::write(loose.join("run.sh"), b"#!/bin/sh\n").unwrap();
+    std::fs::write(loose.join("data.txt"), b"data").unwrap();
+    std::fs::write(loose.join("sub/inner.txt"), b"inner").unwrap();
+    if bed.is_ssh() {
+        let ok = std::process::Command::new("chown")
+            .args(["-R", "rrtest:rrtest"])
+            .arg(&loose)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    }
+    let set = |rel: &str, mode: u32| {
+        std::fs::set_permissions(loose.join(rel), std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    set("", 0o777);
+    set("sub", 0o777);
+    set("run.sh", 0o4777);
+    set("data.txt", 0o666);
+    set("sub/inner.txt", 0o666);
+
+    let home = bed.sb.path().join("home-like");
+    std::fs::create_dir(&home).unwrap();
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let home_s = home.to_str().unwrap();
+    let remote = bed.at("loose");
+    let get = with_umask(
+        bed,
+        "022",
+        &[
+            "file",
+            "get",
+            "--session",
+            &s,
+            "--remote",
+            &remote,
+            "--local",
+            home_s,
+            "--json",
+        ],
+    );
+    assert_eq!(get["status"], "succeeded", "{get}");
+    assert_eq!(
+        mode_of(&home),
+        0o755,
+        "the existing destination keeps its mode"
+    );
+    assert_eq!(mode_of(&home.join("sub")), 0o755);
+    assert_eq!(mode_of(&home.join("run.sh")), 0o755);
+    assert_eq!(mode_of(&home.join("data.txt")), 0o644);
+    assert_eq!(mode_of(&home.join("sub/inner.txt")), 0o644);
+
+    let fresh = bed.sb.path().join("fresh");
+    let get = with_umask(
+        bed,
+        "077",
+        &[
+            "file",
+            "get",
+            "--session",
+            &s,
+            "--remote",
+            &remote,
+            "--local",
+            fresh.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_eq!(get["status"], "succeeded", "{get}");
+    assert_eq!(mode_of(&fresh), 0o700);
+    assert_eq!(mode_of(&fresh.join("sub")), 0o700);
+    assert_eq!(mode_of(&fresh.join("run.sh")), 0o700);
+    assert_eq!(mode_of(&fresh.join("data.txt")), 0o600);
+
+    let one = bed.sb.path().join("one.sh");
+    let run_sh = bed.at("loose/run.sh");
+    with_umask(
+        bed,
+        "077",
+        &[
+            "file",
+            "get",
+            "--session",
+            &s,
+            "--remote",
+            &run_sh,
+            "--local",
+            one.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_eq!(mode_of(&one), 0o700);
+    // A file that exists keeps its own mode when replaced.
+    std::fs::set_permissions(&one, std::fs::Permissions::from_mode(0o640)).unwrap();
+    with_umask(
+        bed,
+        "022",
+        &[
+            "file",
+            "get",
+            "--session",
+            &s,
+            "--remote",
+            &run_sh,
+            "--local",
+            one.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_eq!(mode_of(&one), 0o640);
+}
+both_machines!(never_wider, downloads_never_widen_local_permissions);

@@ -156,3 +156,33 @@ fn ctrl_c_cancels_the_run(bed: &Bed) {
     assert_eq!(listed["runs"][0]["status"], "cancelled");
 }
 both_machines!(cancel, ctrl_c_cancels_the_run);
+
+/// `run once` artifacts download like `file get` (issue 28): a 0777 result directory with a
+/// 4777 file, fetched into an existing 0755 directory, leaves it 0755, and the file arrives
+/// without set-id or group/other write.
+fn run_artifacts_never_widen_local_permissions(bed: &Bed) {
+    use std::os::unix::fs::PermissionsExt;
+    let dest = bed.sb.path().join("results-here");
+    std::fs::create_dir(&dest).unwrap();
+    std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let pair = format!("{}={}", bed.at("results"), dest.display());
+    let work = bed.work_str();
+    let m = bed.json(&[
+        "run",
+        "once",
+        "--machine",
+        &bed.machine,
+        "--cwd",
+        &work,
+        "--cmd",
+        "mkdir -p results && echo x > results/tool && chmod 4777 results/tool && chmod 777 results",
+        "--artifact",
+        &pair,
+    ]);
+    assert_eq!(m["status"], "succeeded", "{m:#}");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(&dest), 0o755);
+    let tool = mode(&dest.join("tool"));
+    assert_eq!(tool & 0o7022, 0, "{tool:o}");
+}
+both_machines!(never_wider, run_artifacts_never_widen_local_permissions);

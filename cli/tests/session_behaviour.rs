@@ -443,3 +443,75 @@ fn a_killed_cli_leaves_a_recoverable_command(bed: &Bed) {
     assert_eq!(shown["exit_code"], 0);
 }
 both_machines!(killed_cli, a_killed_cli_leaves_a_recoverable_command);
+
+/// Sparse output (issue 28): `session exec` of a command printing a 1 GiB hole keeps and prints
+/// only the output cap (`REMOTE_RUNNER_OUTPUT_CAP`, here 8M), streamed rather than held in
+/// memory, and says on stderr how much there was; the record has the true size and `capped`.
+fn sparse_output_is_capped_and_streamed(bed: &Bed) {
+    let s = bed.session();
+    let inner = bed.command(&[
+        "session",
+        "exec",
+        "--session",
+        &s,
+        "--cmd",
+        "truncate -s 1G hole.bin && cat hole.bin; rm -f hole.bin",
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let (out, err, rss) = (
+        dir.path().join("out"),
+        dir.path().join("err"),
+        dir.path().join("rss"),
+    );
+    let mut cmd = std::process::Command::new("/usr/bin/time");
+    cmd.arg("-o")
+        .arg(&rss)
+        .args(["-f", "%M"])
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .env("REMOTE_RUNNER_OUTPUT_CAP", "8M")
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap());
+    for (k, v) in inner.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let status = cmd.status().unwrap();
+    let said = std::fs::read_to_string(&err).unwrap();
+    assert!(status.success(), "{status:?} {said}");
+    assert_eq!(std::fs::metadata(&out).unwrap().len(), 8 << 20);
+    assert!(
+        said.contains("[stdout: 1073741824 bytes in all; only the first 8388608 are kept here"),
+        "{said}"
+    );
+    let max_rss_kib: u64 = std::fs::read_to_string(&rss)
+        .unwrap()
+        .lines()
+        .last()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        max_rss_kib < 200 * 1024,
+        "the CLI peaked at {max_rss_kib} KiB"
+    );
+
+    let mut show = bed.command(&["session", "command", "list", "--session", &s, "--json"]);
+    show.env("REMOTE_RUNNER_OUTPUT_CAP", "8M");
+    let list = common::run_command(show, None).json();
+    let rec = &list["commands"][0];
+    assert_eq!(rec["stdout_bytes"], 1u64 << 30, "{rec}");
+    assert_eq!(rec["stdout_capped"], true);
+    assert_eq!(rec["stderr_capped"], false);
+
+    let mut bad = bed.command(&["session", "list", "--json"]);
+    bad.env("REMOTE_RUNNER_OUTPUT_CAP", "lots");
+    let r = common::run_command(bad, None);
+    assert_ne!(r.code, 0);
+    assert_eq!(r.error()["code"], "invalid_argument", "{r:?}");
+    assert!(r.stderr.contains("REMOTE_RUNNER_OUTPUT_CAP"), "{r:?}");
+}
+both_machines!(sparse_output, sparse_output_is_capped_and_streamed);

@@ -42,6 +42,7 @@ local_tests!(
     command_text_at_the_inline_limit,
     binary_and_escape_output,
     huge_output,
+    sparse_output_is_capped,
     fake_end_markers,
     terminal_escapes_in_output_are_data,
     set_e_ends_command_not_session,

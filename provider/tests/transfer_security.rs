@@ -162,3 +162,48 @@ async fn sparse_stays_sparse(bed: Bed) {
     );
     assert!(temp_leftovers(bed.local.path()).is_empty());
 }
+
+on_both!(deeper_than_path_max);
+
+/// A remote tree deeper than the path-length limit (built one level at a time with `cd`, as a
+/// program can): the download never says `succeeded` with the bottom missing; what was not
+/// fetched is listed with the code `path_too_long` and its path.
+async fn deeper_than_path_max(bed: Bed) {
+    let root = bed.rp("abyss");
+    std::fs::create_dir(&root).unwrap();
+    let level = "l".repeat(20);
+    let script = format!(
+        "cd \"$1\" && echo near > top.txt && i=0; while [ $i -lt 200 ]; do mkdir {level} && cd {level} || exit 1; i=$((i+1)); done; echo far > bottom.txt"
+    );
+    // bash: dash's `cd` gives up once its logical path passes the limit.
+    let ok = std::process::Command::new("bash")
+        .args(["-c", &script, "sh"])
+        .arg(&root)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "building the deep tree");
+    bed.give_to_user(&root);
+    let dest = bed.lp("abyss");
+    let rec = bed
+        .engine
+        .file_get(bed.sid(), "abyss", &dest, TransferOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(rec.status, TransferStatus::Partial, "{rec:?}");
+    assert_eq!(std::fs::read(dest.join("top.txt")).unwrap(), b"near\n");
+    assert!(
+        rec.skipped
+            .iter()
+            .any(|s| s.code.as_deref() == Some("path_too_long") && s.path.starts_with("llll")),
+        "the part not fetched is listed with its code: {:?}",
+        rec.skipped
+    );
+    // `rm -r` works below the limit (openat); the temp dirs' own cleanup may not.
+    for dir in [&root, &dest] {
+        let _ = std::process::Command::new("rm")
+            .arg("-rf")
+            .arg(dir)
+            .status();
+    }
+}

@@ -562,14 +562,15 @@ fn local_log_dir(mount: &Mount, name: &str) -> PathBuf {
         .join(name)
 }
 
-/// Fetch a command's log and the remote artifacts (after it ended).
+/// Fetch a command's log and the remote artifacts (after it ended). Returns a warning naming
+/// the artifacts that were not fetched, and why.
 async fn bring_back(
     ctx: &Ctx,
     wired: &Wired,
     session: &Session,
     mount: &Mount,
     log_filename: &str,
-) -> Result<()> {
+) -> Result<Option<String>> {
     let local_dir = local_log_dir(mount, &session.session_name);
     let log_err = |what: String| {
         SeedError::new(
@@ -606,7 +607,14 @@ async fn bring_back(
     )
     .await;
     state::save_manifest(&ctx.state_dir, &mount.mount_id, &manifest)?;
-    fetched.map(|_| ())
+    let skipped = fetched?.skipped;
+    Ok((!skipped.is_empty()).then(|| {
+        let each: Vec<String> = skipped
+            .iter()
+            .map(|(rel, why)| format!("artifacts/{rel:?}: {why}"))
+            .collect();
+        format!("artifacts not fetched: {}", each.join("; "))
+    }))
 }
 
 /// The exit code on the log's last line (`$ exit_code: N`).
@@ -684,7 +692,7 @@ async fn refresh_pending(ctx: &Ctx, session_id: &str) -> Result<bool> {
         None => None,
         Some(engine_code) => {
             match bring_back(ctx, &wired, &session, &mount, &pending.log_filename).await {
-                Ok(()) => exit_code_from_log(
+                Ok(_) => exit_code_from_log(
                     &local_log_dir(&mount, &session.session_name).join(&pending.log_filename),
                 )
                 .or(engine_code),
@@ -770,11 +778,17 @@ pub async fn session_exec(
     }
     let (executed_at, _) = now();
     let mount = locked.state.mount_mut(&session.mount_id)?;
+    // A number whose log is already here (a mount re-created on the same directory starts
+    // counting again) is passed over: a command's log is never overwritten by a later one.
+    let logs_here = local_log_dir(mount, &session.session_name);
     let counter = mount
         .log_counters
         .entry(session.session_name.clone())
         .or_insert(0);
     *counter += 1;
+    while logs_here.join(format!("cmd_{:03}.log", *counter)).exists() {
+        *counter += 1;
+    }
     let index = *counter;
     let log_filename = format!("cmd_{index:03}.log");
     if let Some(ms) = mount
@@ -817,13 +831,14 @@ pub async fn session_exec(
         Ok(Ran::Ended {
             exit_code,
             duration_ms,
+            warning,
         }) => {
             record_end(&mut locked, session_id, &pending, Some(exit_code))?;
             let remote_log = format!(
                 "{}/{log_filename}",
                 remote_log_dir(&mount, &session.session_name)
             );
-            Ok(json!({
+            let mut out = json!({
                 "session_id": session_id,
                 "session_name": session.session_name,
                 "command": command,
@@ -835,7 +850,11 @@ pub async fn session_exec(
                 "log_filename": log_filename,
                 "executed_at": executed_at,
                 "duration_ms": duration_ms,
-            }))
+            });
+            if let Some(w) = warning {
+                out["warning"] = json!(w);
+            }
+            Ok(out)
         }
         Ok(Ran::TimedOut { engine_command_id }) => {
             if let Ok(s) = locked.state.session_mut(session_id)
@@ -890,8 +909,15 @@ pub async fn session_exec(
 }
 
 enum Ran {
-    Ended { exit_code: i32, duration_ms: u64 },
-    TimedOut { engine_command_id: String },
+    Ended {
+        exit_code: i32,
+        duration_ms: u64,
+        /// Artifacts that were not fetched.
+        warning: Option<String>,
+    },
+    TimedOut {
+        engine_command_id: String,
+    },
 }
 
 /// Sync up, run, bring back. The error says whether the command was started.
@@ -966,12 +992,13 @@ async fn run_exec(
     let duration_ms = rec
         .duration_ms
         .unwrap_or_else(|| started.elapsed().as_millis() as u64);
-    bring_back(ctx, &wired, session, mount, &pending.log_filename)
+    let warning = bring_back(ctx, &wired, session, mount, &pending.log_filename)
         .await
         .map_err(|e| (e, true))?;
     Ok(Ran::Ended {
         exit_code,
         duration_ms,
+        warning,
     })
 }
 

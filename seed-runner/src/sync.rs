@@ -10,7 +10,10 @@
 //! nothing the commands created is ever deleted).
 //!
 //! Down: every regular file under `<remote>/artifacts/` whose size or mtime changed since it was
-//! last fetched goes to `<local>/artifacts/`. Files deleted remotely stay local.
+//! last fetched goes to `<local>/artifacts/`. Files deleted remotely stay local. Names from the
+//! machine are data (a newline, a leading `-`); `artifacts/logs/` is the command logs' own
+//! place here, so a remote file there is never fetched (it would overwrite a log), and one
+//! artifact that cannot be fetched is reported, not a failed sync: later execs are unharmed.
 
 use std::collections::BTreeSet;
 use std::io::Read;
@@ -235,7 +238,31 @@ async fn remote_artifacts(
     Ok(files)
 }
 
-/// Bring changed remote `artifacts/` files to `<local_root>/artifacts/`; returns their paths.
+/// What one download of the artifacts did.
+#[derive(Debug, Default)]
+pub struct DownStats {
+    pub fetched: Vec<String>,
+    /// Artifacts not fetched: (path under `artifacts/`, why).
+    pub skipped: Vec<(String, String)>,
+}
+
+/// The local directory under `artifacts/` that belongs to the command logs.
+const LOGS: &str = "logs";
+
+/// Errors that say the link or the machine is gone (the sync fails), as opposed to one file.
+fn link_gone(code: ErrorCode) -> bool {
+    matches!(
+        code,
+        ErrorCode::ConnectionFailed
+            | ErrorCode::ConnectionLost
+            | ErrorCode::AuthFailed
+            | ErrorCode::HostKeyUnknown
+            | ErrorCode::HostKeyChanged
+            | ErrorCode::UnknownMachine
+    )
+}
+
+/// Bring changed remote `artifacts/` files to `<local_root>/artifacts/`.
 pub async fn download_artifacts(
     engine: &Engine,
     engine_session: &str,
@@ -243,26 +270,50 @@ pub async fn download_artifacts(
     local_root: &Path,
     remote_root: &str,
     manifest: &mut Manifest,
-) -> Result<Vec<String>> {
-    let mut fetched = Vec::new();
+) -> Result<DownStats> {
+    let mut stats = DownStats::default();
     for (rel, size, mtime) in remote_artifacts(transport, remote_root).await? {
+        if rel.split('/').next() == Some(LOGS) {
+            stats.skipped.push((
+                rel,
+                "artifacts/logs/ holds the command logs here; a remote file there is not \
+                 fetched (rename it on the machine to bring it back)"
+                    .to_string(),
+            ));
+            continue;
+        }
         let local = local_root.join("artifacts").join(&rel);
         if manifest.downloaded.get(&rel) == Some(&(size, mtime.clone())) && local.exists() {
             continue;
         }
-        if let Some(parent) = local.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| sync_err(format!("cannot create {}: {e}", parent.display())))?;
+        if let Some(parent) = local.parent()
+            && let Err(e) = std::fs::create_dir_all(parent)
+        {
+            stats
+                .skipped
+                .push((rel, format!("cannot create {}: {e}", parent.display())));
+            continue;
         }
         let remote = format!("{remote_root}/artifacts/{rel}");
-        engine
+        match engine
             .file_get(engine_session, &remote, &local, TransferOptions::default())
             .await
-            .map_err(|e| {
-                SeedError::engine(e, &format!("fetching {remote}"), (SYNC, "sync_failed"))
-            })?;
+        {
+            Ok(_) => {}
+            Err(e) if link_gone(e.code) => {
+                return Err(SeedError::engine(
+                    e,
+                    &format!("fetching {remote}"),
+                    (SYNC, "sync_failed"),
+                ));
+            }
+            Err(e) => {
+                stats.skipped.push((rel, e.message));
+                continue;
+            }
+        }
         manifest.downloaded.insert(rel.clone(), (size, mtime));
-        fetched.push(rel);
+        stats.fetched.push(rel);
     }
-    Ok(fetched)
+    Ok(stats)
 }

@@ -1080,3 +1080,79 @@ fn registered_machine_id() {
             .all(|r| r.status.as_str() == "destroyed")
     );
 }
+
+/// Names that come from the machine are data (issue 28): an artifact whose name holds a newline
+/// or starts with `-` comes back like any other and later execs go on (exit codes kept); a
+/// remote `artifacts/logs/...` file never overwrites a command's local log (it is skipped and
+/// the exec says so in `warning`); a log number whose local log exists (a mount re-created on
+/// the same directory) is never reused; a 4777 artifact arrives without set-id or group/other
+/// write.
+#[test]
+fn machine_names_are_data() {
+    use std::os::unix::fs::PermissionsExt;
+    let bed = Bed::new();
+    let ws = bed.local("ws");
+    let remote = bed.remote("names");
+    write(&ws.join("input.txt"), "in\n");
+    let mount = bed.mount(&ws, &remote);
+    let mount_id = mount["mount_id"].as_str().unwrap().to_string();
+    let sess = bed.session(&mount_id, "names");
+
+    let r = bed.exec(&sess, "echo first");
+    assert_eq!(r["log_filename"], "cmd_001.log");
+    let first_log = ws.join("artifacts/logs/names/cmd_001.log");
+    assert_eq!(log_lines(&first_log)[1], "first");
+
+    let out = bed.run(&[
+        "session",
+        "exec",
+        "--session",
+        &sess,
+        "--cmd",
+        "mkdir -p artifacts/logs/names && printf nl > \"artifacts/bad$(printf '\\nname')\" && \
+         printf dash > artifacts/-rf && printf loose > artifacts/loose.sh && \
+         chmod 4777 artifacts/loose.sh && echo forged > artifacts/logs/names/cmd_001.log; exit 3",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.raw);
+    assert_eq!(out.json["exit_code"], 3, "{}", out.raw);
+    let warning = out.json["warning"].as_str().unwrap_or_default();
+    assert!(warning.contains("logs/names/cmd_001.log"), "{}", out.raw);
+    assert_eq!(
+        log_lines(&first_log)[1],
+        "first",
+        "the first log was overwritten"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("artifacts/bad\nname")).unwrap(),
+        "nl"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("artifacts/-rf")).unwrap(),
+        "dash"
+    );
+    let mode = std::fs::metadata(ws.join("artifacts/loose.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o7022, 0, "mode {mode:o}");
+
+    // Later execs are unharmed.
+    let r = bed.exec(&sess, "exit 4");
+    assert_eq!(r["exit_code"], 4);
+    let r = bed.exec(&sess, "echo fine");
+    assert_eq!(r["exit_code"], 0);
+
+    // A mount re-created on the same directory starts its numbers again, but never over a log
+    // that is there.
+    bed.ok(&["session", "destroy", "--session", &sess]);
+    bed.ok(&["mount", "destroy", "--mount-id", &mount_id]);
+    let mount = bed.mount(&ws, &remote);
+    let sess = bed.session(mount["mount_id"].as_str().unwrap(), "names");
+    let r = bed.exec(&sess, "echo again");
+    assert_ne!(r["log_filename"], "cmd_001.log", "{r}");
+    assert_eq!(
+        log_lines(&first_log)[1],
+        "first",
+        "the first log was overwritten"
+    );
+}

@@ -195,7 +195,7 @@ impl Engine {
             let remote = format!("{dir}/{name}");
             let local = run_dir.join(name);
             let size = t.stat(&remote).await?.map_or(0, |s| s.size);
-            output::mirror(t, &remote, &local, size).await?;
+            output::mirror(t, &remote, &local, size, self.options.output_cap).await?;
             let head = output::read_local(&local, 0, excerpt)?;
             copies.push((local.to_string_lossy().into_owned(), head));
         }

@@ -406,6 +406,8 @@ impl Engine {
             stderr_truncated: false,
             stdout_bytes: 0,
             stderr_bytes: 0,
+            stdout_capped: false,
+            stderr_capped: false,
             created_at: now_rfc3339(),
             started_at: None,
             ended_at: None,
@@ -575,17 +577,33 @@ impl Engine {
                 ),
             };
             let local = PathBuf::from(local);
-            output::mirror(t, remote, &local, size).await?;
-            let (text, truncated) =
-                output::excerpt(&local, size, self.options.excerpt_bytes, &local)?;
+            let cap = self.options.output_cap;
+            output::mirror(t, remote, &local, size, cap).await?;
+            let kept = size.min(cap);
+            let (mut text, mut truncated) =
+                output::excerpt(&local, kept, self.options.excerpt_bytes, &local)?;
+            let capped = size > cap;
+            if capped {
+                let name = match stream {
+                    OutputStream::Stdout => "stdout",
+                    OutputStream::Stderr => "stderr",
+                };
+                text.push_str(&format!(
+                    "\n{}\n",
+                    output::capped_note(name, size, kept, remote)
+                ));
+                truncated = true;
+            }
             match stream {
                 OutputStream::Stdout => {
                     rec.stdout = text;
                     rec.stdout_truncated = truncated;
+                    rec.stdout_capped = capped;
                 }
                 OutputStream::Stderr => {
                     rec.stderr = text;
                     rec.stderr_truncated = truncated;
+                    rec.stderr_capped = capped;
                 }
             }
         }
@@ -610,11 +628,25 @@ impl Engine {
             rec.stderr_bytes,
             rec.command,
         );
+        let cap = self.options.output_cap;
+        let note = |name, total: u64, remote: &str| {
+            (total > cap).then(|| output::capped_note(name, total, cap, remote))
+        };
         output::write_combined_log(
             Path::new(&rec.log_file_local),
             &header,
-            Path::new(&rec.stdout_file_local),
-            Path::new(&rec.stderr_file_local),
+            &[
+                output::LogPart {
+                    name: "stdout",
+                    local: Path::new(&rec.stdout_file_local),
+                    capped_note: note("stdout", rec.stdout_bytes, &rec.remote_stdout_file),
+                },
+                output::LogPart {
+                    name: "stderr",
+                    local: Path::new(&rec.stderr_file_local),
+                    capped_note: note("stderr", rec.stderr_bytes, &rec.remote_stderr_file),
+                },
+            ],
         )
     }
 
@@ -822,14 +854,15 @@ impl Engine {
         // ended command's copy is complete (unless the link dropped then): no round trip, not
         // even for an empty stream.
         let have = output::local_len(local);
-        if offset < have || (rec.status.is_final() && have >= size) {
+        let cap = self.options.output_cap;
+        if offset < have || (rec.status.is_final() && have >= size.min(cap) && offset < cap) {
             return output::read_local(local, offset, max);
         }
         let session = self.load_session(session_id)?;
         let transport = self.connector.connect(&session.machine_id).await?;
         match transport.read_file_range(remote, offset, max).await {
             Ok(data) => {
-                if let Err(e) = output::keep_read(local, offset, &data) {
+                if let Err(e) = output::keep_read(local, offset, &data, cap) {
                     tracing::debug!("keeping streamed output locally failed: {e}");
                 }
                 Ok(data)

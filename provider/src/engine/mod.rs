@@ -76,6 +76,10 @@ pub struct EngineOptions {
     pub tmux_socket: String,
     /// Cap on each of the stdout/stderr excerpts in a command record.
     pub excerpt_bytes: usize,
+    /// Bytes of each output stream of a command (and of a batch job) kept locally: the copy
+    /// and the combined log. The rest is counted in the record and stays on the machine.
+    /// Default: `REMOTE_RUNNER_OUTPUT_CAP` or 64 MiB ([`output::output_cap`]).
+    pub output_cap: u64,
     /// Longest single remote wait; longer waits are made of several, checking liveness between.
     pub wait_chunk: Duration,
     /// Extra environment for new session shells (`NAME`, `value`), e.g. `HOME` in tests.
@@ -92,6 +96,8 @@ impl Default for EngineOptions {
         EngineOptions {
             tmux_socket: crate::tmux::DEFAULT_SOCKET.to_string(),
             excerpt_bytes: 64 * 1024,
+            // A malformed value is refused by `Engine::with_options`.
+            output_cap: output::output_cap().unwrap_or(output::DEFAULT_OUTPUT_CAP),
             wait_chunk: Duration::from_secs(60),
             session_env: Vec::new(),
             login_env: std::env::var("REMOTE_RUNNER_LOGIN_ENV").map_or(true, |v| v != "off"),
@@ -130,6 +136,8 @@ impl Engine {
         connector: Arc<dyn Connector>,
         options: EngineOptions,
     ) -> Result<Engine> {
+        // A malformed REMOTE_RUNNER_OUTPUT_CAP is an error, not the default in silence.
+        output::output_cap()?;
         let store = crate::util::blocking(|| Store::open(state_dir))?;
         store::ensure_private_dir(&state_dir.join("logs"))?;
         Ok(Engine {

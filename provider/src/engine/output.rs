@@ -5,6 +5,11 @@
 //! at their own offsets (not appended), so two processes mirroring the same file at once write
 //! the same bytes to the same places. Copies stream in bounded chunks, never holding a whole
 //! file in memory.
+//!
+//! Bounded and sparse-safe: a command's output costs the machine nothing when it is sparse
+//! (`truncate -s 1G f; cat f`), so a local copy keeps at most the output cap of each stream
+//! ([`output_cap`], 64 MiB unless `REMOTE_RUNNER_OUTPUT_CAP` says otherwise; the record counts
+//! the rest and says it was not kept), and zero blocks are left as holes, never written dense.
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
@@ -18,6 +23,66 @@ use crate::transport::Transport;
 const CHUNK: usize = 1 << 20;
 /// From this size on a copy from offset 0 uses one streaming read instead of ranged reads.
 const STREAM_FROM: u64 = 4 << 20;
+
+/// Bytes of each output stream of a command kept locally, unless `REMOTE_RUNNER_OUTPUT_CAP`
+/// says otherwise.
+pub const DEFAULT_OUTPUT_CAP: u64 = 64 << 20;
+
+/// The environment variable that sets the output cap.
+pub const OUTPUT_CAP_ENV: &str = "REMOTE_RUNNER_OUTPUT_CAP";
+
+/// The per-stream output cap: `REMOTE_RUNNER_OUTPUT_CAP` (bytes, or with a `K`, `M` or `G`
+/// suffix for KiB, MiB, GiB; at least 1), else [`DEFAULT_OUTPUT_CAP`]. A value that is not one
+/// is `invalid_argument`.
+pub fn output_cap() -> Result<u64> {
+    match std::env::var(OUTPUT_CAP_ENV) {
+        Err(_) => Ok(DEFAULT_OUTPUT_CAP),
+        Ok(v) => parse_cap(&v).ok_or_else(|| {
+            Error::invalid(format!(
+                "{OUTPUT_CAP_ENV}={v:?} is not a size; give bytes (67108864) or a number with K, \
+                 M or G (64M), at least 1, or unset it for the default of 64M"
+            ))
+        }),
+    }
+}
+
+fn parse_cap(v: &str) -> Option<u64> {
+    let v = v.trim();
+    let (digits, unit) = match v.char_indices().last()? {
+        (i, 'k' | 'K') => (&v[..i], 1u64 << 10),
+        (i, 'm' | 'M') => (&v[..i], 1 << 20),
+        (i, 'g' | 'G') => (&v[..i], 1 << 30),
+        _ => (v, 1),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits
+        .parse::<u64>()
+        .ok()?
+        .checked_mul(unit)
+        .filter(|n| *n > 0)
+}
+
+/// Hole granularity: the usual file system block.
+const BLOCK: usize = 4096;
+
+/// Write `data` at `offset` of `file`, leaving all-zero blocks as holes, and make the file at
+/// least `offset + data.len()` long (a hole at the end included).
+fn write_sparse_at(file: &std::fs::File, offset: u64, data: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let mut at = offset;
+    for block in data.chunks(BLOCK) {
+        if !block.iter().all(|b| *b == 0) {
+            file.write_all_at(block, at)?;
+        }
+        at += block.len() as u64;
+    }
+    if file.metadata()?.len() < at {
+        file.set_len(at)?;
+    }
+    Ok(())
+}
 
 fn open_for_mirror(path: &Path) -> Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
@@ -38,23 +103,26 @@ pub fn local_len(path: &Path) -> u64 {
 /// Keep bytes read from the remote file at `offset` in the local copy too, when they extend it
 /// without a hole: a reader that streams a running command's output then leaves little for the
 /// copy made when it ends.
-pub fn keep_read(local: &Path, offset: u64, data: &[u8]) -> Result<()> {
-    use std::os::unix::fs::FileExt;
-    if data.is_empty() || offset > local_len(local) {
+/// Nothing past `cap` is kept.
+pub fn keep_read(local: &Path, offset: u64, data: &[u8], cap: u64) -> Result<()> {
+    if data.is_empty() || offset > local_len(local) || offset >= cap {
         return Ok(());
     }
-    open_for_mirror(local)?
-        .write_all_at(data, offset)
+    let keep = ((cap - offset) as usize).min(data.len());
+    write_sparse_at(&open_for_mirror(local)?, offset, &data[..keep])
         .map_err(|e| Error::io(format!("cannot write {}", local.display()), &e))
 }
 
-/// Append bytes `[local length, remote_size)` of `remote` to `local`.
+/// Append bytes `[local length, min(remote_size, cap))` of `remote` to `local` (zero blocks as
+/// holes).
 pub async fn mirror(
     transport: &dyn Transport,
     remote: &str,
     local: &Path,
     remote_size: u64,
+    cap: u64,
 ) -> Result<()> {
+    let remote_size = remote_size.min(cap);
     let mut have = local_len(local);
     if have > remote_size {
         // The local copy is longer than the remote file: it cannot be a prefix; start over.
@@ -71,8 +139,7 @@ pub async fn mirror(
     }
     let file = open_for_mirror(local)?;
     let write = |at: u64, data: &[u8]| {
-        use std::os::unix::fs::FileExt;
-        file.write_all_at(data, at)
+        write_sparse_at(&file, at, data)
             .map_err(|e| Error::io(format!("cannot write {}", local.display()), &e))
     };
     if have == 0 && remote_size >= STREAM_FROM {
@@ -122,8 +189,8 @@ pub fn read_local(path: &Path, offset: u64, max: usize) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// The first and last `cap / 2` bytes of a local file, lossily decoded, with a marker between
-/// them when bytes were left out. Returns (text, truncated).
+/// The first and last `cap / 2` bytes of a local file holding `size` bytes, lossily decoded,
+/// with a marker between them when bytes were left out. Returns (text, truncated).
 pub fn excerpt(path: &Path, size: u64, cap: usize, full_path: &Path) -> Result<(String, bool)> {
     if size <= cap as u64 {
         let data = read_local(path, 0, cap)?;
@@ -142,8 +209,45 @@ pub fn excerpt(path: &Path, size: u64, cap: usize, full_path: &Path) -> Result<(
     Ok((text, true))
 }
 
-/// Write the combined log: a header, then stdout and stderr copied in chunks.
-pub fn write_combined_log(log: &Path, header: &str, stdout: &Path, stderr: &Path) -> Result<()> {
+/// The line that says a stream was capped: how much there was, how much is kept, where the rest
+/// is.
+pub fn capped_note(name: &str, total: u64, kept: u64, remote: &str) -> String {
+    format!(
+        "[{name}: {total} bytes in all; only the first {kept} are kept here (output cap, \
+         {OUTPUT_CAP_ENV}); the other {} bytes are only on the machine, in {remote}]",
+        total - kept
+    )
+}
+
+/// One stream of the combined log: its local copy, and the cap note when it was capped.
+pub struct LogPart<'a> {
+    pub name: &'a str,
+    pub local: &'a Path,
+    pub capped_note: Option<String>,
+}
+
+/// Copy `from` to the end of `out`, leaving zero blocks as holes.
+fn copy_sparse(from: &Path, out: &mut std::fs::File) -> std::io::Result<()> {
+    let Ok(mut f) = std::fs::File::open(from) else {
+        return Ok(());
+    };
+    let mut at = out.stream_position()?;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        write_sparse_at(out, at, &buf[..n])?;
+        at += n as u64;
+    }
+    out.seek(SeekFrom::Start(at))?;
+    Ok(())
+}
+
+/// Write the combined log: a header, then stdout and stderr copied in chunks (zero blocks as
+/// holes), each followed by its cap note when it was capped.
+pub fn write_combined_log(log: &Path, header: &str, parts: &[LogPart<'_>]) -> Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let mut out = std::fs::OpenOptions::new()
         .create(true)
@@ -154,12 +258,13 @@ pub fn write_combined_log(log: &Path, header: &str, stdout: &Path, stderr: &Path
         .map_err(|e| Error::io(format!("cannot write {}", log.display()), &e))?;
     let io = |e: std::io::Error| Error::io(format!("cannot write {}", log.display()), &e);
     out.write_all(header.as_bytes()).map_err(io)?;
-    for (name, path) in [("stdout", stdout), ("stderr", stderr)] {
-        writeln!(out, "===== {name} =====").map_err(io)?;
-        if let Ok(mut f) = std::fs::File::open(path) {
-            std::io::copy(&mut f, &mut out).map_err(io)?;
-        }
+    for part in parts {
+        writeln!(out, "===== {} =====", part.name).map_err(io)?;
+        copy_sparse(part.local, &mut out).map_err(io)?;
         writeln!(out).map_err(io)?;
+        if let Some(note) = &part.capped_note {
+            writeln!(out, "{note}").map_err(io)?;
+        }
     }
     Ok(())
 }
@@ -179,5 +284,34 @@ mod tests {
         assert!(t.ends_with("ghij"));
         let (t, trunc) = excerpt(&p, 20, 64, &p).unwrap();
         assert_eq!((t.as_str(), trunc), ("0123456789abcdefghij", false));
+    }
+
+    #[test]
+    fn the_cap_is_bytes_or_k_m_g_and_at_least_one() {
+        assert_eq!(parse_cap("1048576"), Some(1 << 20));
+        assert_eq!(parse_cap("64M"), Some(64 << 20));
+        assert_eq!(parse_cap("8k"), Some(8 << 10));
+        assert_eq!(parse_cap("2G"), Some(2 << 30));
+        for bad in ["", "0", "M", "-1", "1.5M", "12 MB", "99999999999999999999G"] {
+            assert_eq!(parse_cap(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn zero_blocks_become_holes() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("o");
+        let f = open_for_mirror(&p).unwrap();
+        write_sparse_at(&f, 0, &vec![0u8; 8 << 20]).unwrap();
+        write_sparse_at(&f, 8 << 20, b"end").unwrap();
+        let m = std::fs::metadata(&p).unwrap();
+        assert_eq!(m.len(), (8 << 20) + 3);
+        assert!(
+            m.blocks() * 512 < 1 << 20,
+            "{} bytes allocated",
+            m.blocks() * 512
+        );
+        assert_eq!(&std::fs::read(&p).unwrap()[(8 << 20) - 2..], b"\0\0end");
     }
 }

@@ -428,6 +428,9 @@ impl Engine {
             &rec.remote_transcript_file,
             std::path::Path::new(&rec.transcript_file_local),
             size,
+            // The terminal's own bytes, read back by offset (`session read`): not capped here;
+            // zero blocks still stay holes.
+            u64::MAX,
         )
         .await
     }

@@ -12,6 +12,7 @@
 
 mod get;
 mod interrupted;
+mod local_mode;
 pub mod paths;
 mod put;
 mod sparse;
@@ -91,6 +92,8 @@ pub(crate) struct Job {
     files_done: AtomicU64,
     bytes_total: AtomicU64,
     files_total: AtomicU64,
+    /// This process's umask, read once when the transfer starts (downloads mask modes with it).
+    umask: u32,
 }
 
 impl Job {
@@ -195,6 +198,16 @@ impl Outcome {
         self.skipped.push(SkippedEntry {
             path: path.to_string(),
             reason: reason.to_string(),
+            code: None,
+        });
+    }
+
+    /// An entry not transferred because a path is over a host's limit (code `path_too_long`).
+    fn skip_too_long(&mut self, path: &str, reason: &str) {
+        self.skipped.push(SkippedEntry {
+            path: path.to_string(),
+            reason: reason.to_string(),
+            code: Some("path_too_long".to_string()),
         });
     }
 }
@@ -457,6 +470,7 @@ impl Engine {
                 files_done: AtomicU64::new(0),
                 bytes_total: AtomicU64::new(0),
                 files_total: AtomicU64::new(0),
+                umask: local_mode::umask(),
             };
             job.check_cancel()?;
             match direction {

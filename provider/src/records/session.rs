@@ -147,6 +147,13 @@ pub struct CommandRecord {
     /// Full sizes in bytes as last seen on the machine.
     pub stdout_bytes: u64,
     pub stderr_bytes: u64,
+    /// The stream is longer than the output cap: only its first `output_cap` bytes are in the
+    /// local copy and the log (which says so); `*_bytes` is still the true size and the rest
+    /// stays on the machine.
+    #[serde(default)]
+    pub stdout_capped: bool,
+    #[serde(default)]
+    pub stderr_capped: bool,
     pub created_at: String,
     pub started_at: Option<String>,
     pub ended_at: Option<String>,

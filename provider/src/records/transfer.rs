@@ -76,6 +76,10 @@ pub struct SkippedEntry {
     /// Path relative to the transfer's source root.
     pub path: String,
     pub reason: String,
+    /// A stable code for the kinds a program may act on (`path_too_long`: the path is over a
+    /// host's path-length limit, here or on the machine); absent for the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
 }
 
 /// One file transfer (a single file or a whole tree), as stored.

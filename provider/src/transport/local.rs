@@ -289,8 +289,12 @@ impl Transport for LocalTransport {
             .await
             .map_err(|e| io_err("cannot list", path, &e))?
         {
-            let Ok(meta) = tokio::fs::symlink_metadata(entry.path()).await else {
-                continue; // removed while listing
+            // Relative to the directory (fstatat), not by the whole path: an entry whose path
+            // is over PATH_MAX is still seen (and then reported, never silently dropped).
+            let meta = match entry.metadata().await {
+                Ok(meta) => meta,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue, // removed meanwhile
+                Err(e) => return Err(io_err("cannot list", path, &e)),
             };
             out.push(DirEntry {
                 name: entry.file_name().to_string_lossy().into_owned(),

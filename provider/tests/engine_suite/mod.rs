@@ -372,6 +372,63 @@ pub async fn binary_and_escape_output(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
+/// Sparse output (issue 28) costs the machine nothing: a 1 GiB hole printed by `cat` is kept
+/// here only up to the output cap, as holes (the copy and the combined log stay small on the
+/// disk), and the record gives the true size, says it was capped, and so does the log.
+pub async fn sparse_output_is_capped(t: Arc<dyn Transport>, dir: &str) {
+    use std::os::unix::fs::MetadataExt;
+    let b = bed(t, dir).await;
+    let gib: u64 = 1 << 30;
+    let rec = b
+        .run("truncate -s 1G hole.bin && cat hole.bin && echo done >&2 && rm hole.bin")
+        .await;
+    assert_eq!(rec.exit_code, Some(0), "{rec:?}");
+    assert_eq!(rec.stdout_bytes, gib);
+    let cap = b.engine.options().output_cap;
+    assert_eq!(cap, 64 << 20, "the documented default");
+    assert!(rec.stdout_capped && rec.stdout_truncated && !rec.stderr_capped);
+    assert_eq!(rec.stderr, "done\n");
+    assert!(
+        rec.stdout.contains("1073741824 bytes in all"),
+        "{}",
+        &rec.stdout[rec.stdout.len() - 300..]
+    );
+    let copy = std::fs::metadata(&rec.stdout_file_local).unwrap();
+    assert_eq!(copy.len(), cap);
+    assert!(
+        copy.blocks() * 512 < 1 << 20,
+        "{} bytes allocated for the copy",
+        copy.blocks() * 512
+    );
+    let log = std::fs::metadata(&rec.log_file_local).unwrap();
+    assert!(log.len() > cap, "the log holds the kept part");
+    assert!(
+        log.blocks() * 512 < 1 << 20,
+        "{} bytes allocated for the log",
+        log.blocks() * 512
+    );
+    let text = std::fs::read(&rec.log_file_local).unwrap();
+    let tail = String::from_utf8_lossy(&text[text.len() - 600..]);
+    assert!(
+        tail.contains("[stdout: 1073741824 bytes in all; only the first 67108864 are kept here"),
+        "{tail}"
+    );
+    // Everything under the state dir stays small.
+    let du = std::process::Command::new("du")
+        .args(["-sk"])
+        .arg(b.state.path())
+        .output()
+        .unwrap();
+    let kib: u64 = String::from_utf8_lossy(&du.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(kib < 8 * 1024, "the state dir takes {kib} KiB");
+    b.finish().await;
+}
+
 pub async fn huge_output(t: Arc<dyn Transport>, dir: &str) {
     let b = bed(t, dir).await;
     let n: u64 = 100 * 1024 * 1024;
@@ -382,7 +439,14 @@ pub async fn huge_output(t: Arc<dyn Transport>, dir: &str) {
         .await;
     assert_eq!(rec.exit_code, Some(0));
     assert_eq!(rec.stdout_bytes, n);
-    assert_eq!(std::fs::metadata(&rec.stdout_file_local).unwrap().len(), n);
+    // Past the output cap (64 MiB) only the cap is kept here; the rest is read from the machine.
+    let cap = b.engine.options().output_cap;
+    assert!(cap < n, "the default cap is below this test's output");
+    assert_eq!(
+        std::fs::metadata(&rec.stdout_file_local).unwrap().len(),
+        cap
+    );
+    assert!(rec.stdout_capped && !rec.stderr_capped);
     assert!(rec.stdout_truncated);
     assert!(rec.stdout.len() < 70 * 1024, "excerpt is capped");
     assert_eq!(rec.stderr, "tail-marker\n");

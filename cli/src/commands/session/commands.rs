@@ -9,7 +9,9 @@ use std::io::{IsTerminal, Read, Write};
 use std::path::Path;
 use std::time::Duration;
 
-use remote_runner_provider::engine::{CommandMode, CommandRecord, CommandStatus, ExecRequest};
+use remote_runner_provider::engine::{
+    CommandMode, CommandRecord, CommandStatus, ExecRequest, output,
+};
 use remote_runner_provider::{Error, ErrorCode, Result};
 use serde_json::json;
 
@@ -44,7 +46,7 @@ pub async fn exec(ctx: &Context, args: ExecArgs) -> Result<Report> {
         human.push(follow_hint(&rec));
         return Ok(Report::new(json).human(human).exit_code(code));
     }
-    print_output(&rec);
+    print_output(&rec, wired.engine.options().output_cap);
     status_line(ctx, &rec);
     // The output is the rendering; nothing more goes to stdout.
     Ok(Report::new(json)
@@ -251,25 +253,52 @@ fn exit_code(rec: &CommandRecord, passthrough: bool) -> u8 {
     }
 }
 
-/// The command's full output, byte for byte, on the matching stream: the complete local copy
-/// when it is there, else the record's excerpt.
-fn print_output(rec: &CommandRecord) {
-    let full = |file: &str, bytes: u64, excerpt: &str| -> Vec<u8> {
-        match std::fs::read(Path::new(file)) {
-            Ok(data) if data.len() as u64 == bytes => data,
-            _ => excerpt.as_bytes().to_vec(),
+/// The command's output, byte for byte, on the matching stream: the local copy when it is
+/// complete (streamed in chunks, never held whole in memory), else the record's excerpt. A
+/// stream longer than the output cap has only its first part kept here: that part is printed,
+/// then a note on stderr says how much there was and where the rest is.
+fn print_output(rec: &CommandRecord, cap: u64) {
+    let print = |file: &str, bytes: u64, excerpt: &str, out: &mut dyn Write| {
+        let kept = bytes.min(cap);
+        let _ = match std::fs::File::open(Path::new(file)) {
+            Ok(mut f) if f.metadata().is_ok_and(|m| m.len() == kept) => {
+                std::io::copy(&mut f, out).map(|_| ())
+            }
+            _ => out.write_all(excerpt.as_bytes()),
         }
+        .and_then(|()| out.flush());
     };
-    let stdout = full(&rec.stdout_file_local, rec.stdout_bytes, &rec.stdout);
-    let stderr = full(&rec.stderr_file_local, rec.stderr_bytes, &rec.stderr);
-    let _ = std::io::stdout()
-        .lock()
-        .write_all(&stdout)
-        .and_then(|()| std::io::stdout().lock().flush());
-    let _ = std::io::stderr()
-        .lock()
-        .write_all(&stderr)
-        .and_then(|()| std::io::stderr().lock().flush());
+    print(
+        &rec.stdout_file_local,
+        rec.stdout_bytes,
+        &rec.stdout,
+        &mut std::io::stdout().lock(),
+    );
+    print(
+        &rec.stderr_file_local,
+        rec.stderr_bytes,
+        &rec.stderr,
+        &mut std::io::stderr().lock(),
+    );
+    for (name, capped, total, remote) in [
+        (
+            "stdout",
+            rec.stdout_capped,
+            rec.stdout_bytes,
+            &rec.remote_stdout_file,
+        ),
+        (
+            "stderr",
+            rec.stderr_capped,
+            rec.stderr_bytes,
+            &rec.remote_stderr_file,
+        ),
+    ] {
+        if capped {
+            let note = output::capped_note(name, total, total.min(cap), remote);
+            let _ = writeln!(std::io::stderr().lock(), "{}", neutralize(&note));
+        }
+    }
 }
 
 /// `✓ completed · exit 0 · 120 ms · cmd_...` on stderr (stdout holds the command's own

@@ -2,8 +2,9 @@
 //!
 //! Names a server sends are checked (no `..`, `/`, NUL); every directory written into is a real
 //! directory (an existing symlink in the way is refused); symlinks are recreated only when their
-//! target stays inside the destination; set-id and sticky bits are dropped; each file is written
-//! to a temporary name and renamed over its final name only when complete.
+//! target stays inside the destination; each file is written to a temporary name and renamed
+//! over its final name only when complete. Modes never widen local permissions (`local_mode`):
+//! the remote mode masked by the umask and 0755; an existing destination keeps its own.
 
 use std::collections::HashSet;
 use std::os::unix::fs::PermissionsExt;
@@ -11,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use tokio::io::AsyncReadExt;
 
+use super::local_mode;
 use super::paths::{RemotePath, join, safe_name, symlink_stays_inside};
 use super::put::{name_user_path, verify_written};
 use super::stream::{self, PumpError};
@@ -161,6 +163,7 @@ async fn get_file(
     mode: u32,
     verify: bool,
 ) -> Result<(u64, String)> {
+    let mode = local_mode::for_file(dest, mode, job.umask);
     if !verify
         && size <= SMALL_FILE
         && let Some(done) = get_small_file(job, src, dest, size, mode).await?
@@ -195,7 +198,7 @@ async fn get_file(
             PumpError::Read(e) => job.link_error(&e, "read", &src.cmd),
             PumpError::Write(e) => local_io("write", &tmp, &e),
         })?;
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode & 0o777))
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
             .map_err(|e| local_io("set the mode of", &tmp, &e))?;
         if verify {
             verify::check_one(job.t.as_ref(), src, &src.cmd, &copied).await?;
@@ -265,7 +268,7 @@ fn write_small(dest: &Path, data: &[u8], mode: u32, transfer_id: &str) -> Result
             .mode(0o600)
             .open(&tmp)?;
         f.write_all(data)?;
-        f.set_permissions(std::fs::Permissions::from_mode(mode & 0o777))?;
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
         drop(f);
         std::fs::rename(&tmp, dest)
     })();
@@ -300,13 +303,36 @@ async fn walk(job: &Job, root: &RemotePath, out: &mut Outcome) -> Result<Vec<Rem
             Err(e) => return Err(name_user_path(e, &dir.cmd, &dir.file)),
         };
         listed.sort_by(|a, b| a.name.cmp(&b.name));
+        let shown_of = |name: &str| {
+            if rel.is_empty() {
+                name.to_string()
+            } else {
+                format!("{rel}/{name}")
+            }
+        };
+        if near_path_limit(&dir.file) {
+            match unlisted_names(job, &dir, &listed).await {
+                Some(names) => {
+                    for name in names {
+                        out.skip_too_long(&shown_of(&name), &remote_too_long(&dir.file, &name));
+                    }
+                }
+                // Not knowing is not "nothing missing": the download says partial.
+                None => out.skip_too_long(
+                    &rel,
+                    "path_too_long: this directory is near the path-length limit and its \
+                     listing could not be checked through the shell; entries past the limit \
+                     may be missing; download it from a shorter remote path",
+                ),
+            }
+        }
         let mut seen = HashSet::new();
         for e in listed {
-            let shown = if rel.is_empty() {
-                e.name.clone()
-            } else {
-                format!("{rel}/{}", e.name)
-            };
+            let shown = shown_of(&e.name);
+            if remote_path_len(&dir.file, &e.name) > PATH_LIMIT {
+                out.skip_too_long(&shown, &remote_too_long(&dir.file, &e.name));
+                continue;
+            }
             if !safe_name(&e.name) || !seen.insert(e.name.clone()) {
                 out.skip(
                     &shown,
@@ -333,6 +359,62 @@ async fn walk(job: &Job, root: &RemotePath, out: &mut Outcome) -> Result<Vec<Rem
     }
     entries.sort_by(|a, b| a.rel.split('/').cmp(b.rel.split('/')));
     Ok(entries)
+}
+
+/// Longest path a Linux host accepts (`PATH_MAX` less the terminating NUL), here and on the
+/// machine (whose file channel takes whole paths).
+const PATH_LIMIT: usize = 4095;
+
+/// The length of `dir`/`name` as the machine's file channel sees it. A relative path is taken
+/// from the login directory, whose length is unknown: counted as a generous 1 KiB.
+fn remote_path_len(dir: &str, name: &str) -> usize {
+    let base = if dir.starts_with('/') { 0 } else { 1024 };
+    base + dir.len() + 1 + name.len()
+}
+
+/// Whether an entry of `dir` (a name is at most 255 bytes) may be over the limit. OpenSSH's
+/// sftp-server silently leaves out of a listing every entry it cannot `lstat` by its whole
+/// path, so near the limit the listing is checked against the shell's view.
+fn near_path_limit(dir: &str) -> bool {
+    remote_path_len(dir, &"n".repeat(255)) > PATH_LIMIT
+}
+
+fn remote_too_long(dir: &str, name: &str) -> String {
+    format!(
+        "path_too_long: not fetched: its path on the machine is about {} bytes, over the limit of \
+         {PATH_LIMIT} the file channel can reach; download this part from a directory further \
+         down (a shorter remote path)",
+        remote_path_len(dir, name)
+    )
+}
+
+/// The names in `dir` that the shell sees but the file channel's `listed` left out, whose
+/// whole path is over the limit (one exec: `cd` there, then every name NUL-terminated); `None`
+/// when the shell could not say.
+async fn unlisted_names(
+    job: &Job,
+    dir: &RemotePath,
+    listed: &[crate::transport::DirEntry],
+) -> Option<Vec<String>> {
+    let script = format!(
+        "cd -- {} || exit 1\nfor f in .* *; do case $f in .|..) continue;; esac; \
+         if [ -e \"$f\" ] || [ -L \"$f\" ]; then printf '%s\\000' \"$f\"; fi; done",
+        shell_quote(&dir.cmd)
+    );
+    let known: HashSet<&str> = listed.iter().map(|e| e.name.as_str()).collect();
+    match job.run_script(&script, 1 << 24).await {
+        Ok(o) if !o.stdout_truncated && o.status.success() => Some(
+            o.stdout
+                .split(|b| *b == 0)
+                .filter(|n| !n.is_empty())
+                .map(|n| String::from_utf8_lossy(n).into_owned())
+                .filter(|n| {
+                    !known.contains(n.as_str()) && remote_path_len(&dir.file, n) > PATH_LIMIT
+                })
+                .collect(),
+        ),
+        _ => None,
+    }
 }
 
 /// Read symlink targets on the machine in one exec (`readlink` per link, NUL-separated).
@@ -368,14 +450,16 @@ async fn read_links(job: &Job, links: &[RemotePath]) -> Vec<Option<String>> {
     out
 }
 
-/// Make `dir` (whose parent is known to be a real directory) a real directory: create it, or
-/// accept an existing directory. Anything else in the way (a symlink, a file) is refused.
-fn ensure_real_dir(dir: &Path) -> std::result::Result<(), String> {
-    match std::fs::DirBuilder::new().create(dir) {
-        Ok(()) => Ok(()),
+/// Make `dir` (whose parent is known to be a real directory) a real directory: create it
+/// (`Ok(true)`; owner-only until its final mode is set), or accept an existing directory
+/// (`Ok(false)`; its mode is left alone). Anything else in the way (a symlink, a file) is refused.
+fn ensure_real_dir(dir: &Path) -> std::result::Result<bool, String> {
+    use std::os::unix::fs::DirBuilderExt;
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             match std::fs::symlink_metadata(dir) {
-                Ok(m) if m.file_type().is_dir() => Ok(()),
+                Ok(m) if m.file_type().is_dir() => Ok(false),
                 Ok(m) if m.file_type().is_symlink() => {
                     Err("a symlink is in the way at the destination (not followed)".to_string())
                 }
@@ -386,17 +470,14 @@ fn ensure_real_dir(dir: &Path) -> std::result::Result<(), String> {
     }
 }
 
-/// Longest path this host accepts (Linux `PATH_MAX` less the terminating NUL).
-const LOCAL_PATH_MAX: usize = 4095;
-
 /// Why `path` cannot be written here, when it is longer than this host accepts (a deep remote
 /// tree under a long local destination).
 fn too_long_here(path: &Path) -> Option<String> {
     let len = path.as_os_str().len();
-    (len > LOCAL_PATH_MAX).then(|| {
+    (len > PATH_LIMIT).then(|| {
         format!(
-            "not written: its local path would be {len} bytes, over this host's limit of \
-             {LOCAL_PATH_MAX}; download this part to a shorter destination"
+            "path_too_long: not written: its local path would be {len} bytes, over this \
+             host's limit of {PATH_LIMIT}; download this part to a shorter destination"
         )
     })
 }
@@ -406,7 +487,7 @@ fn parent_rel(rel: &str) -> &str {
 }
 
 async fn get_tree(job: &Job, src: &RemotePath, local: &Path, out: &mut Outcome) -> Result<()> {
-    match std::fs::metadata(local) {
+    let existed = match std::fs::metadata(local) {
         Ok(m) if !m.is_dir() => {
             return Err(Error::invalid(format!(
                 "local {} exists and is not a directory; choose another destination for directory {}",
@@ -414,9 +495,12 @@ async fn get_tree(job: &Job, src: &RemotePath, local: &Path, out: &mut Outcome) 
                 src.cmd
             )));
         }
-        Ok(_) => {}
-        Err(_) => std::fs::create_dir_all(local).map_err(|e| local_io("create", local, &e))?,
-    }
+        Ok(_) => true,
+        Err(_) => {
+            std::fs::create_dir_all(local).map_err(|e| local_io("create", local, &e))?;
+            false
+        }
+    };
     let root_mode = match job.t.stat(&src.file).await {
         Ok(Some(st)) if st.kind == FileKind::Dir => st.mode,
         _ => followed_mode(job, src).await.unwrap_or(0o755),
@@ -430,7 +514,11 @@ async fn get_tree(job: &Job, src: &RemotePath, local: &Path, out: &mut Outcome) 
     out.dirs = 1;
     // Directories we made sure are real; everything is written only below one of them.
     let mut real_dirs: HashSet<String> = HashSet::from([String::new()]);
-    let mut dir_modes: Vec<(PathBuf, u32)> = vec![(local.to_path_buf(), root_mode)];
+    // Final modes of the directories this download created (an existing one keeps its own).
+    let mut dir_modes: Vec<(PathBuf, u32)> = Vec::new();
+    if !existed {
+        dir_modes.push((local.to_path_buf(), root_mode));
+    }
     let mut links = Vec::new();
     let mut wanted_files = Vec::new();
     for e in &entries {
@@ -440,14 +528,16 @@ async fn get_tree(job: &Job, src: &RemotePath, local: &Path, out: &mut Outcome) 
         }
         let path = local.join(&e.rel);
         if let Some(why) = too_long_here(&path) {
-            out.skip(&e.rel, &why);
+            out.skip_too_long(&e.rel, &why);
             continue;
         }
         match e.kind {
             FileKind::Dir => match ensure_real_dir(&path) {
-                Ok(()) => {
+                Ok(created) => {
                     real_dirs.insert(e.rel.clone());
-                    dir_modes.push((path, e.mode));
+                    if created {
+                        dir_modes.push((path, e.mode));
+                    }
                     out.dirs += 1;
                 }
                 Err(why) => out.skip(&e.rel, &why),
@@ -471,7 +561,8 @@ async fn get_tree(job: &Job, src: &RemotePath, local: &Path, out: &mut Outcome) 
     recreate_links(job, src, local, &links, out).await;
     verify_written(job, &mut written, out).await?;
     for (d, mode) in dir_modes.iter().rev() {
-        std::fs::set_permissions(d, std::fs::Permissions::from_mode(mode & 0o777))
+        let mode = local_mode::for_new(*mode, job.umask);
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(mode))
             .map_err(|e| local_io("set the mode of", d, &e))?;
     }
     Ok(())

@@ -16,9 +16,11 @@ impl RemotePath {
     /// Resolve a user-given remote path: relative paths are taken from `cwd`, `.` and empty
     /// components are dropped, then the longest matching mapping prefix is applied.
     pub fn resolve(user: &str, cwd: &str, mappings: &[PathMapping]) -> Result<RemotePath> {
-        if user.is_empty() || user.contains('\0') || user.contains('\n') {
+        // A newline is a legal byte of a file name (a machine may well have one): it is data
+        // everywhere here (SFTP paths, shell-quoted commands, `sha256sum`'s escaped lines).
+        if user.is_empty() || user.contains('\0') {
             return Err(Error::invalid(format!(
-                "remote path {user:?} must be non-empty and free of NUL and newline characters"
+                "remote path {user:?} must be non-empty and free of NUL characters"
             )));
         }
         let joined = if user.starts_with('/') {
