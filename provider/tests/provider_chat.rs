@@ -498,15 +498,40 @@ fn a_cancel_ends_a_waiting_call_with_unknown() {
 /// (`not_this_turn`, exit 3): nothing reaches B's host and B's limits are not spent; A's own
 /// call and B's own call still work.
 #[test]
-fn a_turn_of_another_chat_cannot_use_this_turns_chat() {
+fn a_turn_of_another_chat_cannot_use_this_turns_chat_over_ssh() {
     let sshd = Sshd::start().expect("sshd test bed");
     let local_a = tempfile::tempdir().unwrap();
     let local_b = tempfile::tempdir().unwrap();
-    let (mut a, _, _) = started(&sshd, &local_a, "chat-two-a");
-    let (mut b, _, _) = started(&sshd, &local_b, "chat-two-b");
+    let (a, _, _) = started(&sshd, &local_a, "chat-two-a");
+    let (b, _, _) = started(&sshd, &local_b, "chat-two-b");
     let remote_b = sshd.remote_dir("chat-two-b").unwrap();
-    let flag = remote_b.join("a-is-done");
-    let mark = format!("rr-mark-{}", std::process::id());
+    two_chats_on_one_account(a, b, &remote_b.join("a-is-done"), "ssh");
+}
+
+/// The same on the built-in `local` machine (both chats are this test's user).
+#[test]
+fn a_turn_of_another_chat_cannot_use_this_turns_chat_on_local() {
+    let start = |dir: &tempfile::TempDir| {
+        let env = vec![(
+            "REMOTE_RUNNER_STATE_DIR",
+            dir.path().join("state").display().to_string(),
+        )];
+        let mut host = Host::spawn(dir.path(), &env);
+        host.hello();
+        let work = dir.path().join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        let ready = host.start(work.to_str().unwrap());
+        assert_eq!(ready["type"], "ready", "{ready}");
+        host
+    };
+    let local_a = tempfile::tempdir().unwrap();
+    let local_b = tempfile::tempdir().unwrap();
+    let (a, b) = (start(&local_a), start(&local_b));
+    two_chats_on_one_account(a, b, &local_b.path().join("a-is-done"), "local");
+}
+
+fn two_chats_on_one_account(mut a: Host, mut b: Host, flag: &std::path::Path, kind: &str) {
+    let mark = format!("rr-mark-{kind}-{}", std::process::id());
 
     // B's turn waits (a process carrying its RR_TURN_DIR), then makes a call of its own.
     let b_turn = send_turn(
