@@ -210,8 +210,12 @@ fn the_final_waits_for_a_backgrounded_call_and_late_calls_are_refused() {
     let (mut host, _env, _) = started(&sshd, &local, "chat-held");
     let remote = sshd.remote_dir("chat-held").unwrap();
     let rc = remote.join("bg-rc");
+    // The command ends once the backgrounded call is made (its `ready` is there) and before
+    // its result: a call that starts only after the command ended may find the chat closed
+    // (refused, nothing sent), which is the race this wait takes out of the test.
     let content = format!(
-        "export OLD_TURN_DIR=\"$RR_TURN_DIR\"\n( \"$RR_CHAT\" send 'from the background' >/dev/null 2>&1; echo $? > '{}' ) &\necho foreground-done",
+        "export OLD_TURN_DIR=\"$RR_TURN_DIR\"\n( \"$RR_CHAT\" send 'from the background' >/dev/null 2>&1; echo $? > '{}' ) &\n\
+         while [ ! -e \"$RR_TURN_DIR/chat/1/ready\" ]; do sleep 0.05; done\necho foreground-done",
         rc.display()
     );
     let tid = send_turn(&mut host, 1, &content);
