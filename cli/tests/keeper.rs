@@ -356,3 +356,99 @@ fn disconnect_lets_a_call_in_flight_finish() {
     assert_eq!(v["exit_code"], 0);
     wait_gone(pid);
 }
+
+/// Append `@revoked [127.0.0.1]:PORT <the bed's host key>` to `file`.
+fn revoke_in(bed: &Bed, file: &std::path::Path) {
+    let sshd = bed.sshd().unwrap();
+    let mut text = std::fs::read_to_string(file).unwrap_or_default();
+    text.push_str(&format!(
+        "@revoked [127.0.0.1]:{} {}\n",
+        sshd.port, sshd.host_public_key
+    ));
+    std::fs::write(file, text).unwrap();
+}
+
+/// With a keeper serving session `s` (pid `pid`), revoke the host key in `file`: the next call
+/// is refused with the host-key error, as a direct connection is, and the keeper ends.
+fn a_revocation_in(bed: &Bed, s: &str, pid: u32, file: &std::path::Path) {
+    let r = bed.exec(s, "echo before", &["--exit-code"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(keeper_pid(bed), pid, "the keeper served the call");
+    revoke_in(bed, file);
+    let r = bed.exec(s, "echo after", &[]);
+    assert_ne!(r.code, 0, "a revoked host key was served: {r:?}");
+    assert_eq!(r.error()["code"], "host_key_changed", "{r:?}");
+    assert!(r.stderr.contains("@revoked"), "{r:?}");
+    wait_gone(pid);
+    // And it stays refused: no fresh keeper serves the revoked key either.
+    let r = bed.exec(s, "echo again", &[]);
+    assert_eq!(r.error()["code"], "host_key_changed", "{r:?}");
+}
+
+/// Appends `text` to the bed's ssh_config (before any keeper starts: the file is hashed too).
+fn add_to_ssh_config(bed: &Bed, text: &str) {
+    let path = &bed.sshd().unwrap().ssh_config;
+    let mut config = std::fs::read_to_string(path).unwrap();
+    config.push_str(text);
+    std::fs::write(path, config).unwrap();
+}
+
+/// A system known_hosts file, as an administrator revokes a key. The test names its own file
+/// with ssh_config's `GlobalKnownHostsFile`: the default, `/etc/ssh/ssh_known_hosts`, takes the
+/// same path through the code, and writing it would retire every other test's keeper.
+#[test]
+fn a_key_revoked_in_the_global_known_hosts_file_retires_the_keeper() {
+    let bed = Bed::ssh();
+    let _k = Keepers(&bed);
+    let global = bed.sb.path().join("global_known_hosts");
+    std::fs::write(&global, "").unwrap();
+    add_to_ssh_config(
+        &bed,
+        &format!("Host *\n    GlobalKnownHostsFile {}\n", global.display()),
+    );
+    let s = bed.session();
+    let pid = keeper_pid(&bed);
+    a_revocation_in(&bed, &s, pid, &global);
+}
+
+#[test]
+fn a_key_revoked_in_ssh_configs_user_known_hosts_file_retires_the_keeper() {
+    let bed = Bed::ssh();
+    let _k = Keepers(&bed);
+    let sshd = bed.sshd().unwrap();
+    // A machine whose known_hosts file comes from ssh_config, not from its record.
+    let user = bed.sb.path().join("user_known_hosts");
+    std::fs::copy(&sshd.known_hosts, &user).unwrap();
+    add_to_ssh_config(
+        &bed,
+        &format!(
+            "Host 127.0.0.1\n    UserKnownHostsFile {}\n",
+            user.display()
+        ),
+    );
+    let port = sshd.port.to_string();
+    let key = sshd.keys.ed25519.to_str().unwrap().to_string();
+    let work = bed.work_str();
+    let r = bed.run(&[
+        "machine",
+        "add",
+        "viacfg",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        &port,
+        "--user",
+        remote_runner_testkit::TEST_USER,
+        "--key-path",
+        &key,
+        "--default-cwd",
+        &work,
+        "--json",
+    ]);
+    assert_eq!(r.code, 0, "machine add failed: {r:?}");
+    assert!(r.json()["known_hosts_file"].is_null(), "{r:?}");
+    let v = bed.json(&["session", "create", "--machine", "viacfg", "--cwd", &work]);
+    let s = v["session_id"].as_str().unwrap().to_string();
+    let pid = keeper_pid(&bed);
+    a_revocation_in(&bed, &s, pid, &user);
+}

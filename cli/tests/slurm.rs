@@ -69,6 +69,46 @@ fn the_machine_record_keeps_the_scheduler_and_refuses_bad_args() {
     ]);
     assert_eq!(r.code, 2, "{r:?}");
     assert_eq!(r.error()["code"], "invalid_argument");
+    // The same options in the forms Slurm also accepts: short with the value attached, in a
+    // cluster, abbreviated; and a word that would end Slurm's options. Refused on the stored
+    // machine and per call, before anything reaches the login node.
+    for args in [
+        "-o/tmp/x",
+        "-D/",
+        "-Jx",
+        "-vJx",
+        "--outp=/tmp/x",
+        "--chd=/",
+        "--job=x",
+        "--no-sh",
+        "--time=5 job.sh",
+    ] {
+        let r = bed.run(&[
+            "machine",
+            "configure-scheduler",
+            "bed",
+            "--scheduler",
+            "slurm",
+            "--slurm-args",
+            args,
+            "--json",
+        ]);
+        assert_eq!(r.code, 2, "{args}: {r:?}");
+        assert_eq!(r.error()["code"], "invalid_argument", "{args}");
+        let r = bed.run(&[
+            "session",
+            "create",
+            "--machine",
+            "bed",
+            "--slurm-args",
+            args,
+            "--json",
+        ]);
+        assert_eq!(r.code, 2, "{args}: {r:?}");
+        assert_eq!(r.error()["code"], "invalid_argument", "{args}");
+    }
+    let v = bed.json(&["machine", "show", "bed"]);
+    assert_eq!(v["scheduler"]["args"], serde_json::json!(["--time=10"]));
     let r = bed.run(&[
         "session",
         "create",

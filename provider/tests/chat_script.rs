@@ -45,6 +45,9 @@ struct Turn {
     _dir: tempfile::TempDir,
     turn_dir: PathBuf,
     script: PathBuf,
+    /// The session's state directory as the provider passes it: its `shell.pid` names this
+    /// test process, which starts every call (so each is the "turn's own").
+    session: PathBuf,
 }
 
 impl Turn {
@@ -54,10 +57,18 @@ impl Turn {
         std::fs::create_dir_all(turn_dir.join("chat")).unwrap();
         let script = dir.path().join("chat.sh");
         std::fs::write(&script, CHAT_SCRIPT).unwrap();
+        let session = dir.path().join("session-state");
+        std::fs::create_dir_all(&session).unwrap();
+        std::fs::write(
+            session.join("shell.pid"),
+            format!("{}\n", std::process::id()),
+        )
+        .unwrap();
         Turn {
             _dir: dir,
             turn_dir,
             script,
+            session,
         }
     }
 
@@ -82,7 +93,11 @@ impl Turn {
         Command::new(&shell[0])
             .args(&shell[1..])
             .arg(&self.script)
-            .args(["__close", chat.to_str().unwrap()])
+            .args([
+                "__close",
+                chat.to_str().unwrap(),
+                self.session.to_str().unwrap(),
+            ])
             .output()
             .unwrap()
     }
@@ -270,6 +285,7 @@ fn the_providers_verbs_watch_and_sweep() {
                     known,
                     secs,
                     exit.to_str().unwrap(),
+                    turn.session.to_str().unwrap(),
                 ])
                 .output()
                 .unwrap();
@@ -345,5 +361,71 @@ fn closing_a_turn_that_made_no_call_refuses_a_later_one() {
         let (code, _, err) = finish(turn.call(&shell, &["send", "late"], &[]));
         assert_eq!(code, 3, "{shell:?}");
         assert!(err.starts_with("turn_ended:"), "{err}");
+    }
+}
+
+/// A call is the turn's own only when the process that wrote its `pid` is alive in the call's
+/// directory and belongs to the session shell (its process session, or started by it): a call
+/// left in the directory from elsewhere, or naming another call's process, is listed as
+/// foreign, and so is every call when the session shell is not theirs.
+#[test]
+fn only_calls_made_by_the_turns_own_processes_are_proven() {
+    for shell in shells() {
+        let turn = Turn::new();
+        let chat = turn.turn_dir.join("chat");
+        let a = turn.call(&shell, &["send", "a"], &[]);
+        let first = turn.ready(1);
+        // A call directory made by hand, naming call 1's (genuine, waiting) process.
+        let forged = turn.call_dir(7);
+        std::fs::create_dir_all(&forged).unwrap();
+        std::fs::copy(first.join("pid"), forged.join("pid")).unwrap();
+        std::fs::write(forged.join("kind"), "send\n").unwrap();
+        std::fs::write(forged.join("ready"), "").unwrap();
+        // And one naming a process that is gone.
+        let gone = turn.call_dir(8);
+        std::fs::create_dir_all(&gone).unwrap();
+        std::fs::write(gone.join("pid"), "999999999\n").unwrap();
+        std::fs::write(gone.join("ready"), "").unwrap();
+        let list = |session: &Path| {
+            let out = Command::new(&shell[0])
+                .args(&shell[1..])
+                .arg(&turn.script)
+                .args([
+                    "__watch",
+                    chat.to_str().unwrap(),
+                    "0",
+                    "1",
+                    "",
+                    session.to_str().unwrap(),
+                ])
+                .output()
+                .unwrap();
+            String::from_utf8(out.stdout).unwrap()
+        };
+        assert_eq!(
+            list(&turn.session),
+            "1\n7 foreign\n8 foreign\n",
+            "{shell:?}"
+        );
+        // Another session: its shell is in a process session of its own and did not start
+        // this call.
+        let mut other = Command::new("setsid")
+            .args(["sleep", "30"])
+            .spawn()
+            .unwrap();
+        let other_session = turn.turn_dir.parent().unwrap().join("other-session");
+        std::fs::create_dir_all(&other_session).unwrap();
+        std::fs::write(other_session.join("shell.pid"), format!("{}\n", other.id())).unwrap();
+        // (setsid forks when it is a group leader; wait until the pid is the sleep's own.)
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(
+            list(&other_session),
+            "1 foreign\n7 foreign\n8 foreign\n",
+            "{shell:?}"
+        );
+        let _ = other.kill();
+        let _ = other.wait();
+        reply(&first, "om_1\n", "", 0);
+        assert_eq!(finish(a).0, 0, "{shell:?}");
     }
 }

@@ -210,8 +210,12 @@ fn the_final_waits_for_a_backgrounded_call_and_late_calls_are_refused() {
     let (mut host, _env, _) = started(&sshd, &local, "chat-held");
     let remote = sshd.remote_dir("chat-held").unwrap();
     let rc = remote.join("bg-rc");
+    // The command ends once the backgrounded call is made (its `ready` is there) and before
+    // its result: a call that starts only after the command ended may find the chat closed
+    // (refused, nothing sent), which is the race this wait takes out of the test.
     let content = format!(
-        "export OLD_TURN_DIR=\"$RR_TURN_DIR\"\n( \"$RR_CHAT\" send 'from the background' >/dev/null 2>&1; echo $? > '{}' ) &\necho foreground-done",
+        "export OLD_TURN_DIR=\"$RR_TURN_DIR\"\n( \"$RR_CHAT\" send 'from the background' >/dev/null 2>&1; echo $? > '{}' ) &\n\
+         while [ ! -e \"$RR_TURN_DIR/chat/1/ready\" ]; do sleep 0.05; done\necho foreground-done",
         rc.display()
     );
     let tid = send_turn(&mut host, 1, &content);
@@ -490,4 +494,115 @@ fn a_cancel_ends_a_waiting_call_with_unknown() {
     host.wait_for(T, |v| v["status"] == "closed");
     // Sent and never settled: it may have been delivered.
     wait_file(&rc, "4\n");
+}
+
+/// Two chats on one machine account (two providers, one login user): a turn of chat A finds
+/// the turn directory of chat B's running turn the way an attacker would (`RR_TURN_DIR` in
+/// `/proc/*/environ`) and points `RR_TURN_DIR` there. Its `send` and `history` are refused
+/// (`not_this_turn`, exit 3): nothing reaches B's host and B's limits are not spent; A's own
+/// call and B's own call still work.
+#[test]
+fn a_turn_of_another_chat_cannot_use_this_turns_chat_over_ssh() {
+    let sshd = Sshd::start().expect("sshd test bed");
+    let local_a = tempfile::tempdir().unwrap();
+    let local_b = tempfile::tempdir().unwrap();
+    let (a, _, _) = started(&sshd, &local_a, "chat-two-a");
+    let (b, _, _) = started(&sshd, &local_b, "chat-two-b");
+    let remote_b = sshd.remote_dir("chat-two-b").unwrap();
+    two_chats_on_one_account(a, b, &remote_b.join("a-is-done"), "ssh");
+}
+
+/// The same on the built-in `local` machine (both chats are this test's user).
+#[test]
+fn a_turn_of_another_chat_cannot_use_this_turns_chat_on_local() {
+    let start = |dir: &tempfile::TempDir| {
+        let env = vec![(
+            "REMOTE_RUNNER_STATE_DIR",
+            dir.path().join("state").display().to_string(),
+        )];
+        let mut host = Host::spawn(dir.path(), &env);
+        host.hello();
+        let work = dir.path().join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        let ready = host.start(work.to_str().unwrap());
+        assert_eq!(ready["type"], "ready", "{ready}");
+        host
+    };
+    let local_a = tempfile::tempdir().unwrap();
+    let local_b = tempfile::tempdir().unwrap();
+    let (a, b) = (start(&local_a), start(&local_b));
+    two_chats_on_one_account(a, b, &local_b.path().join("a-is-done"), "local");
+}
+
+fn two_chats_on_one_account(mut a: Host, mut b: Host, flag: &std::path::Path, kind: &str) {
+    let mark = format!("rr-mark-{kind}-{}", std::process::id());
+
+    // B's turn waits (a process carrying its RR_TURN_DIR), then makes a call of its own.
+    let b_turn = send_turn(
+        &mut b,
+        1,
+        &format!(
+            "RR_MARK={mark} sh -c 'while [ ! -e \"$0\" ]; do sleep 0.1; done' '{}'\n\
+             \"$RR_CHAT\" send \"B's own\"; echo \"b-own=$?\"",
+            flag.display()
+        ),
+    );
+
+    let attack = format!(
+        r#"found=
+i=0
+while [ -z "$found" ] && [ "$i" -lt 100 ]; do
+  for f in /proc/[0-9]*/environ; do
+    e=$(tr '\0' '\n' <"$f" 2>/dev/null) || continue
+    case $e in *"RR_MARK={mark}"*) found=$(printf '%s\n' "$e" | sed -n 's/^RR_TURN_DIR=//p') ;; esac
+    [ -n "$found" ] && break
+  done
+  [ -n "$found" ] || {{ sleep 0.1; i=$((i + 1)); }}
+done
+[ -n "$found" ] && [ "$found" != "$RR_TURN_DIR" ] && echo "found-b=yes"
+RR_TURN_DIR=$found RR_CHAT_TIMEOUT=8 "$RR_CHAT" send "from A into B"; echo "cross-send=$?"
+RR_TURN_DIR=$found RR_CHAT_TIMEOUT=8 "$RR_CHAT" history --limit 5; echo "cross-history=$?"
+"$RR_CHAT" send "A's own"; echo "a-own=$?"
+: > '{flag}'
+"#,
+        flag = flag.display()
+    );
+    let a_turn = send_turn(&mut a, 1, &attack);
+    let (progress, fin, ops) = run_turn(&mut a, &a_turn, |host, ev| {
+        outbound_result(
+            host,
+            ev,
+            json!({"outcome": "delivered", "messageId": "om_a"}),
+        )
+    });
+    assert_eq!(fin["type"], "final", "{fin}");
+    for want in [
+        "found-b=yes",
+        "not_this_turn:",
+        "cross-send=3",
+        "cross-history=3",
+        "om_a\na-own=0",
+    ] {
+        assert!(
+            progress.contains(want),
+            "{want:?} missing from:\n{progress}"
+        );
+    }
+    assert_eq!(ops.len(), 1, "{ops:#?}");
+    assert_eq!(ops[0]["content"], "A's own");
+
+    // B's host saw only B's own call.
+    let (progress, fin, ops) = run_turn(&mut b, &b_turn, |host, ev| {
+        outbound_result(
+            host,
+            ev,
+            json!({"outcome": "delivered", "messageId": "om_b"}),
+        )
+    });
+    assert_eq!(fin["type"], "final", "{fin}");
+    assert_eq!(ops.len(), 1, "only B's own call reached B's host: {ops:#?}");
+    assert_eq!(ops[0]["content"], "B's own");
+    assert!(progress.contains("om_b\nb-own=0"), "{progress}");
+    cancel(&mut a);
+    cancel(&mut b);
 }

@@ -59,6 +59,25 @@ fn a_chat_session_runs_in_an_allocation_and_is_rebuilt_in_a_new_one_when_it_ends
     let (_, progress, _) = host.turn(2, "echo $KEEP");
     assert_eq!(progress, "kept\n");
 
+    // The chat helper works in the allocation: a call is checked against the processes of the
+    // node the turn runs on (another host, as far as /proc goes).
+    host.send(
+        "turn",
+        json!({"requestId": "turn:chat", "turnId": "tc",
+               "content": "\"$RR_CHAT\" send from-the-node; echo \"sent=$?\""}),
+    );
+    let ev = host.wait_for(T, |v| v["type"] == "outbound_message");
+    assert_eq!(ev["content"], "from-the-node", "{ev}");
+    host.send(
+        "outbound_message_result",
+        json!({"requestId": "omr:1", "operationId": ev["operationId"], "turnId": "tc",
+               "generation": ev["generation"],
+               "result": {"outcome": "delivered", "messageId": "om_node"}}),
+    );
+    let fin = host.wait_for(T, |v| v["type"] == "final" || v["type"] == "failure");
+    assert_eq!(fin["type"], "final", "{fin}");
+    assert!(fin["content"].as_str().unwrap().contains("sent=0"), "{fin}");
+
     // The allocation is cancelled from outside: the next turn fails, the session is lost.
     let out = std::process::Command::new("scancel")
         .arg(&job)

@@ -199,7 +199,8 @@ pub struct AddArgs {
     #[arg(long, value_enum)]
     pub scheduler: Option<SchedulerArg>,
     /// Default arguments for salloc/sbatch, as one shell-quoted string (partition, time,
-    /// account, gres, ...), e.g. "--partition=gpu --time=60"
+    /// account, gres, ...), e.g. "--partition=gpu --time=60"; options only: those
+    /// remote-runner sets (job name, output, error, chdir, ...) are refused in any form
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
     pub slurm_args: Option<String>,
 }
@@ -242,7 +243,8 @@ pub struct ConfigureSchedulerArgs {
     #[arg(long, value_enum)]
     pub scheduler: SchedulerArg,
     /// Default arguments for salloc/sbatch, as one shell-quoted string, e.g.
-    /// "--partition=gpu --time=60 --gres=gpu:1" (replaces the stored ones)
+    /// "--partition=gpu --time=60 --gres=gpu:1" (replaces the stored ones); options only:
+    /// those remote-runner sets (job name, output, error, chdir, ...) are refused in any form
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
     pub slurm_args: Option<String>,
 }

@@ -83,7 +83,9 @@ pub struct OnceArgs {
     #[arg(long)]
     pub verify: bool,
     /// On a Slurm machine: sbatch arguments added to the machine's defaults, as one
-    /// shell-quoted string, e.g. "--time=10 --mem=4G" (docs/slurm.md)
+    /// shell-quoted string, e.g. "--time=10 --mem=4G"; options only: those remote-runner sets
+    /// (job name, output, error, chdir, ...) are refused in any form Slurm accepts
+    /// (docs/slurm.md)
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
     pub slurm_args: Option<String>,
 }

@@ -80,7 +80,8 @@ pub struct CreateArgs {
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<String>,
     /// On a Slurm machine: salloc arguments added to the machine's defaults, as one
-    /// shell-quoted string, e.g. "--time=30 --gres=gpu:1" (docs/slurm.md)
+    /// shell-quoted string, e.g. "--time=30 --gres=gpu:1"; options only: those remote-runner
+    /// sets (job name, output, chdir, ...) are refused in any form Slurm accepts (docs/slurm.md)
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
     pub slurm_args: Option<String>,
 }

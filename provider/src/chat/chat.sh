@@ -20,6 +20,12 @@
 # The call waits for `status`. `closed` in the chat directory means the turn is over; it lists
 # the calls the provider saw, and a call not listed was never sent.
 #
+# A call is bound to its turn by the process that makes it, not by the path: the helper writes
+# its pid (`pid`) and waits with the call's directory as its working directory; the provider
+# takes the call only when that process is alive there and is one of the turn's session's own
+# (in the session shell's process session, or started by the shell). Knowing another turn's
+# directory is not enough: a call left there from elsewhere is refused (3, not_this_turn).
+#
 # The provider also runs verbs of its own: `__watch` (wait for new requests), `__close` (end
 # the turn's chat) and `__sweep` (after a provider restart, settle what the old process left
 # waiting).
@@ -51,6 +57,10 @@ rr_json_str() {
 
 rr_chat_dir() {
   [ -n "${RR_TURN_DIR:-}" ] || rr_fail 2 not_in_turn "RR_TURN_DIR is not set: run $rr_me from a turn's command, where the provider sets it"
+  case $RR_TURN_DIR in
+  /*) ;;
+  *) rr_fail 2 not_in_turn "RR_TURN_DIR=$RR_TURN_DIR is not an absolute path: run $rr_me from a turn's command, where the provider sets it" ;;
+  esac
   rr_dir=$RR_TURN_DIR/chat
   mkdir -p "$rr_dir" 2>/dev/null || rr_fail 2 chat_dir_unwritable "cannot create $rr_dir"
   [ -e "$rr_dir/closed" ] && rr_fail 3 turn_ended "the turn is over; nothing was sent"
@@ -69,6 +79,9 @@ rr_new_call() {
   done
   rr_d=$rr_dir/$rr_n
   [ -z "$rr_key" ] || printf '%s' "$rr_key" >"$rr_d/key"
+  # The proof that this call is the turn's own: this process, waiting in the call's directory.
+  printf '%s\n' "$$" >"$rr_d/pid"
+  cd -P -- "$rr_d" >/dev/null || rr_fail 2 chat_dir_unwritable "cannot enter $rr_d"
 }
 
 # Wait for the provider's status (bounded by RR_CHAT_TIMEOUT seconds, default 900), then
@@ -202,11 +215,11 @@ rr_skill() {
 
 # ------------------------------------------------------------------ verbs of the provider
 
-# __watch CHAT_DIR KNOWN SECS EXIT_FILE: wait until more than KNOWN calls are ready, the
-# command's exit file is there, or SECS pass; print the numbers of the ready calls, then
-# @exit if the command has ended.
+# __watch CHAT_DIR KNOWN SECS EXIT_FILE SESSION_DIR: wait until more than KNOWN calls are
+# ready, the command's exit file is there, or SECS pass; print the ready calls (see
+# rr_proven_calls), then @exit if the command has ended.
 rr_watch() {
-  rr_w_dir=$1 rr_w_known=$2 rr_w_exit=$4
+  rr_w_dir=$1 rr_w_known=$2 rr_w_exit=$4 rr_w_sd=$5
   rr_w_end=$(($(date +%s) + $3))
   while :; do
     set -- "$rr_w_dir"/*/ready
@@ -215,8 +228,62 @@ rr_watch() {
     if [ "$(date +%s)" -ge "$rr_w_end" ]; then break; fi
     rr_nap 0.1
   done
-  rr_ready_calls "$rr_w_dir"
+  rr_ready_calls "$rr_w_dir" | rr_proven_calls "$rr_w_dir" "$rr_w_sd"
   if [ -n "$rr_w_exit" ] && [ -s "$rr_w_exit" ]; then echo @exit; fi
+}
+
+# Field N (2 ppid, 4 session id) of /proc/PID/stat after the command name, into rr_field.
+rr_stat_field() { # PID N
+  rr_field=
+  rr_stat=
+  read -r rr_stat 2>/dev/null <"/proc/$1/stat" || return 1
+  rr_n_=$2
+  rr_stat=${rr_stat##*) }
+  # shellcheck disable=SC2086 # fields of /proc/PID/stat
+  set -- $rr_stat
+  [ $# -ge "$rr_n_" ] || return 1
+  shift $((rr_n_ - 1))
+  rr_field=$1
+}
+
+# Whether call directory $1 was made by the turn's own process, for the session whose state
+# directory is $2: the pid it wrote is alive with $1 as its working directory, and is in the
+# session shell's process session or a descendant of the shell (a process that left the
+# session with setsid).
+rr_proves() { # CALL_DIR SESSION_DIR
+  rr_pid=
+  rr_root=
+  read -r rr_pid 2>/dev/null <"$1/pid" || [ -n "$rr_pid" ] || return 1
+  read -r rr_root 2>/dev/null <"$2/shell.pid" || [ -n "$rr_root" ] || return 1
+  case $rr_pid in '' | *[!0-9]*) return 1 ;; esac
+  case $rr_root in '' | *[!0-9]*) return 1 ;; esac
+  [ "$rr_root" -gt 1 ] || return 1
+  rr_cwd=$(cd -P -- "/proc/$rr_pid/cwd" 2>/dev/null && pwd -P) || return 1
+  [ "$rr_cwd" = "$(cd -P -- "$1" 2>/dev/null && pwd -P)" ] || return 1
+  rr_stat_field "$rr_root" 4 || return 1
+  rr_sid=$rr_field
+  rr_stat_field "$rr_pid" 4 || return 1
+  [ "$rr_field" = "$rr_sid" ] && return 0
+  rr_up=0
+  while [ "$rr_pid" -gt 1 ] && [ "$rr_up" -lt 256 ]; do
+    rr_stat_field "$rr_pid" 2 || return 1
+    rr_pid=$rr_field
+    [ "$rr_pid" = "$rr_root" ] && return 0
+    rr_up=$((rr_up + 1))
+  done
+  return 1
+}
+
+# Call numbers on stdin (chat dir $1, session dir $2): "N" for a call its turn made, "N
+# foreign" for one it did not.
+rr_proven_calls() { # CHAT_DIR SESSION_DIR
+  while IFS= read -r rr_c; do
+    if [ -n "$2" ] && rr_proves "$1/$rr_c" "$2"; then
+      printf '%s\n' "$rr_c"
+    else
+      printf '%s foreign\n' "$rr_c"
+    fi
+  done
 }
 
 # The numbers of the ready calls in chat dir $1.
@@ -228,8 +295,9 @@ rr_ready_calls() {
   done
 }
 
-# __close CHAT_DIR: the turn is over. Write `closed` listing the calls ready now (the provider
-# answers each of them; a call not listed is never sent), and print that list.
+# __close CHAT_DIR SESSION_DIR: the turn is over. Write `closed` listing the calls ready now
+# (the provider answers each of them; a call not listed is never sent), and print that list
+# (as rr_proven_calls does).
 # A turn that made no call has no chat directory yet: an empty `closed` says it all, without
 # the list's temp file (a call starting now is not in it, so it is refused either way).
 rr_close() {
@@ -238,7 +306,7 @@ rr_close() {
     return 0
   fi
   rr_ready_calls "$1" >"$1/closed.tmp" && mv -f "$1/closed.tmp" "$1/closed" || exit 1
-  while IFS= read -r rr_l; do printf '%s\n' "$rr_l"; done <"$1/closed"
+  rr_proven_calls "$1" "${2:-}" <"$1/closed"
 }
 
 # Write a call's result: err text, then status, each atomically.

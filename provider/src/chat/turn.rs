@@ -141,9 +141,10 @@ impl ChatTurn {
         }
         let s = &self.inner.setup;
         let line = format!(
-            "exec /bin/sh {} __close {}",
+            "exec /bin/sh {} __close {} {}",
             shell_quote(&s.script),
-            shell_quote(&s.dir)
+            shell_quote(&s.dir),
+            shell_quote(&s.session_dir)
         );
         let close = || async {
             let out = crate::remote::sh(
@@ -188,17 +189,18 @@ impl ChatTurn {
             .is_ok()
     }
 
-    /// Ready calls (numbers) once more than `known` are ready, the command exited, or `wait`
-    /// passed; and whether the command has exited.
-    async fn list(&self, known: usize, wait: Duration) -> Result<(Vec<u64>, bool)> {
+    /// Ready calls once more than `known` are ready, the command exited, or `wait` passed;
+    /// and whether the command has exited.
+    async fn list(&self, known: usize, wait: Duration) -> Result<(Vec<Ready>, bool)> {
         let s = &self.inner.setup;
         let exit_file = s.exit_file.as_str();
         let line = format!(
-            "exec /bin/sh {} __watch {} {known} {} {}",
+            "exec /bin/sh {} __watch {} {known} {} {} {}",
             shell_quote(&s.script),
             shell_quote(&s.dir),
             wait.as_secs(),
             shell_quote(exit_file),
+            shell_quote(&s.session_dir),
         );
         let out = crate::remote::sh(
             s.transport.as_ref(),
@@ -223,27 +225,34 @@ impl ChatTurn {
     }
 
     /// Start a task for each call not seen before.
-    fn take(&self, ready: Vec<u64>) {
-        for n in ready {
-            if !lock(&self.inner.seen).insert(n) {
+    fn take(&self, ready: Vec<Ready>) {
+        for r in ready {
+            if !lock(&self.inner.seen).insert(r.n) {
                 continue;
             }
             let this = self.clone();
-            let handle = tokio::spawn(async move { this.run_call(n).await });
+            let handle = tokio::spawn(async move { this.run_call(r).await });
             lock(&self.inner.calls).push(handle);
         }
     }
 
-    /// One call, start to end: read, check, send once, wait, write the reply.
-    async fn run_call(&self, n: u64) {
+    /// One call, start to end: read, check, send once, wait, write the reply. A call its turn
+    /// did not make is answered with a refusal and never read further.
+    async fn run_call(&self, r: Ready) {
+        let n = r.n;
         let s = &self.inner.setup;
         let dir = format!("{}/{n}", s.dir);
-        let read = || call::read(s.transport.as_ref(), n, &dir);
-        let read = retry::run(LINK, read, |e| warn_any(e, "reading a chat call failed", n));
-        let Ok(c) = read.await else {
-            return; // the machine is unreachable: the helper times out (exit 4)
+        let reply = if r.proven {
+            let read = || call::read(s.transport.as_ref(), n, &dir);
+            let read = retry::run(LINK, read, |e| warn_any(e, "reading a chat call failed", n));
+            let Ok(c) = read.await else {
+                return; // the machine is unreachable: the helper times out (exit 4)
+            };
+            self.answer(c, &dir).await
+        } else {
+            tracing::warn!(call = n, "refused a chat call its turn did not make");
+            not_this_turn(&s.dir)
         };
-        let reply = self.answer(c, &dir).await;
         let write = || reply.write(s.transport.as_ref(), &dir);
         let _ = retry::run(LINK, write, |e| {
             warn_any(e, "writing a chat reply failed", n)
@@ -340,11 +349,42 @@ impl ChatTurn {
     }
 }
 
-/// Call numbers, one a line (other lines ignored).
-fn parse_calls(text: &str) -> Vec<u64> {
+/// A ready call as the helper listed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Ready {
+    n: u64,
+    /// Made by a process of the turn's session (see `rr_proves` in chat.sh).
+    proven: bool,
+}
+
+/// Ready calls, one a line: `N` (proven) or `N foreign` (other lines ignored).
+fn parse_calls(text: &str) -> Vec<Ready> {
     text.lines()
-        .filter_map(|l| l.trim().parse::<u64>().ok())
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            let n = words.next()?.parse::<u64>().ok()?;
+            let proven = match words.next() {
+                None => true,
+                Some("foreign") => false,
+                Some(_) => return None,
+            };
+            Some(Ready { n, proven })
+        })
         .collect()
+}
+
+/// The refusal of a call that did not come from the turn whose directory it was left in.
+fn not_this_turn(chat_dir: &str) -> Reply {
+    Reply::error(
+        status::REJECTED,
+        "not_this_turn",
+        &format!(
+            "this call was left in {chat_dir} by a process that is not one of that turn's own \
+             (the helper must run inside the turn's session, started by its command); \
+             RR_TURN_DIR names a turn but does not grant its chat: run \"$RR_CHAT\" from your \
+             own turn with the RR_TURN_DIR it was given; nothing was sent"
+        ),
+    )
 }
 
 fn turn_ended_sent() -> Reply {
@@ -372,4 +412,23 @@ fn warn_any(e: &Error, what: &str, call: u64) -> bool {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_helpers_list_says_which_calls_are_the_turns_own() {
+        assert_eq!(
+            parse_calls("1\n2 foreign\n@exit\n3 other\nx\n"),
+            vec![
+                Ready { n: 1, proven: true },
+                Ready {
+                    n: 2,
+                    proven: false
+                },
+            ]
+        );
+    }
 }

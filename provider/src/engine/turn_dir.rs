@@ -33,7 +33,10 @@ impl Engine {
     /// made on the machine until [`TurnDir::create`] or a helper does.
     pub async fn turn_dir(&self, session_id: &str, turn_id: &str) -> Result<TurnDir> {
         let session = self.load_session(session_id)?;
-        let transport = self.connector.connect(&session.machine_id).await?;
+        // The session's own transport (its node's, in a Slurm allocation): the chat helper
+        // checks a call's process in the /proc of the host the turn runs on.
+        let login = self.connector.connect(&session.machine_id).await?;
+        let transport = self.session_transport(&session, login);
         let path = format!(
             "{}/turns/{}-{}",
             session.remote_state_dir,
@@ -50,7 +53,8 @@ impl Engine {
     /// The same turn directory again, by its path (after the turn's command ended).
     pub async fn existing_turn_dir(&self, session_id: &str, path: &str) -> Result<TurnDir> {
         let session = self.load_session(session_id)?;
-        let transport = self.connector.connect(&session.machine_id).await?;
+        let login = self.connector.connect(&session.machine_id).await?;
+        let transport = self.session_transport(&session, login);
         Ok(TurnDir {
             path: path.to_string(),
             session_dir: session.remote_state_dir,

@@ -8,6 +8,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::Result;
 use crate::machine::Machine;
+use crate::ssh::ConnectOptions;
 
 /// Environment variable: `off` disables the keeper (every call connects directly).
 pub const ENV_KEEPER: &str = "REMOTE_RUNNER_KEEPER";
@@ -71,22 +72,38 @@ pub fn build_id() -> String {
     )
 }
 
-/// Hash of a machine record and of what decides how it is reached and trusted (HOME for
-/// `~/.ssh`, the ssh_config override, the agent, and the contents of the known_hosts and
-/// ssh_config files): a keeper serves only what it was started with, so a host key removed or
-/// changed in known_hosts is checked again by a fresh connection.
+/// Hash of a machine record and of what decides how it is reached and trusted: HOME (for
+/// `~/.ssh`), the ssh_config override, the agent, the ssh_config file, and every source of host
+/// trust a direct connection reads (the machine's or ssh_config's `UserKnownHostsFile`, the
+/// system files: ssh_config's `GlobalKnownHostsFile`, else `/etc/ssh/ssh_known_hosts` and
+/// `ssh_known_hosts2`; the jump hop's), by path and content, `@revoked` and `@cert-authority`
+/// lines included. A keeper serves only what it was started with: a client whose hash differs
+/// connects directly (and so checks the host key again) and the keeper ends; the keeper also
+/// checks its hash on every tick and ends when it changed.
 pub fn record_hash(machine: &Machine) -> String {
     let mut bytes = serde_json::to_vec(machine).unwrap_or_default();
     let home = dirs::home_dir().unwrap_or_default();
-    let known_hosts = machine
-        .known_hosts_file
-        .as_ref()
-        .map_or_else(|| home.join(".ssh/known_hosts"), PathBuf::from);
     let ssh_config = std::env::var_os("REMOTE_RUNNER_SSH_CONFIG")
         .map_or_else(|| home.join(".ssh/config"), PathBuf::from);
-    for file in [known_hosts, ssh_config] {
+    // The files the CLI's direct connection trusts: its options differ from the defaults only
+    // in how a passphrase is asked and the connect bound.
+    let trust = crate::ssh::options::host_trust_files(machine, &ConnectOptions::default());
+    let files = match trust {
+        Ok(files) => files,
+        Err(e) => {
+            // An unreadable ssh_config: hash the error, so a fix changes the hash too.
+            bytes.extend_from_slice(e.to_string().as_bytes());
+            Vec::new()
+        }
+    };
+    for file in std::iter::once(ssh_config).chain(files) {
         bytes.push(0);
-        bytes.extend_from_slice(&std::fs::read(file).unwrap_or_default());
+        bytes.extend_from_slice(file.as_os_str().as_encoded_bytes());
+        bytes.push(0);
+        match std::fs::read(&file) {
+            Ok(content) => bytes.extend_from_slice(&content),
+            Err(e) => bytes.extend_from_slice(format!("unreadable: {:?}", e.kind()).as_bytes()),
+        }
     }
     for var in ["HOME", "REMOTE_RUNNER_SSH_CONFIG", "SSH_AUTH_SOCK"] {
         bytes.push(0);

@@ -54,6 +54,8 @@ struct Shared {
     machine_id: String,
     build: String,
     record: String,
+    /// The record served, to check [`paths::record_hash`] again on every tick.
+    machine: crate::machine::Machine,
     in_flight: AtomicUsize,
     requests: AtomicU64,
     last: Mutex<Instant>,
@@ -138,6 +140,7 @@ pub async fn serve(options: KeeperOptions) -> Result<()> {
         machine_id: options.machine_id.clone(),
         build: paths::build_id(),
         record,
+        machine,
         in_flight: AtomicUsize::new(0),
         requests: AtomicU64::new(0),
         last: Mutex::new(Instant::now()),
@@ -189,6 +192,11 @@ async fn run(
                 }
                 if !shared.transport.is_connected() {
                     return "the link to the machine dropped";
+                }
+                // A known_hosts file or ssh_config changed (a key revoked, a file added): what
+                // this keeper checked at its connect no longer holds.
+                if paths::record_hash(&shared.machine) != shared.record {
+                    return "the machine's host trust (known_hosts, ssh_config) changed";
                 }
             }
         }

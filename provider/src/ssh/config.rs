@@ -66,6 +66,8 @@ pub struct HostConfig {
     pub port: Option<u16>,
     pub identity_files: Vec<PathBuf>,
     pub user_known_hosts_files: Vec<PathBuf>,
+    /// `GlobalKnownHostsFile`: the system files read instead of `/etc/ssh/ssh_known_hosts`.
+    pub global_known_hosts_files: Vec<PathBuf>,
     /// `StrictHostKeyChecking` as written (`yes`, `accept-new`, `no`, `ask`, ...).
     pub strict_host_key_checking: Option<String>,
     /// The first ProxyJump hop (`[user@]host[:port]` or an alias); `none` is dropped.
@@ -127,6 +129,20 @@ pub fn query(source: &SshConfigSource, name: &str) -> Result<HostConfig> {
             .and_then(|v| v.first())
             .map(|s| s.trim_matches('"').to_string())
     };
+    // A list of files (`none` dropped, `~/` expanded).
+    let files = |key: &str| -> Vec<PathBuf> {
+        params
+            .unsupported_fields
+            .get(key)
+            .or_else(|| params.ignored_fields.get(key))
+            .map(|v| {
+                v.iter()
+                    .filter(|s| !s.eq_ignore_ascii_case("none"))
+                    .map(|s| expand_tilde(Path::new(s.trim_matches('"'))))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
     let is_alias = config.get_hosts().iter().any(|h| {
         h.pattern
             .iter()
@@ -149,17 +165,8 @@ pub fn query(source: &SshConfigSource, name: &str) -> Result<HostConfig> {
             .into_iter()
             .map(|p| expand_tilde(&p))
             .collect(),
-        user_known_hosts_files: params
-            .unsupported_fields
-            .get("userknownhostsfile")
-            .or_else(|| params.ignored_fields.get("userknownhostsfile"))
-            .map(|v| {
-                v.iter()
-                    .filter(|s| !s.eq_ignore_ascii_case("none"))
-                    .map(|s| expand_tilde(Path::new(s.trim_matches('"'))))
-                    .collect()
-            })
-            .unwrap_or_default(),
+        user_known_hosts_files: files("userknownhostsfile"),
+        global_known_hosts_files: files("globalknownhostsfile"),
         strict_host_key_checking: field("stricthostkeychecking").map(|s| s.to_ascii_lowercase()),
         proxy_jump,
         server_alive_interval: params.server_alive_interval.filter(|d| !d.is_zero()),
@@ -242,7 +249,7 @@ mod tests {
     fn alias_options_are_resolved() {
         let (_d, src) = source(
             "Host web\n  HostName 10.0.0.5\n  Port 2200\n  User deploy\n  IdentityFile /k/id\n  \
-             UserKnownHostsFile /k/kh\n  StrictHostKeyChecking accept-new\n  ProxyJump jump@bastion:22\n  \
+             UserKnownHostsFile /k/kh\n  GlobalKnownHostsFile /g/a /g/b\n  StrictHostKeyChecking accept-new\n  ProxyJump jump@bastion:22\n  \
              ServerAliveInterval 5\n  ServerAliveCountMax 4\nHost *\n  User fallback\n  Port 22\n",
         );
         let hc = query(&src, "web").unwrap();
@@ -252,6 +259,10 @@ mod tests {
         assert_eq!(hc.user.as_deref(), Some("deploy"));
         assert_eq!(hc.identity_files, vec![PathBuf::from("/k/id")]);
         assert_eq!(hc.user_known_hosts_files, vec![PathBuf::from("/k/kh")]);
+        assert_eq!(
+            hc.global_known_hosts_files,
+            vec![PathBuf::from("/g/a"), PathBuf::from("/g/b")]
+        );
         assert_eq!(hc.host_key_policy(), Some(HostKeyPolicy::AcceptNew));
         assert_eq!(hc.proxy_jump.as_deref(), Some("jump@bastion:22"));
         assert_eq!(hc.server_alive_interval, Some(Duration::from_secs(5)));

@@ -54,7 +54,8 @@ pub struct ConnectOptions {
     pub max_connections: usize,
     /// Also try `~/.ssh/id_ed25519`, `id_ecdsa`, `id_rsa`.
     pub default_identities: bool,
-    /// Also read `/etc/ssh/ssh_known_hosts`.
+    /// Also read the system known_hosts files (ssh_config's `GlobalKnownHostsFile`, else
+    /// `/etc/ssh/ssh_known_hosts` and `/etc/ssh/ssh_known_hosts2`).
     pub system_known_hosts: bool,
     /// Per-request SFTP timeout.
     pub sftp_request_timeout: Duration,
@@ -82,6 +83,10 @@ impl Default for ConnectOptions {
     }
 }
 
+/// OpenSSH's default `GlobalKnownHostsFile`.
+pub(crate) const SYSTEM_KNOWN_HOSTS: &[&str] =
+    &["/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"];
+
 pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 pub(crate) const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(15);
 pub(crate) const DEFAULT_KEEPALIVE_MAX: usize = 3;
@@ -104,6 +109,22 @@ pub(crate) struct Target {
 }
 
 impl Target {
+    /// Every known_hosts file this connection trusts (user and system, the jump hop's too), in
+    /// order: what a connection keeper must watch.
+    pub fn known_hosts_files(&self) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = self
+            .known_hosts
+            .user
+            .iter()
+            .chain(&self.known_hosts.system)
+            .cloned()
+            .collect();
+        if let Some(jump) = &self.jump {
+            files.extend(jump.known_hosts_files());
+        }
+        files
+    }
+
     /// `user@host:port` for messages.
     pub fn label(&self) -> String {
         format!("{}@{}:{}", self.user, self.host, self.port)
@@ -160,10 +181,13 @@ impl Target {
                 .map(|h| vec![h.join(".ssh").join("known_hosts")])
                 .unwrap_or_default()
         };
-        let system = if opts.system_known_hosts {
-            vec![PathBuf::from("/etc/ssh/ssh_known_hosts")]
-        } else {
+        // OpenSSH's GlobalKnownHostsFile, else its default pair.
+        let system = if !opts.system_known_hosts {
             Vec::new()
+        } else if !hc.global_known_hosts_files.is_empty() {
+            hc.global_known_hosts_files.clone()
+        } else {
+            SYSTEM_KNOWN_HOSTS.iter().map(PathBuf::from).collect()
         };
         let known_hosts = KnownHostsFiles {
             user: user_files,
@@ -204,6 +228,12 @@ impl Target {
             keepalive_max,
         })
     }
+}
+
+/// Every known_hosts file a direct connection to `machine` with `opts` trusts (the machine's
+/// or ssh_config's user files, the system files, the jump hop's).
+pub fn host_trust_files(machine: &Machine, opts: &ConnectOptions) -> Result<Vec<PathBuf>> {
+    Ok(Target::resolve(machine, opts)?.known_hosts_files())
 }
 
 /// A ProxyJump hop: `[user@]host[:port]`, where host may itself be an ssh_config alias.
