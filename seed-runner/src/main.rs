@@ -11,6 +11,7 @@ mod error;
 mod ops;
 mod state;
 mod sync;
+mod wrapper;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -148,7 +149,9 @@ fn main() -> ExitCode {
                 remote_dir,
                 timeout,
             }) => ops::mount_create(&ctx, &machine, &local_dir, &remote_dir, timeout).await,
-            Command::Mount(MountCmd::Status { mount_id }) => ops::mount_status(&ctx, &mount_id),
+            Command::Mount(MountCmd::Status { mount_id }) => {
+                ops::mount_status(&ctx, &mount_id).await
+            }
             Command::Mount(MountCmd::Destroy { mount_id, cleanup }) => {
                 ops::mount_destroy(&ctx, &mount_id, cleanup).await
             }

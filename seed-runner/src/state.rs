@@ -74,6 +74,10 @@ pub struct Session {
     pub last_executed_at: Option<String>,
     /// A command that has not been seen to end.
     pub pending: Option<Pending>,
+    /// Why the session is `error` although its tmux session may live: the machine could not be
+    /// reached again after a drop (cleared by the next call that reaches it).
+    #[serde(default)]
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
