@@ -11,6 +11,7 @@ mod error;
 mod ops;
 mod state;
 mod sync;
+mod tree;
 mod wrapper;
 
 use std::path::PathBuf;

@@ -1,5 +1,6 @@
 //! The v3 commands over the engine.
 
+use std::collections::BTreeSet;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,7 +22,7 @@ use crate::error::{
 };
 use crate::state::{self, Locked, MetaCommand, MetaSession, Mount, Pending, Session};
 use crate::sync;
-use crate::wrapper;
+use crate::{tree, wrapper};
 
 #[derive(Debug)]
 pub struct Ctx {
@@ -849,17 +850,32 @@ async fn fetch_log(
     Ok(())
 }
 
-/// Fetch a command's log and the remote artifacts.
+/// Fetch a command's log and the remote artifacts; beside the log fetch, find the inputs the
+/// command deleted or changed (`sent`: the files sent just before it; `None`: unknown), so that
+/// the next sync sends them again.
 async fn bring_back(
     ctx: &Ctx,
     wired: &Wired,
     session: &Session,
     mount: &Mount,
     log_filename: &str,
+    sent: Option<&BTreeSet<String>>,
 ) -> Result<()> {
-    fetch_log(wired, session, mount, log_filename).await?;
     let transport = wired.transport().await?;
+    let inputs = {
+        let (_lock, manifest) = state::lock_manifest(&ctx.state_dir, &mount.mount_id)?;
+        tree::inputs(&manifest, sent)
+    };
+    let stamp = format!("logs/{}/.seed_start", session.session_name);
+    let (log, changed) = tokio::join!(
+        fetch_log(wired, session, mount, log_filename),
+        tree::changed(&transport, &mount.remote_path, &stamp, inputs)
+    );
+    log?;
     let (_lock, mut manifest) = state::lock_manifest(&ctx.state_dir, &mount.mount_id)?;
+    if let Ok(changed) = changed {
+        tree::forget(&mut manifest, &changed);
+    }
     let fetched = sync::download_artifacts(
         &wired.engine,
         &session.engine_session_id,
@@ -881,15 +897,16 @@ async fn bring_back_retried(
     session: &Session,
     mount: &Mount,
     log_filename: &str,
+    sent: Option<&BTreeSet<String>>,
 ) -> Result<()> {
-    let mut last = match bring_back(ctx, wired, session, mount, log_filename).await {
+    let mut last = match bring_back(ctx, wired, session, mount, log_filename, sent).await {
         Err(e) if e.code == SSH => e,
         other => return other,
     };
     for _ in 0..2 {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let fresh = ctx.wire(&session.machine, None)?;
-        last = match bring_back(ctx, &fresh, session, mount, log_filename).await {
+        last = match bring_back(ctx, &fresh, session, mount, log_filename, sent).await {
             Err(e) if e.code == SSH => e,
             other => return other,
         };
@@ -985,7 +1002,7 @@ async fn refresh_pending(ctx: &Ctx, session_id: &str, products: bool) -> Result<
                 })?;
             if rec.status == CommandStatus::Running {
                 let _ = if products {
-                    bring_back(ctx, &wired, &session, &mount, &pending.log_filename).await
+                    bring_back(ctx, &wired, &session, &mount, &pending.log_filename, None).await
                 } else {
                     fetch_log(&wired, &session, &mount, &pending.log_filename).await
                 };
@@ -1008,7 +1025,9 @@ async fn refresh_pending(ctx: &Ctx, session_id: &str, products: bool) -> Result<
     let exit_code = match engine_exit {
         None => None,
         Some(engine_code) => {
-            match bring_back_retried(ctx, &wired, &session, &mount, &pending.log_filename).await {
+            match bring_back_retried(ctx, &wired, &session, &mount, &pending.log_filename, None)
+                .await
+            {
                 Ok(()) => exit_code_from_log(
                     &local_log_dir(&mount, &session.session_name).join(&pending.log_filename),
                 )
@@ -1267,24 +1286,28 @@ async fn sync_up(
     session: &Session,
     mount: &Mount,
     remake: bool,
-) -> Result<()> {
+) -> Result<BTreeSet<String>> {
     let (_lock, mut manifest) = state::lock_manifest(&ctx.state_dir, &mount.mount_id)?;
     if remake {
         remake_remote_dir(transport, mount).await?;
-        manifest.uploaded.clear();
-        manifest.downloaded.clear();
+        manifest = state::Manifest::default();
     }
-    let up = sync::upload(
-        &wired.engine,
-        &session.engine_session_id,
-        transport,
-        Path::new(&mount.local_path),
-        &mount.remote_path,
-        &mut manifest,
-    )
+    let local = Path::new(&mount.local_path);
+    let up = async {
+        tree::upload(transport, local, &mount.remote_path, &mut manifest).await?;
+        sync::upload(
+            &wired.engine,
+            &session.engine_session_id,
+            transport,
+            local,
+            &mount.remote_path,
+            &mut manifest,
+        )
+        .await
+    }
     .await;
     state::save_manifest(&ctx.state_dir, &mount.mount_id, &manifest)?;
-    up.map(|_| ())
+    up.map(|stats| stats.uploaded.into_iter().collect())
 }
 
 async fn remake_remote_dir(transport: &Arc<dyn Transport>, mount: &Mount) -> Result<()> {
@@ -1334,15 +1357,16 @@ async fn run_exec(
     let not_started = |e: SeedError| (e, Failed::NotStarted);
     let wired = ctx.wire(&session.machine, None).map_err(not_started)?;
     let transport = wired.transport().await.map_err(not_started)?;
-    if let Err(e) = sync_up(ctx, &wired, &transport, session, mount, false).await {
+    let mut sent = match sync_up(ctx, &wired, &transport, session, mount, false).await {
+        Ok(sent) => sent,
         // A sync that fails because the work dir is gone: make it again, send everything.
-        match transport.stat(&mount.remote_path).await {
+        Err(e) => match transport.stat(&mount.remote_path).await {
             Ok(None) => sync_up(ctx, &wired, &transport, session, mount, true)
                 .await
                 .map_err(not_started)?,
             _ => return Err(not_started(e)),
-        }
-    }
+        },
+    };
     let log_dir = remote_log_dir(mount, &session.session_name);
     let script = wrapper::script(
         &pending.command,
@@ -1398,7 +1422,7 @@ async fn run_exec(
         }
         // The work dir is gone (nothing ran): make it again with every file, then run.
         remade = true;
-        sync_up(ctx, &wired, &transport, session, mount, true)
+        sent = sync_up(ctx, &wired, &transport, session, mount, true)
             .await
             .map_err(not_started)?;
     };
@@ -1426,7 +1450,16 @@ async fn run_exec(
     let duration_ms = rec
         .duration_ms
         .unwrap_or_else(|| started.elapsed().as_millis() as u64);
-    if let Err(e) = bring_back_retried(ctx, &wired, session, mount, &pending.log_filename).await {
+    if let Err(e) = bring_back_retried(
+        ctx,
+        &wired,
+        session,
+        mount,
+        &pending.log_filename,
+        Some(&sent),
+    )
+    .await
+    {
         let failed = if e.code == SSH {
             Failed::Unknown(Some(rec.command_id.clone()))
         } else {

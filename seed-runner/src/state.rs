@@ -235,6 +235,12 @@ pub struct Manifest {
     /// Remote `artifacts/` files fetched: relative path → remote size and mtime.
     #[serde(default)]
     pub downloaded: BTreeMap<String, (u64, String)>,
+    /// Local directories made on the remote side (empty ones too): relative paths.
+    #[serde(default)]
+    pub dirs: std::collections::BTreeSet<String>,
+    /// Local symlinks made on the remote side: relative path → target.
+    #[serde(default)]
+    pub links: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

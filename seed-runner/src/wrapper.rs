@@ -10,6 +10,8 @@
 //!   nonce and the exit code; the reader closes the log with `$ exit_code: N` on it and hands the
 //!   pipe to a detached reader that appends what the jobs print later to `cmd_NNN.bg.log`
 //!   (never a SIGPIPE for them, and the exec returns at once, as `&` does at a pane).
+//! - `logs/<name>/.seed_start` is touched (a builtin redirection) as the command starts: what
+//!   changed after it is what the command changed (see `tree.rs`).
 //! - A work dir that is gone (or was made again by someone else: it has no `artifacts/`) is
 //!   on the wrapper's own stdout as [`WORKDIR_MISSING`]
 //!   (that output is the engine's, not the log's) and nothing runs: seed-runner recreates the
@@ -46,6 +48,7 @@ __seed_log={log}
 __seed_end={end}
 if ! \builtin cd -- {work} 2>/dev/null || [ ! -d artifacts ]; then \builtin printf '%s\n' {missing}; exit {not_run}; fi
 if [ ! -d {dir} ]; then \command -p mkdir -p -- {dir} || exit {not_run}; fi
+: >| {dir}/.seed_start
 __seed_ts() {{ export TZ=UTC0; while IFS= read -r __seed_l || [[ -n $__seed_l ]]; do
   if [[ $__seed_l == *"$__seed_end "* ]]; then
     __seed_p=${{__seed_l%%"$__seed_end "*}}

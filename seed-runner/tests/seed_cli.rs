@@ -1437,6 +1437,33 @@ fn commands_have_a_terminal() {
     assert!(lines[2].starts_with("/dev/pts/"), "{lines:?}");
 }
 
+/// The pre-exec sync restores inputs a command deleted or changed; empty directories and
+/// symlinks are synced.
+#[test]
+fn sync_restores_inputs_and_keeps_dirs_and_links() {
+    let bed = Bed::new();
+    let ws = bed.local("ws");
+    let remote = bed.remote("restore");
+    write(&ws.join("in/a.txt"), "aaa\n");
+    write(&ws.join("b.txt"), "bbb\n");
+    std::fs::create_dir_all(ws.join("empty/deeper")).unwrap();
+    std::os::unix::fs::symlink("in/a.txt", ws.join("link")).unwrap();
+    let mount = bed.mount(&ws, &remote);
+    let sess = bed.session(mount["mount_id"].as_str().unwrap(), "r");
+    let r = bed.exec(
+        &sess,
+        "test -d empty/deeper && echo dir-ok; readlink link; cat link",
+    );
+    assert_eq!(r["exit_code"], 0);
+    let lines = log_lines(&ws.join("artifacts/logs/r/cmd_001.log"));
+    assert_eq!(lines[1..4], ["dir-ok", "in/a.txt", "aaa"], "{lines:?}");
+    bed.exec(&sess, "rm in/a.txt; echo changed > b.txt");
+    let r = bed.exec(&sess, "cat in/a.txt b.txt");
+    assert_eq!(r["exit_code"], 0);
+    let lines = log_lines(&ws.join("artifacts/logs/r/cmd_003.log"));
+    assert_eq!(lines[1..3], ["aaa", "bbb"], "{lines:?}");
+}
+
 /// A connection that drops while a command runs: the exec reconnects and still returns the
 /// command's exit code and log.
 #[test]
