@@ -1271,10 +1271,9 @@ fn remote_artifacts_dir_exists() {
 }
 
 /// A second mount of the same remote dir or the same local dir (or one inside the other) is
-/// refused (2002, `mount_conflict`) and changes nothing; a failed mount create leaves nothing
-/// behind.
+/// refused (2002, `mount_conflict`) and changes nothing.
 #[test]
-fn conflicting_mounts_are_refused_and_failures_leave_nothing() {
+fn conflicting_mounts_are_refused() {
     let bed = Bed::new();
     let ws = bed.local("ws");
     let remote = bed.remote("conflict");
@@ -1321,8 +1320,13 @@ fn conflicting_mounts_are_refused_and_failures_leave_nothing() {
         meta_before
     );
     assert_eq!(bed.ok(&["status"])["summary"]["mount_count"], 1);
+}
 
-    // A mount create that fails (unknown machine, unreachable machine) leaves no local dir.
+/// A mount create that fails (unknown machine, a remote dir that cannot be made) leaves no
+/// local dir behind.
+#[test]
+fn a_failed_mount_create_leaves_nothing() {
+    let bed = Bed::new();
     let fresh = bed.local("fresh/ws");
     bed.err(
         &[
@@ -1383,9 +1387,9 @@ fn a_deleted_remote_work_dir_is_recreated() {
 }
 
 /// The session's `tmux_session` is a real tmux session on the engine's socket (the pane the
-/// commands run in), gone after destroy; a tmux session that dies is `error` at the next status.
+/// commands run in), gone after destroy.
 #[test]
-fn tmux_session_is_real_and_its_death_is_an_error() {
+fn tmux_session_is_real() {
     let bed = Bed::new();
     let ws = bed.local("ws");
     let mount = bed.mount(&ws, &bed.remote("tmuxname"));
@@ -1407,7 +1411,16 @@ fn tmux_session_is_real_and_its_death_is_an_error() {
     bed.exec(&sess, "true");
     bed.ok(&["session", "destroy", "--session", &sess]);
     assert!(!tmux_as_user(&["has-session", "-t", &format!("={name}")]));
+}
 
+/// A tmux session that dies is `error` at the next `session status` and `status`, not `active`
+/// until an exec meets it.
+#[test]
+fn a_dead_tmux_session_is_an_error() {
+    let bed = Bed::new();
+    let ws = bed.local("ws");
+    let mount = bed.mount(&ws, &bed.remote("tmuxdies"));
+    let mount_id = mount["mount_id"].as_str().unwrap().to_string();
     let sess = bed.session(&mount_id, "dies");
     let engine = engine_session_of(&bed, &sess);
     assert!(tmux_as_user(&["kill-session", "-t", &format!("={engine}")]));
