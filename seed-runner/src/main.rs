@@ -47,7 +47,8 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum MountCmd {
-    /// Check the machine, create the remote work dir, record the pair.
+    /// Check the machine, create the remote work dir and its artifacts/, record the pair
+    /// (refused when another mount uses the local or the remote dir).
     Create {
         #[arg(long)]
         machine: String,
@@ -58,10 +59,12 @@ enum MountCmd {
         #[arg(long, default_value_t = 30)]
         timeout: u64,
     },
+    /// The mount, checked on the machine (`error` when its remote work dir is gone).
     Status {
         #[arg(long)]
         mount_id: String,
     },
+    /// Destroy its sessions (fetching what a timed-out command logged and made), forget it.
     Destroy {
         #[arg(long)]
         mount_id: String,
