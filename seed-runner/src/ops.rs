@@ -473,13 +473,9 @@ async fn prepare_remote_dir(wired: &Wired, remote_dir: &str) -> Result<Prepared>
     Ok(Prepared { path, created })
 }
 
-/// sh: make `<target>/artifacts`; print the absolute work dir, then the topmost directory made.
+/// The remote script (`make_dir.sh`) that makes `target` (a shell word) and its `artifacts/`.
 fn make_dir_script(target: &str) -> String {
-    format!(
-        "d={target}; t=$d; top=; while [ -n \"$t\" ] && [ ! -e \"$t\" ]; do top=$t; t=${{t%/*}}; \
-         done; mkdir -p -- \"$d/artifacts\" && cd -- \"$d\" && pwd -P && \
-         if [ -n \"$top\" ]; then (cd -- \"$top\" && pwd -P); fi"
-    )
+    format!("d={target}\n{}", include_str!("make_dir.sh"))
 }
 
 /// `mount status`: `error` when the machine cannot be reached or the remote work dir is gone

@@ -19,6 +19,9 @@ use remote_runner_provider::transport::{ExecOptions, Transport, shell_quote};
 use crate::error::{Result, SYNC, SeedError};
 use crate::state::Manifest;
 
+/// The remote check of [`changed`] (POSIX sh).
+pub const INPUTS_CHANGED: &str = include_str!("inputs_changed.sh");
+
 fn sync_err(what: String) -> SeedError {
     SeedError::new(SYNC, "sync_failed", what)
 }
@@ -189,14 +192,9 @@ pub async fn changed(
         return Ok(Vec::new());
     }
     let script = format!(
-        "cd -- {root} 2>/dev/null || exit 0\ns={stamp}\n[ -e \"$s\" ] || exit 0\n\
-         while IFS= read -r l; do k=${{l%% *}}; p=${{l#* }}\n\
-         if [ ! -e \"$p\" ] && [ ! -L \"$p\" ]; then printf '%s\\n' \"$p\"\n\
-         elif [ \"$k\" = f ] && [ ! -L \"$p\" ] && ! [ \"$s\" -nt \"$p\" ]; then printf '%s\\n' \"$p\"\n\
-         elif [ \"$k\" = F ] && [ ! -L \"$p\" ] && [ \"$p\" -nt \"$s\" ]; then printf '%s\\n' \"$p\"\n\
-         fi; done\n",
-        root = shell_quote(remote_root),
-        stamp = shell_quote(stamp),
+        "root={}\nstamp={}\n{INPUTS_CHANGED}",
+        shell_quote(remote_root),
+        shell_quote(stamp)
     );
     let out = transport
         .exec(

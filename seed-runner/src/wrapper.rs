@@ -1,4 +1,5 @@
-//! The wrapper each `session exec` runs in the session shell (bash, in the tmux pane).
+//! The wrapper each `session exec` runs in the session shell (bash, in the tmux pane):
+//! `wrapper.sh`, rendered with the command and its paths.
 //!
 //! - The command runs whole (`eval`) in a subshell of `remote_work_dir`, so every command
 //!   starts there and a `cd` does not carry over. Its stdin is the pane's terminal, as at a
@@ -12,10 +13,10 @@
 //!   (never a SIGPIPE for them, and the exec returns at once, as `&` does at a pane).
 //! - `logs/<name>/.seed_start` is touched (a builtin redirection) as the command starts: what
 //!   changed after it is what the command changed (see `tree.rs`).
-//! - A work dir that is gone (or was made again by someone else: it has no `artifacts/`) is
-//!   on the wrapper's own stdout as [`WORKDIR_MISSING`]
-//!   (that output is the engine's, not the log's) and nothing runs: seed-runner recreates the
-//!   dir, syncs the inputs again and runs the command.
+//! - When the work dir is gone (or was made again by someone else: it has no `artifacts/`),
+//!   nothing runs: the wrapper prints [`WORKDIR_MISSING`] on its own stdout (the engine's, not
+//!   the log) and exits [`NOT_RUN`]; seed-runner makes the dir again, sends the inputs and runs
+//!   the command.
 
 use remote_runner_provider::transport::shell_quote;
 
@@ -39,37 +40,60 @@ fn nonce() -> String {
     format!("__seed_end_{}", &hex::encode(h.finalize())[..24])
 }
 
+/// The script (`wrapper.sh`), with `@NAME@` placeholders.
+pub const SCRIPT: &str = include_str!("wrapper.sh");
+
 /// The wrapper for `command`, logging to `log_file` in `log_dir`, run in `work_dir`.
 pub fn script(command: &str, work_dir: &str, log_dir: &str, log_file: &str) -> String {
-    format!(
-        r#"(
-__seed_cmd={cmd}
-__seed_log={log}
-__seed_end={end}
-if ! \builtin cd -- {work} 2>/dev/null || [ ! -d artifacts ]; then \builtin printf '%s\n' {missing}; exit {not_run}; fi
-if [ ! -d {dir} ]; then \command -p mkdir -p -- {dir} || exit {not_run}; fi
-: >| {dir}/.seed_start
-__seed_ts() {{ export TZ=UTC0; while IFS= read -r __seed_l || [[ -n $__seed_l ]]; do
-  if [[ $__seed_l == *"$__seed_end "* ]]; then
-    __seed_p=${{__seed_l%%"$__seed_end "*}}
-    if [[ -n $__seed_p ]]; then printf '[%(%Y-%m-%dT%H:%M:%SZ)T] %s\n' -1 "$__seed_p"; fi
-    printf '[%(%Y-%m-%dT%H:%M:%SZ)T] $ exit_code: %s\n' -1 "${{__seed_l##*"$__seed_end "}}"
-    __seed_rest <&0 >/dev/null 2>&1 &
-    return 0
-  fi
-  printf '[%(%Y-%m-%dT%H:%M:%SZ)T] %s\n' -1 "$__seed_l"; done; }}
-__seed_rest() {{ trap '' HUP INT; while IFS= read -r __seed_l || [[ -n $__seed_l ]]; do
-  printf '[%(%Y-%m-%dT%H:%M:%SZ)T] %s\n' -1 "$__seed_l" >> "${{__seed_log%.log}}.bg.log"; done; }}
-printf '$ %s\n' "$__seed_cmd" | __seed_ts >| "$__seed_log"
-{{ ( eval "$__seed_cmd" ); __seed_rc=$?; printf '%s %s\n' "$__seed_end" "$__seed_rc"; exit "$__seed_rc"; }} 2>&1 | __seed_ts >> "$__seed_log"
-exit "${{PIPESTATUS[0]}}"
-)"#,
-        cmd = shell_quote(command),
-        log = shell_quote(log_file),
-        end = shell_quote(&nonce()),
-        work = shell_quote(work_dir),
-        dir = shell_quote(log_dir),
-        missing = shell_quote(WORKDIR_MISSING),
-        not_run = NOT_RUN,
+    render(
+        SCRIPT,
+        &[
+            ("@END@", shell_quote(&nonce())),
+            ("@MISSING@", shell_quote(WORKDIR_MISSING)),
+            ("@WORK@", shell_quote(work_dir)),
+            ("@DIR@", shell_quote(log_dir)),
+            ("@LOG@", shell_quote(log_file)),
+            ("@CMD@", shell_quote(command)),
+        ],
     )
+}
+
+/// Replace each placeholder in `template` with its value, scanning the template once (a
+/// value that holds a placeholder's text stays as it is).
+fn render(template: &str, values: &[(&str, String)]) -> String {
+    let mut out = String::with_capacity(template.len() + 256);
+    let mut rest = template;
+    'scan: while let Some(at) = rest.find('@') {
+        for (name, value) in values {
+            if rest[at..].starts_with(name) {
+                out.push_str(&rest[..at]);
+                out.push_str(value);
+                rest = &rest[at + name.len()..];
+                continue 'scan;
+            }
+        }
+        out.push_str(&rest[..=at]);
+        rest = &rest[at + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_never_read_as_placeholders() {
+        let s = script(
+            "echo @LOG@ @DIR@",
+            "/w/@CMD@",
+            "/w/logs/x",
+            "/w/logs/x/cmd_001.log",
+        );
+        assert!(s.contains("__seed_cmd='echo @LOG@ @DIR@'"), "{s}");
+        assert!(s.contains("cd -- /w/@CMD@ 2>"), "{s}");
+        assert!(!s.contains("@END@") && !s.contains("@MISSING@"), "{s}");
+        assert!(s.contains(&format!("exit {NOT_RUN}")), "{s}");
+    }
 }
