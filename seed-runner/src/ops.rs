@@ -761,10 +761,15 @@ async fn unname_tmux_session(
     session_id: &str,
 ) {
     if let Ok(t) = wired.transport().await {
+        // Only the name in this session's group: once the session is gone, another state dir
+        // may have taken the same name for its own session.
         let script = format!(
-            "{tmux} -L {sock} kill-session -t {name} 2>/dev/null; true",
+            "if {tmux} -L {sock} list-sessions -F '#{{session_name}} #{{session_group}}' \
+             2>/dev/null | grep -qxF -- {line}; then {tmux} -L {sock} kill-session -t {name}; \
+             fi; true",
             tmux = shell_quote(&rec.tmux_path),
             sock = shell_quote(&rec.tmux_socket),
+            line = shell_quote(&format!("{} {}", tmux_name(session_id), rec.tmux_session)),
             name = shell_quote(&format!("={}", tmux_name(session_id))),
         );
         let _ = t.exec(&script, ExecOptions::default()).await;
@@ -1529,7 +1534,15 @@ async fn check_alive(
     }
     let w = wired.get(&s.machine)?;
     match w.engine.check_alive(&s.engine_session_id).await {
-        Ok(_) => None,
+        Ok(true) => None,
+        Ok(false) => {
+            // The engine's tmux session is gone; the `seed_` name may still hold the pane (a
+            // grouped session keeps the window): end it too, so no shell lingers.
+            if let Ok(rec) = w.engine.session_show(&s.engine_session_id) {
+                unname_tmux_session(w, &rec, &s.session_id).await;
+            }
+            None
+        }
         Err(e) if e.code == ErrorCode::SessionLost || e.code == ErrorCode::UnknownSession => None,
         Err(e) => Some(e.message),
     }

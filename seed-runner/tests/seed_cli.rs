@@ -1407,10 +1407,34 @@ fn tmux_session_is_real() {
     let sess = s["session_id"].as_str().unwrap().to_string();
     let name = s["tmux_session"].as_str().unwrap().to_string();
     assert_eq!(name, format!("seed_{sess}"));
-    assert!(tmux_as_user(&["has-session", "-t", &format!("={name}")]));
+    // The name and the engine's session are one group (one window, one pane).
+    let engine = engine_session_of(&bed, &sess);
+    let ours = format!("{name} {engine}");
+    assert!(tmux_sessions().contains(&ours), "{:?}", tmux_sessions());
     bed.exec(&sess, "true");
     bed.ok(&["session", "destroy", "--session", &sess]);
-    assert!(!tmux_as_user(&["has-session", "-t", &format!("={name}")]));
+    // (Other tests may reuse the freed name for sessions of their own: look at the group.)
+    assert!(
+        !tmux_sessions()
+            .iter()
+            .any(|l| l.ends_with(&format!(" {engine}"))),
+        "{:?}",
+        tmux_sessions()
+    );
+}
+
+/// `<session name> <session group>` of every session on the engine's tmux server.
+fn tmux_sessions() -> Vec<String> {
+    let out = Command::new("runuser")
+        .args(["-u", remote_runner_testkit::TEST_USER, "--", "tmux", "-L"])
+        .arg(remote_runner_provider::tmux::DEFAULT_SOCKET)
+        .args(["list-sessions", "-F", "#{session_name} #{session_group}"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
 }
 
 /// A tmux session that dies is `error` at the next `session status` and `status`, not `active`
@@ -1423,10 +1447,12 @@ fn a_dead_tmux_session_is_an_error() {
     let mount_id = mount["mount_id"].as_str().unwrap().to_string();
     let sess = bed.session(&mount_id, "dies");
     let engine = engine_session_of(&bed, &sess);
+    // Only the engine's tmux session: the `seed_` name, holding the same pane, goes with it at
+    // the next status, so no shell lingers.
     assert!(tmux_as_user(&["kill-session", "-t", &format!("={engine}")]));
-    tmux_as_user(&["kill-session", "-t", &format!("=seed_{sess}")]);
     let st = bed.ok(&["session", "status", "--session", &sess]);
     assert_eq!(st["status"], "error", "{st}");
+    assert!(!tmux_sessions().contains(&format!("seed_{sess} {engine}")));
     let all = bed.ok(&["status"]);
     assert_eq!(all["sessions"][0]["status"], "error", "{all}");
     let e = bed.err(
