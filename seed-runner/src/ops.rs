@@ -994,13 +994,35 @@ async fn refresh_pending(ctx: &Ctx, session_id: &str, products: bool) -> Result<
     let engine_exit = match &command_id {
         None => None, // the exec died before the engine had the command
         Some(cid) => {
-            let rec = wired
+            let rec = match wired
                 .engine
                 .command_show(&session.engine_session_id, cid)
                 .await
-                .map_err(|e| {
-                    SeedError::engine(e, "checking the running command", (TMUX, "tmux_failed"))
-                })?;
+            {
+                Ok(rec) => Some(rec),
+                // The session is gone with its command: nothing more will come.
+                Err(e)
+                    if e.code == ErrorCode::SessionLost || e.code == ErrorCode::UnknownSession =>
+                {
+                    None
+                }
+                Err(e) => {
+                    return Err(SeedError::engine(
+                        e,
+                        "checking the running command",
+                        (TMUX, "tmux_failed"),
+                    ));
+                }
+            };
+            let Some(rec) = rec else {
+                let mut locked = state::lock(&ctx.state_dir)?;
+                if let Ok(s) = locked.state.session(session_id)
+                    && s.pending.as_ref().is_some_and(|p| p.index == pending.index)
+                {
+                    record_end(&mut locked, session_id, &pending, None)?;
+                }
+                return Ok(false);
+            };
             if rec.status == CommandStatus::Running {
                 let _ = if products {
                     bring_back(ctx, &wired, &session, &mount, &pending.log_filename, None).await

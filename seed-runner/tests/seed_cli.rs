@@ -1460,6 +1460,32 @@ fn a_dead_tmux_session_is_an_error() {
         2003,
     );
     assert_eq!(e["name"], "session_error");
+
+    // Dead while a timed-out command ran: not busy for ever, `error`, and exec says why.
+    let sess = bed.session(&mount_id, "dies-busy");
+    let e = bed.err(
+        &[
+            "session",
+            "exec",
+            "--session",
+            &sess,
+            "--cmd",
+            "while [ ! -e gate ]; do sleep 0.2; done",
+            "--timeout",
+            "1",
+        ],
+        2007,
+    );
+    assert_eq!(e["name"], "command_timeout");
+    let engine = engine_session_of(&bed, &sess);
+    assert!(tmux_as_user(&["kill-session", "-t", &format!("={engine}")]));
+    let st = bed.ok(&["session", "status", "--session", &sess]);
+    assert_eq!(st["status"], "error", "{st}");
+    let e = bed.err(
+        &["session", "exec", "--session", &sess, "--cmd", "true"],
+        2003,
+    );
+    assert_eq!(e["name"], "session_error");
 }
 
 /// Commands get the pane's terminal as stdin, as at a tmux pane.
