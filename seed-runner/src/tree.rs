@@ -191,19 +191,16 @@ pub async fn changed(
     if inputs.is_empty() {
         return Ok(Vec::new());
     }
+    // The list goes in the script as a here-document, not on stdin: a call without input
+    // data runs on a kept control process, not a fresh channel and login shell. (Every line
+    // starts with a kind and a space, so none can be the end word.)
     let script = format!(
-        "root={}\nstamp={}\n{INPUTS_CHANGED}",
+        "root={}\nstamp={}\n{{\n{INPUTS_CHANGED}}} <<'__seed_inputs_end'\n{inputs}__seed_inputs_end\n",
         shell_quote(remote_root),
         shell_quote(stamp)
     );
     let out = transport
-        .exec(
-            &script,
-            ExecOptions {
-                stdin: Some(inputs.into_bytes()),
-                ..ExecOptions::default()
-            },
-        )
+        .exec(&script, ExecOptions::default())
         .await
         .map_err(|e| SeedError::engine(e, "checking the inputs", (SYNC, "sync_failed")))?;
     Ok(out
