@@ -684,7 +684,7 @@ pub async fn session_create(
     let Ok(m) = locked.state.mount_mut(mount_id) else {
         // The mount went away meanwhile: do not leave the shell behind.
         drop(locked);
-        unname_tmux_session(&wired, &rec, &session_id).await;
+        let _ = unname_tmux_session(&wired, &rec, &session_id).await;
         let _ = wired.engine.destroy(&rec.session_id).await;
         return Err(state::no_mount(mount_id));
     };
@@ -718,12 +718,16 @@ fn tmux_name(session_id: &str) -> String {
     format!("seed_{session_id}")
 }
 
-/// `Ok(false)`: the name is taken.
+/// `Ok(false)`: the name is taken. Not on a Slurm machine: the session's tmux server runs on
+/// a compute node that this connection to the login node does not reach.
 async fn name_tmux_session(
     wired: &Wired,
     rec: &remote_runner_provider::records::session::SessionRecord,
     session_id: &str,
 ) -> Result<bool> {
+    if rec.slurm_job_id.is_some() {
+        return Ok(true);
+    }
     let t = wired.transport().await?;
     let script = format!(
         "{tmux} -L {sock} new-session -d -s {name} -t {target}",
@@ -754,24 +758,41 @@ async fn name_tmux_session(
 }
 
 /// Remove the `seed_<id>` name (before the engine ends its session: a grouped session would
-/// keep the pane alive).
+/// keep the pane alive). Returns the pid of the pane's first process: the id of the terminal
+/// session its commands (and their `&` jobs) run in.
 async fn unname_tmux_session(
     wired: &Wired,
     rec: &remote_runner_provider::records::session::SessionRecord,
     session_id: &str,
-) {
+) -> Option<u32> {
+    if rec.slurm_job_id.is_some() {
+        return None;
+    }
+    let t = wired.transport().await.ok()?;
+    // Only the name in this session's group: once the session is gone, another state dir may
+    // have taken the same name for its own session.
+    let script = format!(
+        "{tmux} -L {sock} list-panes -t {engine} -F '#{{pane_pid}}' 2>/dev/null | head -n 1; \
+         if {tmux} -L {sock} list-sessions -F '#{{session_name}} #{{session_group}}' \
+         2>/dev/null | grep -qxF -- {line}; then {tmux} -L {sock} kill-session -t {name}; \
+         fi; true",
+        tmux = shell_quote(&rec.tmux_path),
+        sock = shell_quote(&rec.tmux_socket),
+        engine = shell_quote(&format!("={}", rec.tmux_session)),
+        line = shell_quote(&format!("{} {}", tmux_name(session_id), rec.tmux_session)),
+        name = shell_quote(&format!("={}", tmux_name(session_id))),
+    );
+    let out = t.exec(&script, ExecOptions::default()).await.ok()?;
+    out.stdout_lossy().trim().parse().ok()
+}
+
+/// After the tmux session is gone: hang up what is left of its terminal session. Jobs that
+/// commands started with `&` run in the wrapper's subshell, outside the shell's job table, so
+/// the shell's own hang-up does not reach them; closing a tmux pane ends them, and so does this
+/// (a job that ignores SIGHUP, such as one under `nohup`, goes on, as it would there).
+async fn hang_up(wired: &Wired, terminal_session: u32) {
     if let Ok(t) = wired.transport().await {
-        // Only the name in this session's group: once the session is gone, another state dir
-        // may have taken the same name for its own session.
-        let script = format!(
-            "if {tmux} -L {sock} list-sessions -F '#{{session_name}} #{{session_group}}' \
-             2>/dev/null | grep -qxF -- {line}; then {tmux} -L {sock} kill-session -t {name}; \
-             fi; true",
-            tmux = shell_quote(&rec.tmux_path),
-            sock = shell_quote(&rec.tmux_socket),
-            line = shell_quote(&format!("{} {}", tmux_name(session_id), rec.tmux_session)),
-            name = shell_quote(&format!("={}", tmux_name(session_id))),
-        );
+        let script = format!("pkill -HUP -s {terminal_session} -u \"$(id -u)\" 2>/dev/null; true");
         let _ = t.exec(&script, ExecOptions::default()).await;
     }
 }
@@ -1561,7 +1582,7 @@ async fn check_alive(
             // The engine's tmux session is gone; the `seed_` name may still hold the pane (a
             // grouped session keeps the window): end it too, so no shell lingers.
             if let Ok(rec) = w.engine.session_show(&s.engine_session_id) {
-                unname_tmux_session(w, &rec, &s.session_id).await;
+                let _ = unname_tmux_session(w, &rec, &s.session_id).await;
             }
             None
         }
@@ -1589,12 +1610,22 @@ pub async fn session_destroy(ctx: &Ctx, session_id: &str) -> Result<Value> {
     }
     let gone = async {
         let wired = ctx.wire(&session.machine, None)?;
-        if let Ok(rec) = wired.engine.session_show(&session.engine_session_id) {
-            unname_tmux_session(&wired, &rec, session_id).await;
-        }
-        match wired.engine.destroy(&session.engine_session_id).await {
+        let terminal = match wired.engine.session_show(&session.engine_session_id) {
+            Ok(rec) => unname_tmux_session(&wired, &rec, session_id).await,
+            Err(_) => None,
+        };
+        let ended = match wired.engine.destroy(&session.engine_session_id).await {
             Ok(_) => Ok(()),
             Err(e) if e.code == ErrorCode::UnknownSession => Ok(()),
+            Err(e) => Err(e),
+        };
+        if ended.is_ok()
+            && let Some(sid) = terminal
+        {
+            hang_up(&wired, sid).await;
+        }
+        match ended {
+            Ok(()) => Ok(()),
             Err(e) => {
                 // Unreachable machine: the session is marked destroyed here all the same.
                 let _ = wired

@@ -1170,6 +1170,14 @@ fn a_background_job_does_not_block_the_exec() {
     eventually("the background job to stop", || {
         (!user_process_running("sleep 4711")).then_some(())
     });
+    // Destroying the session ends its jobs, as closing a tmux session does.
+    let r = bed.exec(&sess, "sleep 4712 & echo again");
+    assert_eq!(r["exit_code"], 0);
+    assert!(user_process_running("sleep 4712"));
+    bed.ok(&["session", "destroy", "--session", &sess]);
+    eventually("the session's job to end with it", || {
+        (!user_process_running("sleep 4712")).then_some(())
+    });
 }
 
 /// After a command's --timeout its partial log is local at once (and refreshed by `session
