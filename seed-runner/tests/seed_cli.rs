@@ -1596,3 +1596,52 @@ fn a_connection_drop_mid_command_keeps_the_result() {
         serde_json::from_str(&std::fs::read_to_string(ws.join("metadata.json")).unwrap()).unwrap();
     assert_eq!(meta["sessions"][0]["commands"][1]["exit_code"], 3, "{meta}");
 }
+
+/// A machine that cannot be reached again while a command runs: the exec answers 2001 (not a
+/// log-write 2008), the command stays pending, and the session is `error`.
+#[test]
+fn an_unreachable_machine_mid_command_is_an_error() {
+    let bed = Bed::new();
+    let ws = bed.local("ws");
+    let mount = bed.mount(&ws, &bed.remote("unreachable"));
+    let sess = bed.session(mount["mount_id"].as_str().unwrap(), "u");
+    let engine = engine_session_of(&bed, &sess);
+    let child = bed
+        .command(&[
+            "session",
+            "exec",
+            "--session",
+            &sess,
+            "--cmd",
+            "sleep 3; echo done",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let remote_log = Path::new(mount["remote_path"].as_str().unwrap()).join("logs/u/cmd_001.log");
+    eventually("the command to start", || remote_log.exists().then_some(()));
+    // (Connections first: they are found as the listener's children.)
+    let pids = bed.sshd.connection_tree_pids();
+    assert!(bed.sshd.signal_listener(9));
+    for pid in pids {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+    let out = child.wait_with_output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["code"], 2001, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("come back on the next"),
+        "{v}"
+    );
+    let st = bed.ok(&["session", "status", "--session", &sess]);
+    assert_eq!(st["status"], "error", "{st}");
+    let all = bed.ok(&["status"]);
+    assert_eq!(all["sessions"][0]["status"], "error", "{all}");
+    assert_eq!(all["sessions"][0]["busy"], true, "{all}");
+    // The machine is gone for good in this test: end its shell by hand.
+    tmux_as_user(&["kill-session", "-t", &format!("=seed_{sess}")]);
+    tmux_as_user(&["kill-session", "-t", &format!("={engine}")]);
+}
