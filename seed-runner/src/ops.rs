@@ -1271,19 +1271,21 @@ pub async fn session_exec(
             ))
         }
         Err((e, failed)) => {
-            // Nothing runs now: free the session. A command that never started leaves no
-            // trace (its log number is given back when no other command took the next one).
-            let started = matches!(failed, Failed::Ended);
+            // Nothing runs now: free the session. A command that ended is recorded with its
+            // exit code; one that never started leaves no trace (its log number is given back
+            // when no other command took the next one).
+            if let Failed::Ended(exit_code) = failed {
+                record_end(&mut locked, session_id, &pending, exit_code)?;
+                return Err(e);
+            }
             if let Ok(s) = locked.state.session_mut(session_id) {
                 s.pending = None;
-                if !started {
-                    s.command_count = s.command_count.saturating_sub(1);
-                    s.last_command = session.last_command.clone();
-                    s.last_exit_code = session.last_exit_code;
-                    s.last_executed_at = session.last_executed_at.clone();
-                }
+                s.command_count = s.command_count.saturating_sub(1);
+                s.last_command = session.last_command.clone();
+                s.last_exit_code = session.last_exit_code;
+                s.last_executed_at = session.last_executed_at.clone();
             }
-            if !started && let Ok(m) = locked.state.mount_mut(&session.mount_id) {
+            if let Ok(m) = locked.state.mount_mut(&session.mount_id) {
                 if let Some(n) = m.log_counters.get_mut(&session.session_name)
                     && *n == index
                 {
@@ -1314,8 +1316,8 @@ enum Ran {
 enum Failed {
     /// Nothing ran.
     NotStarted,
-    /// The command ended; the session is free.
-    Ended,
+    /// The command ended (with this exit code, when it has one); the session is free.
+    Ended(Option<i32>),
     /// The command may run or have ended unseen (the link dropped): its engine command, when
     /// known.
     Unknown(Option<String>),
@@ -1488,7 +1490,7 @@ async fn run_exec(
                     rec.error.unwrap_or_else(|| rec.status.as_str().to_string())
                 ),
             ),
-            Failed::Ended,
+            Failed::Ended(rec.exit_code),
         ));
     };
     let duration_ms = rec
@@ -1507,7 +1509,7 @@ async fn run_exec(
         let failed = if e.code == SSH {
             Failed::Unknown(Some(rec.command_id.clone()))
         } else {
-            Failed::Ended
+            Failed::Ended(Some(exit_code))
         };
         return Err((e, failed));
     }

@@ -1645,3 +1645,28 @@ fn an_unreachable_machine_mid_command_is_an_error() {
     tmux_as_user(&["kill-session", "-t", &format!("=seed_{sess}")]);
     tmux_as_user(&["kill-session", "-t", &format!("={engine}")]);
 }
+
+/// A command that ended but whose log cannot be written locally: error 2008, and the command's
+/// exit code is still recorded (the session is free).
+#[test]
+fn an_unwritable_local_log_keeps_the_exit_code() {
+    let bed = Bed::new();
+    let ws = bed.local("ws");
+    let mount = bed.mount(&ws, &bed.remote("unwritable"));
+    let sess = bed.session(mount["mount_id"].as_str().unwrap(), "w");
+    let log_dir = ws.join("artifacts/logs/w");
+    std::fs::remove_dir(&log_dir).unwrap();
+    std::fs::write(&log_dir, "in the way\n").unwrap();
+    let e = bed.err(
+        &["session", "exec", "--session", &sess, "--cmd", "exit 7"],
+        2008,
+    );
+    assert_eq!(e["name"], "log_write_failed");
+    let st = bed.ok(&["session", "status", "--session", &sess]);
+    assert_eq!(st["status"], "active", "{st}");
+    assert_eq!(st["last_exit_code"], 7, "{st}");
+    assert_eq!(st["command_count"], 1, "{st}");
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(ws.join("metadata.json")).unwrap()).unwrap();
+    assert_eq!(meta["sessions"][0]["commands"][0]["exit_code"], 7, "{meta}");
+}
