@@ -11,6 +11,8 @@ mod error;
 mod ops;
 mod state;
 mod sync;
+mod tree;
+mod wrapper;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -45,7 +47,8 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum MountCmd {
-    /// Check the machine, create the remote work dir, record the pair.
+    /// Check the machine, create the remote work dir and its artifacts/, record the pair
+    /// (refused when another mount uses the local or the remote dir).
     Create {
         #[arg(long)]
         machine: String,
@@ -56,10 +59,12 @@ enum MountCmd {
         #[arg(long, default_value_t = 30)]
         timeout: u64,
     },
+    /// The mount, checked on the machine (`error` when its remote work dir is gone).
     Status {
         #[arg(long)]
         mount_id: String,
     },
+    /// Destroy its sessions (fetching what a timed-out command logged and made), forget it.
     Destroy {
         #[arg(long)]
         mount_id: String,
@@ -148,7 +153,9 @@ fn main() -> ExitCode {
                 remote_dir,
                 timeout,
             }) => ops::mount_create(&ctx, &machine, &local_dir, &remote_dir, timeout).await,
-            Command::Mount(MountCmd::Status { mount_id }) => ops::mount_status(&ctx, &mount_id),
+            Command::Mount(MountCmd::Status { mount_id }) => {
+                ops::mount_status(&ctx, &mount_id).await
+            }
             Command::Mount(MountCmd::Destroy { mount_id, cleanup }) => {
                 ops::mount_destroy(&ctx, &mount_id, cleanup).await
             }

@@ -74,6 +74,10 @@ pub struct Session {
     pub last_executed_at: Option<String>,
     /// A command that has not been seen to end.
     pub pending: Option<Pending>,
+    /// Why the session is `error` although its tmux session may live: the machine could not be
+    /// reached again after a drop (cleared by the next call that reaches it).
+    #[serde(default)]
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -231,6 +235,12 @@ pub struct Manifest {
     /// Remote `artifacts/` files fetched: relative path → remote size and mtime.
     #[serde(default)]
     pub downloaded: BTreeMap<String, (u64, String)>,
+    /// Local directories made on the remote side (empty ones too): relative paths.
+    #[serde(default)]
+    pub dirs: std::collections::BTreeSet<String>,
+    /// Local symlinks made on the remote side: relative path → target.
+    #[serde(default)]
+    pub links: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -625,14 +625,11 @@ fn log_format_and_metadata() {
     assert_eq!(commands[0]["log_file"], "cmd_001.log");
     assert_eq!(commands[0]["exit_code"], 3);
     assert_eq!(commands[1]["exit_code"], 0);
-    // `exit` ends the command, not the session; a last line without a newline is kept; stdin
-    // is empty (a reader does not hang).
+    // `exit` ends the command, not the session; a last line without a newline is kept.
     let r = bed.exec(&sess, "printf abc; exit 5");
     assert_eq!(r["exit_code"], 5);
     let lines = log_lines(&ws.join("artifacts/logs/fmt/cmd_003.log"));
     assert_eq!(lines, vec!["$ printf abc; exit 5", "abc", "$ exit_code: 5"]);
-    let r = bed.exec(&sess, "cat; echo after-cat");
-    assert_eq!(r["exit_code"], 0);
     let st = bed.ok(&["session", "status", "--session", &sess]);
     assert_eq!(st["status"], "active");
     // metadata.json and artifacts/ are not sent to the remote side.
@@ -1079,6 +1076,599 @@ fn registered_machine_id() {
             .iter()
             .all(|r| r.status.as_str() == "destroyed")
     );
+}
+
+/// `tmux -L <socket> ...` as the login user; whether it succeeded.
+fn tmux_as_user(args: &[&str]) -> bool {
+    Command::new("runuser")
+        .args(["-u", remote_runner_testkit::TEST_USER, "--", "tmux", "-L"])
+        .arg(remote_runner_provider::tmux::DEFAULT_SOCKET)
+        .args(args)
+        .stderr(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .unwrap()
+        .success()
+}
+
+/// The engine session behind a seed session (seed-runner's state.json).
+fn engine_session_of(bed: &Bed, sess: &str) -> String {
+    let st: Value = serde_json::from_slice(
+        &std::fs::read(bed.state_dir().join("seed-runner/state.json")).unwrap(),
+    )
+    .unwrap();
+    st["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["session_id"] == sess)
+        .unwrap()["engine_session_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Whether a process of the login user has exactly this command line.
+fn user_process_running(cmdline: &str) -> bool {
+    Command::new("pgrep")
+        .args(["-u", remote_runner_testkit::TEST_USER, "-x", "-f", cmdline])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap()
+        .success()
+}
+
+/// A job started with `&` does not hold the exec (as at a tmux pane): the exec returns at once
+/// with the command's own output, the session is free, and a later command can stop the job.
+/// Output the job writes after its command ended goes to `cmd_NNN.bg.log`, not into the log.
+#[test]
+fn a_background_job_does_not_block_the_exec() {
+    let bed = Bed::new();
+    let ws = bed.local("ws");
+    let remote = bed.remote("bgjob");
+    let mount = bed.mount(&ws, &remote);
+    let sess = bed.session(mount["mount_id"].as_str().unwrap(), "bg");
+    let t = Instant::now();
+    let r = bed.ok(&[
+        "session",
+        "exec",
+        "--session",
+        &sess,
+        "--cmd",
+        "sleep 4711 & echo started",
+        "--timeout",
+        "60",
+    ]);
+    assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+    assert_eq!(r["exit_code"], 0);
+    let lines = log_lines(&ws.join("artifacts/logs/bg/cmd_001.log"));
+    assert_eq!(
+        lines,
+        vec!["$ sleep 4711 & echo started", "started", "$ exit_code: 0"]
+    );
+    assert!(user_process_running("sleep 4711"));
+    let st = bed.ok(&["session", "status", "--session", &sess]);
+    assert_eq!(st["status"], "active");
+    // A job that keeps printing: its later output does not reach the command's log.
+    let r = bed.exec(
+        &sess,
+        "(for i in 1 2 3 4 5 6 7 8 9 10; do echo tick-$i; sleep 0.3; done) & echo launched",
+    );
+    assert_eq!(r["exit_code"], 0);
+    let lines = log_lines(&ws.join("artifacts/logs/bg/cmd_002.log"));
+    assert_eq!(lines.last().unwrap(), "$ exit_code: 0", "{lines:?}");
+    let bg_log = Path::new(&remote).join("logs/bg/cmd_002.bg.log");
+    eventually("the job's later output", || {
+        std::fs::read_to_string(&bg_log)
+            .ok()
+            .filter(|t| t.contains("tick-10"))
+    });
+    let lines = log_lines(&ws.join("artifacts/logs/bg/cmd_002.log"));
+    assert_eq!(lines.last().unwrap(), "$ exit_code: 0", "{lines:?}");
+    let r = bed.exec(&sess, "pkill -x -f 'sleep 4711'; echo stopped");
+    assert_eq!(r["exit_code"], 0);
+    eventually("the background job to stop", || {
+        (!user_process_running("sleep 4711")).then_some(())
+    });
+    // Destroying the session ends its jobs, as closing a tmux session does.
+    let r = bed.exec(&sess, "sleep 4712 & echo again");
+    assert_eq!(r["exit_code"], 0);
+    assert!(user_process_running("sleep 4712"));
+    bed.ok(&["session", "destroy", "--session", &sess]);
+    eventually("the session's job to end with it", || {
+        (!user_process_running("sleep 4712")).then_some(())
+    });
+}
+
+/// After a command's --timeout its partial log is local at once (and refreshed by `session
+/// status`); `session destroy` brings back the log and artifacts of a command that ended
+/// meanwhile (with its exit code), and `mount destroy --cleanup` those of one still running.
+#[test]
+fn timed_out_commands_keep_their_log_and_products() {
+    let bed = Bed::new();
+    let ws = bed.local("ws");
+    let remote = format!("{}/work", bed.remote("partial"));
+    let mount = bed.mount(&ws, &remote);
+    let mount_id = mount["mount_id"].as_str().unwrap().to_string();
+    let sess = bed.session(&mount_id, "p");
+    let cmd = "echo partial; echo made > artifacts/made.txt; \
+               while [ ! -e gate ]; do sleep 0.2; done; echo after-gate; echo late > artifacts/late.txt";
+    let e = bed.err(
+        &[
+            "session",
+            "exec",
+            "--session",
+            &sess,
+            "--cmd",
+            cmd,
+            "--timeout",
+            "2",
+        ],
+        2007,
+    );
+    assert_eq!(e["name"], "command_timeout");
+    let log = ws.join("artifacts/logs/p/cmd_001.log");
+    let lines = log_lines(&log);
+    assert_eq!(lines, vec![format!("$ {cmd}"), "partial".to_string()]);
+    // The command ends; destroy is the next call: it fetches the log and the products first.
+    std::fs::write(Path::new(&remote).join("gate"), "").unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    bed.ok(&["session", "destroy", "--session", &sess]);
+    let lines = log_lines(&log);
+    assert_eq!(lines.last().unwrap(), "$ exit_code: 0", "{lines:?}");
+    assert!(lines.contains(&"after-gate".to_string()), "{lines:?}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("artifacts/late.txt")).unwrap(),
+        "late\n"
+    );
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(ws.join("metadata.json")).unwrap()).unwrap();
+    assert_eq!(meta["sessions"][0]["commands"][0]["exit_code"], 0, "{meta}");
+
+    // Still running at `mount destroy --cleanup`: what there is comes back before the remote
+    // dir goes; the exit code stays null.
+    std::fs::remove_file(Path::new(&remote).join("gate")).unwrap();
+    let sess = bed.session(&mount_id, "q");
+    let cmd =
+        "echo first-line; echo mid > artifacts/mid.txt; while [ ! -e gate ]; do sleep 0.2; done";
+    bed.err(
+        &[
+            "session",
+            "exec",
+            "--session",
+            &sess,
+            "--cmd",
+            cmd,
+            "--timeout",
+            "2",
+        ],
+        2007,
+    );
+    std::fs::write(Path::new(&remote).join("artifacts/mid.txt"), "mid2\n").unwrap();
+    std::fs::write(Path::new(&remote).join("more"), "").unwrap();
+    let st = bed.ok(&["session", "status", "--session", &sess]);
+    assert_eq!(st["status"], "busy");
+    bed.ok(&["mount", "destroy", "--mount-id", &mount_id, "--cleanup"]);
+    assert!(!Path::new(&remote).exists());
+    let lines = log_lines(&ws.join("artifacts/logs/q/cmd_001.log"));
+    assert_eq!(lines, vec![format!("$ {cmd}"), "first-line".to_string()]);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("artifacts/mid.txt")).unwrap(),
+        "mid2\n"
+    );
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(ws.join("metadata.json")).unwrap()).unwrap();
+    assert_eq!(meta["sessions"][1]["commands"][0]["exit_code"], Value::Null);
+}
+
+/// The remote `artifacts/` exists from the start, so a first `> artifacts/x` works.
+#[test]
+fn remote_artifacts_dir_exists() {
+    let bed = Bed::new();
+    let ws = bed.local("ws");
+    let remote = bed.remote("artdir");
+    let mount = bed.mount(&ws, &remote);
+    assert!(Path::new(&remote).join("artifacts").is_dir());
+    let sess = bed.session(mount["mount_id"].as_str().unwrap(), "a");
+    let r = bed.exec(&sess, "echo x > artifacts/x.txt");
+    assert_eq!(r["exit_code"], 0);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("artifacts/x.txt")).unwrap(),
+        "x\n"
+    );
+}
+
+/// A second mount of the same remote dir or the same local dir (or one inside the other) is
+/// refused (2002, `mount_conflict`) and changes nothing.
+#[test]
+fn conflicting_mounts_are_refused() {
+    let bed = Bed::new();
+    let ws = bed.local("ws");
+    let remote = bed.remote("conflict");
+    let first = bed.mount(&ws, &remote);
+    let meta_before = std::fs::read(ws.join("metadata.json")).unwrap();
+    let create = |local: &Path, remote: &str| {
+        bed.err(
+            &[
+                "mount",
+                "create",
+                "--machine",
+                HOST_ALIAS,
+                "--local-dir",
+                local.to_str().unwrap(),
+                "--remote-dir",
+                remote,
+            ],
+            2002,
+        )
+    };
+    let other_local = bed.local("other");
+    let e = create(&other_local, &remote);
+    assert_eq!(e["name"], "mount_conflict");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains(first["mount_id"].as_str().unwrap()),
+        "{e}"
+    );
+    assert!(
+        !other_local.exists(),
+        "a refused mount created its local dir"
+    );
+    let e = create(&other_local, &format!("{remote}/sub"));
+    assert_eq!(e["name"], "mount_conflict");
+    let other_remote = bed.remote("conflict2");
+    let e = create(&ws, &other_remote);
+    assert_eq!(e["name"], "mount_conflict");
+    let e = create(&ws.join("inner"), &other_remote);
+    assert_eq!(e["name"], "mount_conflict");
+    assert_eq!(
+        std::fs::read(ws.join("metadata.json")).unwrap(),
+        meta_before
+    );
+    assert_eq!(bed.ok(&["status"])["summary"]["mount_count"], 1);
+}
+
+/// A mount create that fails (unknown machine, a remote dir that cannot be made) leaves no
+/// local dir behind.
+#[test]
+fn a_failed_mount_create_leaves_nothing() {
+    let bed = Bed::new();
+    let fresh = bed.local("fresh/ws");
+    bed.err(
+        &[
+            "mount",
+            "create",
+            "--machine",
+            "no-such-vm",
+            "--local-dir",
+            fresh.to_str().unwrap(),
+        ],
+        2001,
+    );
+    assert!(!bed.local("fresh").exists());
+    let blocked = bed.remote("blocked");
+    std::fs::write(Path::new(&blocked).join("file"), "x").unwrap();
+    bed.err(
+        &[
+            "mount",
+            "create",
+            "--machine",
+            HOST_ALIAS,
+            "--local-dir",
+            fresh.to_str().unwrap(),
+            "--remote-dir",
+            &format!("{blocked}/file/sub"),
+        ],
+        2002,
+    );
+    assert!(!bed.local("fresh").exists());
+}
+
+/// A remote work dir deleted between commands is recreated with the inputs at the next exec;
+/// mount status says `error` while it is gone.
+#[test]
+fn a_deleted_remote_work_dir_is_recreated() {
+    let bed = Bed::new();
+    let ws = bed.local("ws");
+    let remote = format!("{}/work", bed.remote("gone"));
+    write(&ws.join("data/in.txt"), "input\n");
+    let mount = bed.mount(&ws, &remote);
+    let mount_id = mount["mount_id"].as_str().unwrap().to_string();
+    let sess = bed.session(&mount_id, "g");
+    assert_eq!(bed.exec(&sess, "cat data/in.txt")["exit_code"], 0);
+    std::fs::remove_dir_all(&remote).unwrap();
+    let m = bed.ok(&["mount", "status", "--mount-id", &mount_id]);
+    assert_eq!(m["status"], "error", "{m}");
+    let r = bed.exec(&sess, "cat data/in.txt; echo x > artifacts/x.txt");
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let lines = log_lines(&ws.join(format!(
+        "artifacts/logs/g/{}",
+        r["log_filename"].as_str().unwrap()
+    )));
+    assert!(lines.contains(&"input".to_string()), "{lines:?}");
+    let st = bed.ok(&["session", "status", "--session", &sess]);
+    assert_eq!(st["status"], "active");
+    let m = bed.ok(&["mount", "status", "--mount-id", &mount_id]);
+    assert_eq!(m["status"], "mounted");
+}
+
+/// The session's `tmux_session` is a real tmux session on the engine's socket (the pane the
+/// commands run in), gone after destroy.
+#[test]
+fn tmux_session_is_real() {
+    let bed = Bed::new();
+    let ws = bed.local("ws");
+    let mount = bed.mount(&ws, &bed.remote("tmuxname"));
+    let mount_id = mount["mount_id"].as_str().unwrap().to_string();
+    let s = bed.ok(&[
+        "session",
+        "create",
+        "--machine",
+        HOST_ALIAS,
+        "--mount-id",
+        &mount_id,
+        "--name",
+        "t",
+    ]);
+    let sess = s["session_id"].as_str().unwrap().to_string();
+    let name = s["tmux_session"].as_str().unwrap().to_string();
+    assert_eq!(name, format!("seed_{sess}"));
+    // The name and the engine's session are one group (one window, one pane).
+    let engine = engine_session_of(&bed, &sess);
+    let ours = format!("{name} {engine}");
+    assert!(tmux_sessions().contains(&ours), "{:?}", tmux_sessions());
+    bed.exec(&sess, "true");
+    bed.ok(&["session", "destroy", "--session", &sess]);
+    // (Other tests may reuse the freed name for sessions of their own: look at the group.)
+    assert!(
+        !tmux_sessions()
+            .iter()
+            .any(|l| l.ends_with(&format!(" {engine}"))),
+        "{:?}",
+        tmux_sessions()
+    );
+}
+
+/// `<session name> <session group>` of every session on the engine's tmux server.
+fn tmux_sessions() -> Vec<String> {
+    let out = Command::new("runuser")
+        .args(["-u", remote_runner_testkit::TEST_USER, "--", "tmux", "-L"])
+        .arg(remote_runner_provider::tmux::DEFAULT_SOCKET)
+        .args(["list-sessions", "-F", "#{session_name} #{session_group}"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// A tmux session that dies is `error` at the next `session status` and `status`, not `active`
+/// until an exec meets it.
+#[test]
+fn a_dead_tmux_session_is_an_error() {
+    let bed = Bed::new();
+    let ws = bed.local("ws");
+    let mount = bed.mount(&ws, &bed.remote("tmuxdies"));
+    let mount_id = mount["mount_id"].as_str().unwrap().to_string();
+    let sess = bed.session(&mount_id, "dies");
+    let engine = engine_session_of(&bed, &sess);
+    // Only the engine's tmux session: the `seed_` name, holding the same pane, goes with it at
+    // the next status, so no shell lingers.
+    assert!(tmux_as_user(&["kill-session", "-t", &format!("={engine}")]));
+    let st = bed.ok(&["session", "status", "--session", &sess]);
+    assert_eq!(st["status"], "error", "{st}");
+    assert!(!tmux_sessions().contains(&format!("seed_{sess} {engine}")));
+    let all = bed.ok(&["status"]);
+    assert_eq!(all["sessions"][0]["status"], "error", "{all}");
+    let e = bed.err(
+        &["session", "exec", "--session", &sess, "--cmd", "true"],
+        2003,
+    );
+    assert_eq!(e["name"], "session_error");
+
+    // Dead while a timed-out command ran: not busy for ever, `error`, and exec says why.
+    let sess = bed.session(&mount_id, "dies-busy");
+    let e = bed.err(
+        &[
+            "session",
+            "exec",
+            "--session",
+            &sess,
+            "--cmd",
+            "while [ ! -e gate ]; do sleep 0.2; done",
+            "--timeout",
+            "1",
+        ],
+        2007,
+    );
+    assert_eq!(e["name"], "command_timeout");
+    let engine = engine_session_of(&bed, &sess);
+    assert!(tmux_as_user(&["kill-session", "-t", &format!("={engine}")]));
+    let st = bed.ok(&["session", "status", "--session", &sess]);
+    assert_eq!(st["status"], "error", "{st}");
+    let e = bed.err(
+        &["session", "exec", "--session", &sess, "--cmd", "true"],
+        2003,
+    );
+    assert_eq!(e["name"], "session_error");
+}
+
+/// Commands get the pane's terminal as stdin, as at a tmux pane.
+#[test]
+fn commands_have_a_terminal() {
+    let bed = Bed::new();
+    let ws = bed.local("ws");
+    let mount = bed.mount(&ws, &bed.remote("tty"));
+    let sess = bed.session(mount["mount_id"].as_str().unwrap(), "tty");
+    let r = bed.exec(&sess, "if [ -t 0 ]; then echo stdin-is-a-tty; fi; tty");
+    assert_eq!(r["exit_code"], 0);
+    let lines = log_lines(&ws.join("artifacts/logs/tty/cmd_001.log"));
+    assert_eq!(lines[1], "stdin-is-a-tty", "{lines:?}");
+    assert!(lines[2].starts_with("/dev/pts/"), "{lines:?}");
+}
+
+/// The pre-exec sync restores inputs a command deleted or changed; empty directories and
+/// symlinks are synced.
+#[test]
+fn sync_restores_inputs_and_keeps_dirs_and_links() {
+    let bed = Bed::new();
+    let ws = bed.local("ws");
+    let remote = bed.remote("restore");
+    write(&ws.join("in/a.txt"), "aaa\n");
+    write(&ws.join("b.txt"), "bbb\n");
+    std::fs::create_dir_all(ws.join("empty/deeper")).unwrap();
+    std::os::unix::fs::symlink("in/a.txt", ws.join("link")).unwrap();
+    let mount = bed.mount(&ws, &remote);
+    let sess = bed.session(mount["mount_id"].as_str().unwrap(), "r");
+    let r = bed.exec(
+        &sess,
+        "test -d empty/deeper && echo dir-ok; readlink link; cat link",
+    );
+    assert_eq!(r["exit_code"], 0);
+    let lines = log_lines(&ws.join("artifacts/logs/r/cmd_001.log"));
+    assert_eq!(lines[1..4], ["dir-ok", "in/a.txt", "aaa"], "{lines:?}");
+    bed.exec(&sess, "rm in/a.txt; echo changed > b.txt");
+    let r = bed.exec(&sess, "cat in/a.txt b.txt");
+    assert_eq!(r["exit_code"], 0);
+    let lines = log_lines(&ws.join("artifacts/logs/r/cmd_003.log"));
+    assert_eq!(lines[1..3], ["aaa", "bbb"], "{lines:?}");
+}
+
+/// A connection that drops while a command runs: the exec reconnects and still returns the
+/// command's exit code and log.
+#[test]
+fn a_connection_drop_mid_command_keeps_the_result() {
+    let bed = Bed::new();
+    let ws = bed.local("ws");
+    let mount = bed.mount(&ws, &bed.remote("drop"));
+    let sess = bed.session(mount["mount_id"].as_str().unwrap(), "d");
+    let child = bed
+        .command(&[
+            "session",
+            "exec",
+            "--session",
+            &sess,
+            "--cmd",
+            "sleep 3; echo survived; exit 7",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(bed.sshd.signal_connections(9) > 0);
+    let out = child.wait_with_output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["exit_code"], 7, "{v}");
+    let lines = log_lines(&ws.join("artifacts/logs/d/cmd_001.log"));
+    assert_eq!(lines[1..], ["survived", "$ exit_code: 7"], "{lines:?}");
+
+    // The exec itself dies mid-command (its connection with it): the next exec fetches the
+    // command's log and records its exit code.
+    let mut child = bed
+        .command(&[
+            "session",
+            "exec",
+            "--session",
+            &sess,
+            "--cmd",
+            "sleep 2; echo finished-alone; exit 3",
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let remote_log = Path::new(mount["remote_path"].as_str().unwrap()).join("logs/d/cmd_002.log");
+    eventually("the command to start", || remote_log.exists().then_some(()));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    let r = bed.exec(&sess, "true");
+    assert_eq!(r["log_filename"], "cmd_003.log");
+    let lines = log_lines(&ws.join("artifacts/logs/d/cmd_002.log"));
+    assert_eq!(
+        lines[1..],
+        ["finished-alone", "$ exit_code: 3"],
+        "{lines:?}"
+    );
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(ws.join("metadata.json")).unwrap()).unwrap();
+    assert_eq!(meta["sessions"][0]["commands"][1]["exit_code"], 3, "{meta}");
+}
+
+/// A machine that cannot be reached again while a command runs: the exec answers 2001 (not a
+/// log-write 2008), the command stays pending, and the session is `error`.
+#[test]
+fn an_unreachable_machine_mid_command_is_an_error() {
+    let bed = Bed::new();
+    let ws = bed.local("ws");
+    let mount = bed.mount(&ws, &bed.remote("unreachable"));
+    let sess = bed.session(mount["mount_id"].as_str().unwrap(), "u");
+    let engine = engine_session_of(&bed, &sess);
+    let child = bed
+        .command(&[
+            "session",
+            "exec",
+            "--session",
+            &sess,
+            "--cmd",
+            "sleep 3; echo done",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let remote_log = Path::new(mount["remote_path"].as_str().unwrap()).join("logs/u/cmd_001.log");
+    eventually("the command to start", || remote_log.exists().then_some(()));
+    // (Connections first: they are found as the listener's children.)
+    let pids = bed.sshd.connection_tree_pids();
+    assert!(bed.sshd.signal_listener(9));
+    for pid in pids {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+    let out = child.wait_with_output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["code"], 2001, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("come back on the next"),
+        "{v}"
+    );
+    let st = bed.ok(&["session", "status", "--session", &sess]);
+    assert_eq!(st["status"], "error", "{st}");
+    let all = bed.ok(&["status"]);
+    assert_eq!(all["sessions"][0]["status"], "error", "{all}");
+    assert_eq!(all["sessions"][0]["busy"], true, "{all}");
+    // The machine is gone for good in this test: end its shell by hand.
+    tmux_as_user(&["kill-session", "-t", &format!("=seed_{sess}")]);
+    tmux_as_user(&["kill-session", "-t", &format!("={engine}")]);
+}
+
+/// A command that ended but whose log cannot be written locally: error 2008, and the command's
+/// exit code is still recorded (the session is free).
+#[test]
+fn an_unwritable_local_log_keeps_the_exit_code() {
+    let bed = Bed::new();
+    let ws = bed.local("ws");
+    let mount = bed.mount(&ws, &bed.remote("unwritable"));
+    let sess = bed.session(mount["mount_id"].as_str().unwrap(), "w");
+    let log_dir = ws.join("artifacts/logs/w");
+    std::fs::remove_dir(&log_dir).unwrap();
+    std::fs::write(&log_dir, "in the way\n").unwrap();
+    let e = bed.err(
+        &["session", "exec", "--session", &sess, "--cmd", "exit 7"],
+        2008,
+    );
+    assert_eq!(e["name"], "log_write_failed");
+    let st = bed.ok(&["session", "status", "--session", &sess]);
+    assert_eq!(st["status"], "active", "{st}");
+    assert_eq!(st["last_exit_code"], 7, "{st}");
+    assert_eq!(st["command_count"], 1, "{st}");
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(ws.join("metadata.json")).unwrap()).unwrap();
+    assert_eq!(meta["sessions"][0]["commands"][0]["exit_code"], 7, "{meta}");
 }
 
 /// Names that come from the machine are data (issue 28): an artifact whose name holds a newline

@@ -1,0 +1,205 @@
+//! seed-runner's remote scripts as files: shellcheck-clean, and the POSIX ones behaving the same
+//! under dash, bash and busybox sh (the shells a remote `/bin/sh` is likely to be).
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime};
+
+use remote_runner_testkit::need_tool as need;
+
+const WRAPPER: &str = include_str!("../src/wrapper.sh");
+const INPUTS_CHANGED: &str = include_str!("../src/inputs_changed.sh");
+const MAKE_DIR: &str = include_str!("../src/make_dir.sh");
+
+const SHELLS: &[&[&str]] = &[&["dash"], &["bash", "--posix"], &["busybox", "sh"]];
+
+#[test]
+fn scripts_are_shellcheck_clean() {
+    let shellcheck = need("shellcheck");
+    let dir = tempfile::tempdir().unwrap();
+    for (name, shell, text) in [
+        ("wrapper.sh", "bash", WRAPPER),
+        ("inputs_changed.sh", "sh", INPUTS_CHANGED),
+        ("make_dir.sh", "sh", MAKE_DIR),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let out = Command::new(&shellcheck)
+            .args(["-s", shell])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "shellcheck {name}:\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
+
+fn run(shell: &[&str], script: &str, stdin: &str) -> String {
+    let mut child = Command::new(shell[0])
+        .args(&shell[1..])
+        .arg("-c")
+        .arg(script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // (A script that exits without reading its input closes the pipe first.)
+    let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{shell:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn set_mtime(path: &Path, t: SystemTime) {
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(t)
+        .unwrap();
+}
+
+/// Gone inputs are listed; a file modified at or after the stamp (`f`) or strictly after it
+/// (`F`) too; untouched ones and symlinks to changed files are not.
+#[test]
+fn inputs_changed_under_every_shell() {
+    for shell in SHELLS {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("logs/n")).unwrap();
+        std::fs::create_dir_all(root.join("sub dir")).unwrap();
+        let stamp = root.join("logs/n/.seed_start");
+        std::fs::write(&stamp, "").unwrap();
+        let base = SystemTime::now() - Duration::from_secs(100);
+        set_mtime(&stamp, base);
+        for (name, offset) in [
+            ("old.txt", -10i64),
+            ("same.txt", 0),
+            ("same-fresh.txt", 0),
+            ("new.txt", 10),
+            ("sub dir/new fresh.txt", 10),
+        ] {
+            let p = root.join(name);
+            std::fs::write(&p, "x").unwrap();
+            let t = if offset < 0 {
+                base - Duration::from_secs(offset.unsigned_abs())
+            } else {
+                base + Duration::from_secs(offset as u64)
+            };
+            set_mtime(&p, t);
+        }
+        std::os::unix::fs::symlink("new.txt", root.join("link")).unwrap();
+        let script = format!(
+            "root='{}'\nstamp='logs/n/.seed_start'\n{INPUTS_CHANGED}",
+            root.display()
+        );
+        let input = "f old.txt\nf same.txt\nF same-fresh.txt\nf new.txt\nF sub dir/new fresh.txt\n\
+                     f gone.txt\nd sub dir\nd gone-dir\nl link\nl gone-link\n";
+        let out = run(shell, &script, input);
+        assert_eq!(
+            out.lines().collect::<Vec<_>>(),
+            [
+                "same.txt",
+                "new.txt",
+                "sub dir/new fresh.txt",
+                "gone.txt",
+                "gone-dir",
+                "gone-link"
+            ],
+            "{shell:?}"
+        );
+        // No stamp (or no work dir): nothing.
+        std::fs::remove_file(&stamp).unwrap();
+        assert_eq!(run(shell, &script, input), "", "{shell:?}");
+    }
+}
+
+/// The work dir and its artifacts/ are made; the topmost directory made is named (none when
+/// it existed).
+#[test]
+fn make_dir_under_every_shell() {
+    for shell in SHELLS {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let target = base.join("a b/c");
+        let script = format!("d='{}'\n{MAKE_DIR}", target.display());
+        let out = run(shell, &script, "");
+        assert_eq!(
+            out,
+            format!("{}\n{}\n", target.display(), base.join("a b").display()),
+            "{shell:?}"
+        );
+        assert!(target.join("artifacts").is_dir());
+        let out = run(shell, &script, "");
+        assert_eq!(out, format!("{}\n", target.display()), "{shell:?}");
+    }
+}
+
+/// The wrapper (bash) run directly: the log's lines, the end line after output without a final
+/// newline, the exit code, and a background job's later output in the `.bg.log`.
+#[test]
+fn wrapper_log_and_background_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("w");
+    std::fs::create_dir_all(work.join("artifacts")).unwrap();
+    let log_dir = work.join("logs/n");
+    let log = log_dir.join("cmd_001.log");
+    let q = |s: &str| format!("'{s}'");
+    let script = WRAPPER
+        .replace(
+            "@CMD@",
+            &q("(sleep 3; echo later) & printf partial; exit 4"),
+        )
+        .replace("@LOG@", &q(log.to_str().unwrap()))
+        .replace("@END@", &q("__seed_end_test"))
+        .replace("@WORK@", &q(work.to_str().unwrap()))
+        .replace("@DIR@", &q(log_dir.to_str().unwrap()))
+        .replace("@MISSING@", &q("missing"));
+    let started = std::time::Instant::now();
+    let status = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .stdin(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_millis(2500),
+        "the job held the wrapper"
+    );
+    assert_eq!(status.code(), Some(4));
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().map(|l| &l[23..]).collect();
+    assert_eq!(
+        lines,
+        [
+            "$ (sleep 3; echo later) & printf partial; exit 4",
+            "partial",
+            "$ exit_code: 4"
+        ]
+    );
+    let bg = log_dir.join("cmd_001.bg.log");
+    let start = std::time::Instant::now();
+    while !std::fs::read_to_string(&bg).is_ok_and(|t| t.ends_with("] later\n")) {
+        assert!(start.elapsed() < Duration::from_secs(10), "no {bg:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A work dir without artifacts/ runs nothing.
+    std::fs::remove_dir(work.join("artifacts")).unwrap();
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "missing\n");
+}
