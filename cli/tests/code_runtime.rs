@@ -650,7 +650,7 @@ fn one_run_cannot_settle_another(bed: &Bed) {
         }
         return tried;
     "#;
-    s.send(json!({"type": "run", "runId": "b", "program": intruder}));
+    s.send(json!({"type": "run", "runId": "b", "program": intruder, "bindings": []}));
     let b = s.next();
     assert_eq!(b["runId"], "b", "{b}");
     assert!(b["result"]["value"].is_number(), "{b}");
@@ -952,6 +952,11 @@ fn serve_edges(bed: &Bed) {
             "{m}"
         );
         assert!(m["message"].as_str().unwrap().contains("program"), "{m}");
+        // So is one without bindings (the seam's request always has them, maybe empty).
+        s.send(json!({"type": "run", "runId": "x", "program": "return 1"}));
+        let m = s.next();
+        assert_eq!(m["type"], "error", "{m}");
+        assert!(m["message"].as_str().unwrap().contains("bindings"), "{m}");
         // Invalid binding declarations are the caller's error, not worker-exit.
         for bindings in [
             json!([{"global": "1bad", "functions": ["f"]}]),
@@ -967,7 +972,7 @@ fn serve_edges(bed: &Bed) {
         }
         // A finished runId may be used again at once.
         for round in 0..3 {
-            s.send(json!({"type": "run", "runId": "again", "program": format!("return {round}")}));
+            s.send(json!({"type": "run", "runId": "again", "program": format!("return {round}"), "bindings": []}));
             let m = s.next();
             assert_eq!(m["type"], "result", "{m}");
             assert_eq!(m["result"]["value"], round, "{m}");

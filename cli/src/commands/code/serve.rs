@@ -198,7 +198,9 @@ fn handle(
             let program = msg
                 .program
                 .ok_or("the run message has no program (the program's source text)")?;
-            let bindings = msg.bindings.unwrap_or_default();
+            let bindings = msg
+                .bindings
+                .ok_or("the run message has no bindings (an array, [] for none)")?;
             validate_bindings(&bindings, rt.language()).map_err(|e| e.message)?;
             let token = CancellationToken::new();
             {
