@@ -4,7 +4,7 @@
 #   scripts/bench.sh                 full run; rewrites docs/benchmarks.md
 #   scripts/bench.sh --quick         short smoke run (< 2 min), writes nothing
 #   scripts/bench.sh [--quick] NAME  only some: exec-warm exec-cold-cli turn-latency turn-stream
-#                                    file-put-1g file-get-1g tree-10k
+#                                    file-put-1g file-get-1g tree-10k code-binding
 #
 # Needs: sshd (/usr/sbin/sshd), ssh, scp, sftp, tmux, rsync; root (the bed logs in as a
 # dedicated test user it creates). rsync is installed with apt-get when missing.

@@ -54,6 +54,7 @@ const BENCHES: &[(&str, RunFn)] = &[
     ("file-put-1g", benches::file::run_put),
     ("file-get-1g", benches::file::run_get),
     ("tree-10k", benches::tree::run),
+    ("code-binding", benches::code_binding::run),
 ];
 
 #[derive(Debug)]

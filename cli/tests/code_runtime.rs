@@ -1,7 +1,9 @@
-//! `code run` and `code serve` (issue 17) through the CLI binary, on `local` and over the real
-//! sshd, in both languages: values and logs, lossless round trips of tricky values, the six
-//! failure kinds, bindings with typed rejections, abort of a tight loop, dispose with runs in
-//! flight, and no process left behind in the run's directory.
+//! `code run` and `code serve` (issues 17 and 29) through the CLI binary, on `local` and over
+//! the real sshd, in both languages: values and logs, lossless round trips of tricky values, the
+//! six failure kinds, bindings with typed rejections, abort of a tight loop, dispose with runs
+//! in flight, no process left behind in the run's directory; the run's sealed channel (forged
+//! calls and results, another run's calls), its whole process tree ending with it, lossless
+//! edges (lone surrogates, depth, huge ints, -0), `serve`'s edges, caps and binding speed.
 
 mod common;
 mod session_bed;
@@ -57,6 +59,17 @@ fn processes_in(bed: &Bed) -> Vec<String> {
             && cwd == work
         {
             found.push(name);
+        }
+    }
+    found
+}
+
+/// The command lines of every process on this host.
+fn command_lines() -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(c) = std::fs::read(entry.path().join("cmdline")) {
+            found.push(String::from_utf8_lossy(&c).replace('\0', " "));
         }
     }
     found
@@ -263,11 +276,53 @@ impl Serve {
     }
 
     fn next(&self) -> Value {
-        let line = self
-            .lines
-            .recv_timeout(DEADLINE)
-            .expect("a line from code serve");
+        let line = self.next_raw();
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    }
+
+    /// The next line as text (lone surrogates are JSON escapes no `Value` holds).
+    fn next_raw(&self) -> String {
+        self.lines
+            .recv_timeout(DEADLINE)
+            .expect("a line from code serve")
+    }
+
+    fn send_raw(&mut self, line: &[u8]) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Start `run`'s calls of `tools.*` and answer each with `answer(function, args)` until
+    /// its result: (the calls seen, the result line as text).
+    fn drive(
+        &mut self,
+        run: Value,
+        mut answer: impl FnMut(&str, &Value) -> Value,
+    ) -> (Vec<Value>, String) {
+        let run_id = run["runId"].as_str().unwrap().to_string();
+        self.send(run);
+        let mut calls = Vec::new();
+        loop {
+            let line = self.next_raw();
+            let Ok(m) = serde_json::from_str::<Value>(&line) else {
+                return (calls, line);
+            };
+            match m["type"].as_str().unwrap() {
+                "call" => {
+                    assert_eq!(m["runId"], run_id.as_str(), "{m}");
+                    let reply = answer(m["function"].as_str().unwrap(), &m["args"]);
+                    let mut reply = reply;
+                    reply["runId"] = json!(run_id);
+                    reply["callId"] = m["callId"].clone();
+                    calls.push(m);
+                    self.send(reply);
+                }
+                "result" => return (calls, line),
+                other => panic!("unexpected {other}: {m}"),
+            }
+        }
     }
 
     fn close(&mut self) {
@@ -378,12 +433,12 @@ fn serve_abort_and_dispose(bed: &Bed) {
         (
             "javascript",
             "for (;;) {}",
-            "await new Promise((r) => setTimeout(r, 1500)); return 'done'",
+            "await new Promise((r) => setTimeout(r, 100000)); return 'done'",
         ),
         (
             "python",
             "while True:\n    pass",
-            "import asyncio\nawait asyncio.sleep(1.5)\nreturn 'done'",
+            "import asyncio\nawait asyncio.sleep(100)\nreturn 'done'",
         ),
     ] {
         let mut s = Serve::start(bed, language, &["--time-budget", "120"]);
@@ -395,19 +450,20 @@ fn serve_abort_and_dispose(bed: &Bed) {
             (!processes_in(bed).is_empty()).then_some(())
         });
         s.send(json!({"type": "abort", "runId": "loop"}));
-        // EOF while "slow" may still be in flight: dispose waits for it.
+        let m = s.next();
+        assert_eq!(m["runId"], "loop", "{m}");
+        assert_eq!(m["result"]["error"]["kind"], "abort", "{m}");
+        // EOF while "slow" is still in flight: dispose aborts it (promptly), writes its result.
+        let closed = Instant::now();
         s.close();
-        let mut results = std::collections::HashMap::new();
-        while results.len() < 2 {
-            let m = s.next();
-            assert_eq!(m["type"], "result", "{m}");
-            results.insert(
-                m["runId"].as_str().unwrap().to_string(),
-                m["result"].clone(),
-            );
-        }
-        assert_eq!(results["loop"]["error"]["kind"], "abort", "{results:?}");
-        assert_eq!(results["slow"]["value"], "done", "{results:?}");
+        let m = s.next();
+        assert_eq!(m["runId"], "slow", "{m}");
+        assert_eq!(m["result"]["error"]["kind"], "abort", "{m}");
+        assert!(
+            closed.elapsed() < Duration::from_secs(15),
+            "{:?}",
+            closed.elapsed()
+        );
         assert_eq!(s.wait(), 0);
         no_process_left(bed);
     }
@@ -468,8 +524,8 @@ fn runs_in_a_sessions_cwd(bed: &Bed) {
 }
 both_machines!(code_runs_in_a_sessions_cwd, runs_in_a_sessions_cwd);
 
-/// stdin EOF with a call in flight: the call rejects inside the program, the run ends, serve
-/// writes its result and exits.
+/// stdin EOF with a call in flight: the run is aborted (its call can no longer be settled),
+/// serve writes its result and exits.
 fn dispose_rejects_unsettled_calls(bed: &Bed) {
     let mut s = Serve::start(bed, "javascript", &[]);
     assert_eq!(s.next()["type"], "hello");
@@ -480,11 +536,627 @@ fn dispose_rejects_unsettled_calls(bed: &Bed) {
     s.close();
     let result = s.next();
     assert_eq!(result["type"], "result", "{result}");
-    let message = result["result"]["value"].as_str().unwrap_or_default();
-    assert!(message.contains("closed the runtime"), "{result}");
+    assert_eq!(result["result"]["error"]["kind"], "abort", "{result}");
     assert_eq!(s.wait(), 0);
+    no_process_left(bed);
 }
 both_machines!(
     code_dispose_rejects_unsettled_calls,
     dispose_rejects_unsettled_calls
 );
+
+// ------------------------------------------------------------------ issue 29: the sealed channel
+
+const TOOLS: &str = r#"[{"global": "tools", "functions": ["f"]}]"#;
+
+fn tools() -> Value {
+    serde_json::from_str(TOOLS).unwrap()
+}
+
+/// A program that writes `line` on the runner's own channel (found as the descriptor open on
+/// what its parent's fd 3 is: the wrapper hands the channel down as fd 3), then calls
+/// `tools.f(1)` and returns what it got.
+fn forging(language: &str, line: &str) -> String {
+    match language {
+        "javascript" => format!(
+            "const fs = require('fs'); \
+             const chan = fs.readlinkSync('/proc/' + process.ppid + '/fd/3'); let n = 0; \
+             for (const f of fs.readdirSync('/proc/self/fd')) {{ \
+               let l; try {{ l = fs.readlinkSync('/proc/self/fd/' + f); }} catch (e) {{ continue; }} \
+               if (l !== chan) continue; \
+               try {{ fs.writeSync(+f, {line:?} + '\\n'); n++; }} catch (e) {{}} }} \
+             if (!n) throw new Error('the channel was not found'); \
+             return await tools.f(1);",
+            line = line
+        ),
+        _ => format!(
+            "import os\nchan = os.readlink('/proc/%d/fd/3' % os.getppid())\nn = 0\n\
+             for f in os.listdir('/proc/self/fd'):\n    try:\n        \
+             if os.readlink('/proc/self/fd/' + f) != chan:\n            continue\n        \
+             os.write(int(f), ({line:?} + '\\n').encode())\n        n += 1\n    \
+             except OSError:\n        pass\nassert n, 'the channel was not found'\n\
+             return await tools.f(1)\n",
+            line = line
+        ),
+    }
+}
+
+/// A program that writes a call outside its bindings on its channel: the host never forwards
+/// it; a forged result of another shape ends the run as `invalid-output`.
+fn forged_messages_are_refused(bed: &Bed) {
+    for language in ["javascript", "python"] {
+        let mut s = Serve::start(bed, language, &[]);
+        assert_eq!(s.next()["type"], "hello");
+        let forged = r#"{"t":"call","id":7777,"global":"evil","function":"rm","args":["-rf","/"]}"#;
+        let (calls, result) = s.drive(
+            json!({"type": "run", "runId": "a", "bindings": tools(), "program": forging(language, forged)}),
+            |_, args| json!({"type": "resolve", "value": {"got": args}}),
+        );
+        assert_eq!(calls.len(), 1, "{language}: {calls:?}");
+        assert_eq!(calls[0]["global"], "tools", "{calls:?}");
+        let r: Value = serde_json::from_str(&result).unwrap();
+        assert_eq!(r["result"]["value"], json!({"got": 1}), "{language}: {r}");
+
+        for forged in [
+            r#"{"t":"result","result":{"logs":[],"error":{"kind":"pwned","message":"x"}}}"#,
+            r#"{"t":"result","result":{"logs":[1,2],"value":1}}"#,
+            r#"not json at all"#,
+        ] {
+            let (_, result) = s.drive(
+                json!({"type": "run", "runId": "b", "bindings": tools(), "program": forging(language, forged)}),
+                |_, _| json!({"type": "resolve", "value": 1}),
+            );
+            let r: Value = serde_json::from_str(&result).unwrap();
+            assert_eq!(
+                r["result"]["error"]["kind"], "invalid-output",
+                "{language}: {forged}: {r}"
+            );
+        }
+        s.close();
+        assert_eq!(s.wait(), 0);
+    }
+    no_process_left(bed);
+}
+both_machines!(
+    code_forged_messages_are_refused,
+    forged_messages_are_refused
+);
+
+/// Run B writes settlements into every other run's channel it can reach; run A's call is still
+/// settled only by the harness.
+fn one_run_cannot_settle_another(bed: &Bed) {
+    let mut s = Serve::start(bed, "javascript", &[]);
+    assert_eq!(s.next()["type"], "hello");
+    s.send(json!({"type": "run", "runId": "a", "bindings": tools(), "program": "return await tools.f('a')"}));
+    let call = s.next();
+    assert_eq!(call["type"], "call", "{call}");
+    let intruder = r#"
+        const fs = require('fs');
+        let tried = 0;
+        for (const p of fs.readdirSync('/proc')) {
+            if (!/^\d+$/.test(p)) continue;
+            let env = '';
+            try { env = fs.readFileSync('/proc/' + p + '/environ', 'latin1'); } catch (e) { continue; }
+            if (!env.includes('RR_CODE_RUN=') || env.includes('RR_CODE_RUN=' + process.env.RR_CODE_RUN)) continue;
+            let fds = [];
+            try { fds = fs.readdirSync('/proc/' + p + '/fd'); } catch (e) { continue; }
+            for (const f of fds) {
+                try {
+                    const fd = fs.openSync('/proc/' + p + '/fd/' + f, 'w');
+                    for (let id = 0; id < 4; id++) fs.writeSync(fd, JSON.stringify({t: 'resolve', id, value: 'forged'}) + '\n');
+                    tried++;
+                } catch (e) {}
+            }
+        }
+        return tried;
+    "#;
+    s.send(json!({"type": "run", "runId": "b", "program": intruder, "bindings": []}));
+    let b = s.next();
+    assert_eq!(b["runId"], "b", "{b}");
+    assert!(b["result"]["value"].is_number(), "{b}");
+    s.send(json!({"type": "resolve", "runId": "a", "callId": call["callId"], "value": "legit"}));
+    let a = s.next();
+    assert_eq!(a["runId"], "a", "{a}");
+    assert_eq!(a["result"]["value"], "legit", "{a}");
+    s.close();
+    assert_eq!(s.wait(), 0);
+}
+both_machines!(
+    code_one_run_cannot_settle_another,
+    one_run_cannot_settle_another
+);
+
+// ------------------------------------------------------------------ issue 29: the process tree
+
+/// Children that leave the run's session (setsid / start_new_session), one of them holding the
+/// run's stdout: the value still settles at once, and nothing of the run is left afterwards;
+/// with a PID namespace and with the fallback (the environment marker sweep).
+fn process_tree_ends_with_the_run(bed: &Bed) {
+    for fallback in [false, true] {
+        for (language, program) in [
+            (
+                "javascript",
+                "const cp = require('child_process');\n\
+                 cp.spawn('setsid', ['sleep', '300'], {detached: true, stdio: 'ignore'}).unref();\n\
+                 cp.spawn('sh', ['-c', 'sleep 300'], {detached: true, stdio: 'inherit'}).unref();\n\
+                 return 'settled'",
+            ),
+            (
+                "python",
+                "import subprocess\n\
+                 subprocess.Popen(['sleep', '300'], start_new_session=True, stdout=subprocess.DEVNULL)\n\
+                 subprocess.Popen(['sh', '-c', 'sleep 300'], start_new_session=True, pass_fds=())\n\
+                 return 'settled'",
+            ),
+        ] {
+            let work = bed.work_str();
+            let mut cmd = bed.command(&[
+                "code",
+                "run",
+                "--machine",
+                &bed.machine,
+                "--language",
+                language,
+                "--cwd",
+                &work,
+                "--json",
+                "--time-budget",
+                "20",
+            ]);
+            if fallback {
+                cmd.env("REMOTE_RUNNER_CODE_NO_PIDNS", "1");
+            }
+            let started = Instant::now();
+            let r = common::run_command(cmd, Some(program));
+            let v: Value =
+                serde_json::from_str(r.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+            assert_eq!(v["value"], "settled", "{language} fallback={fallback}: {v}");
+            assert!(
+                started.elapsed() < Duration::from_secs(15),
+                "{:?}",
+                started.elapsed()
+            );
+            no_process_left(bed);
+        }
+    }
+}
+both_machines!(
+    code_process_tree_ends_with_the_run,
+    process_tree_ends_with_the_run
+);
+
+/// A budget expiry takes the whole tree too, setsid children included.
+fn timeout_takes_the_tree(bed: &Bed) {
+    let m = expect_kind(
+        bed,
+        "javascript",
+        "require('child_process').spawn('setsid', ['sleep', '300'], {detached: true, stdio: 'ignore'}).unref(); for (;;) {}",
+        &["--time-budget", "2"],
+        "timeout",
+    );
+    assert!(m.contains("time budget"), "{m}");
+    no_process_left(bed);
+}
+both_machines!(code_timeout_takes_the_tree, timeout_takes_the_tree);
+
+// ------------------------------------------------------------------ issue 29: lossless edges
+
+fn lossless_edges(bed: &Bed) {
+    // Lone surrogates in values and logs: carried as JSON escapes.
+    for (language, program) in [
+        (
+            "javascript",
+            "console.log('a\\ud800b'); process.stdout.write('x\\udfff\\n'); return ['\\ud800', {k: '\\udc00'}]",
+        ),
+        (
+            "python",
+            "print('a\\ud800b')\nimport sys\nsys.stdout.write('x\\udfff\\n')\nreturn ['\\ud800', {'k': '\\udc00'}]",
+        ),
+    ] {
+        let (code, text, _) = run_text(bed, language, program, &[]);
+        assert_eq!(code, 0, "{language}: {text}");
+        assert_eq!(
+            text.trim(),
+            r#"{"logs":["a\ud800b","x\udfff"],"value":["\ud800",{"k":"\udc00"}]}"#,
+            "{language}"
+        );
+    }
+    // Stream output is logs, in order with console output.
+    let (_, _, v) = run(
+        bed,
+        "javascript",
+        "process.stdout.write('a'); console.log('b'); process.stderr.write('c\\nd'); return 1",
+        &[],
+    );
+    assert_eq!(v["logs"], json!(["ab", "c", "d"]), "{v}");
+    let (_, _, v) = run(
+        bed,
+        "python",
+        "import sys\nsys.stdout.write('a')\nprint('b')\nsys.stderr.write('c\\nd')\nsys.stdout.buffer.write(b'e')\nreturn 1",
+        &[],
+    );
+    assert_eq!(v["logs"], json!(["ab", "c", "de"]), "{v}");
+    // Depth: 500 levels cross, 600 are refused with the path, never worker-exit.
+    for (language, build) in [
+        (
+            "javascript",
+            "let v = 1; for (let i = 0; i < N; i++) v = [v]; return v",
+        ),
+        ("python", "v = 1\nfor i in range(N):\n    v = [v]\nreturn v"),
+    ] {
+        let (code, text, _) = run_text(bed, language, &build.replace('N', "500"), &[]);
+        assert_eq!(code, 0, "{language}: {text}");
+        assert!(
+            text.starts_with(&format!("{{\"logs\":[],\"value\":{}1", "[".repeat(500))),
+            "{language}"
+        );
+        let m = expect_kind(
+            bed,
+            language,
+            &build.replace('N', "600"),
+            &[],
+            "invalid-output",
+        );
+        assert!(
+            m.contains("[0][0][0]") && m.contains("512"),
+            "{language}: {m}"
+        );
+    }
+    // Python integers of any size.
+    let (code, text, _) = run_text(bed, "python", "return [10 ** 5000, -(10 ** 5000)]", &[]);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains(&format!(",-1{}]", "0".repeat(5000))),
+        "{}",
+        &text[..200]
+    );
+    // A failure message over the output cap is output-limit.
+    let cap = ["--output-cap", "200"];
+    expect_kind(
+        bed,
+        "javascript",
+        "throw new Error('x'.repeat(500))",
+        &cap,
+        "output-limit",
+    );
+    expect_kind(
+        bed,
+        "python",
+        "raise ValueError('x' * 500)",
+        &cap,
+        "output-limit",
+    );
+}
+both_machines!(code_lossless_edges, lossless_edges);
+
+/// `code run --json` as text (for values no `Value` holds).
+fn run_text(bed: &Bed, language: &str, program: &str, extra: &[&str]) -> (i32, String, ()) {
+    let work = bed.work_str();
+    let mut args = vec![
+        "code",
+        "run",
+        "--machine",
+        &bed.machine,
+        "--language",
+        language,
+        "--cwd",
+        &work,
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let r = common::run_command(bed.command(&args), Some(program));
+    (r.code, r.stdout, ())
+}
+
+/// Binding arguments and resolutions at the edges: -0 reaches JavaScript as -0; lone
+/// surrogates cross both ways; too deep is refused with the path, both ways, never a hang.
+fn binding_edges(bed: &Bed) {
+    let deep_resolution = format!("{}1{}", "[".repeat(600), "]".repeat(600));
+    for (language, program) in [
+        (
+            "javascript",
+            r#"
+            const z = await tools.f('zero');
+            const s = await tools.f('\ud800');
+            let deepArg, deepRes;
+            let v = 1; for (let i = 0; i < 600; i++) v = [v];
+            try { await tools.f(v); } catch (e) { deepArg = e.message; }
+            try { await tools.f('deep'); } catch (e) { deepRes = e.message; }
+            return [Object.is(z, -0), s === '\ud800x', deepArg, deepRes];
+            "#,
+        ),
+        (
+            "python",
+            r#"
+z = await tools.f('zero')
+s = await tools.f('\ud800')
+v = 1
+for i in range(600):
+    v = [v]
+try:
+    await tools.f(v)
+except TypeError as e:
+    deep_arg = str(e)
+try:
+    await tools.f('deep')
+except Exception as e:
+    deep_res = str(e)
+return [z == 0, s == '\ud800x', deep_arg, deep_res]
+"#,
+        ),
+    ] {
+        let mut s = Serve::start(bed, language, &[]);
+        assert_eq!(s.next()["type"], "hello");
+        s.send(json!({"type": "run", "runId": "r", "bindings": tools(), "program": program}));
+        let mut calls = 0;
+        let result = loop {
+            let line = s.next_raw();
+            if line.contains(r#""type":"result""#) {
+                break line;
+            }
+            calls += 1;
+            let id =
+                serde_json::from_str::<Value>(&line.replace(r"\ud800", "?")).unwrap()["callId"]
+                    .clone();
+            let reply = if line.contains(r#""args":"zero""#) {
+                format!(r#"{{"type":"resolve","runId":"r","callId":{id},"value":-0}}"#)
+            } else if line.contains(r#""args":"\ud800""#) {
+                format!(r#"{{"type":"resolve","runId":"r","callId":{id},"value":"\ud800x"}}"#)
+            } else if line.contains(r#""args":"deep""#) {
+                format!(
+                    r#"{{"type":"resolve","runId":"r","callId":{id},"value":{deep_resolution}}}"#
+                )
+            } else {
+                panic!("{language}: unexpected call {line}");
+            };
+            s.send_raw(reply.as_bytes());
+        };
+        assert_eq!(calls, 3, "{language}: {result}");
+        let r: Value = serde_json::from_str(&result).unwrap();
+        let v = &r["result"]["value"];
+        assert_eq!(v[0], true, "{language}: {r}");
+        assert_eq!(v[1], true, "{language}: {r}");
+        let deep_arg = v[2].as_str().unwrap_or_default();
+        assert!(
+            deep_arg.contains("[0][0]") && deep_arg.contains("512"),
+            "{language}: {r}"
+        );
+        let deep_res = v[3].as_str().unwrap_or_default();
+        assert!(
+            deep_res.contains("[0][0]") && deep_res.contains("512"),
+            "{language}: {r}"
+        );
+        s.close();
+        assert_eq!(s.wait(), 0);
+    }
+}
+both_machines!(code_binding_edges, binding_edges);
+
+// ------------------------------------------------------------------ issue 29: serve's edges
+
+fn serve_edges(bed: &Bed) {
+    for language in ["javascript", "python"] {
+        let mut s = Serve::start(bed, language, &[]);
+        assert_eq!(s.next()["type"], "hello");
+        // An invalid UTF-8 line: an error, and serving goes on.
+        s.send_raw(b"{\"type\":\"run\",\"runId\":\"x\",\"program\":\"\xff\xfe\"}");
+        let m = s.next();
+        assert_eq!(m["type"], "error", "{m}");
+        assert!(m["message"].as_str().unwrap().contains("UTF-8"), "{m}");
+        // A run without a program is an error, not an empty program.
+        s.send(json!({"type": "run", "runId": "x"}));
+        let m = s.next();
+        assert_eq!(
+            (m["type"].as_str(), m["runId"].as_str()),
+            (Some("error"), Some("x")),
+            "{m}"
+        );
+        assert!(m["message"].as_str().unwrap().contains("program"), "{m}");
+        // So is one without bindings (the seam's request always has them, maybe empty).
+        s.send(json!({"type": "run", "runId": "x", "program": "return 1"}));
+        let m = s.next();
+        assert_eq!(m["type"], "error", "{m}");
+        assert!(m["message"].as_str().unwrap().contains("bindings"), "{m}");
+        // Invalid binding declarations are the caller's error, not worker-exit.
+        for bindings in [
+            json!([{"global": "1bad", "functions": ["f"]}]),
+            json!([{"global": "t", "functions": ["f"]}, {"global": "t", "functions": ["g"]}]),
+            json!([{"global": "t", "functions": ["f"], "errorClass": {"name": "E", "memberNameProperty": "message"}}]),
+            json!([{"global": "t", "functions": "f"}]),
+        ] {
+            s.send(
+                json!({"type": "run", "runId": "x", "program": "return 1", "bindings": bindings}),
+            );
+            let m = s.next();
+            assert_eq!(m["type"], "error", "{bindings}: {m}");
+        }
+        // A finished runId may be used again at once.
+        for round in 0..3 {
+            s.send(json!({"type": "run", "runId": "again", "program": format!("return {round}"), "bindings": []}));
+            let m = s.next();
+            assert_eq!(m["type"], "result", "{m}");
+            assert_eq!(m["result"]["value"], round, "{m}");
+        }
+        s.close();
+        assert_eq!(s.wait(), 0);
+    }
+    // Out-of-range flags are errors, never clamped.
+    for budget in ["0.5", "0", "100000", "nan"] {
+        let r = bed.run(&[
+            "code",
+            "serve",
+            "--machine",
+            &bed.machine,
+            "--language",
+            "python",
+            "--time-budget",
+            budget,
+            "--json",
+        ]);
+        assert_eq!(r.code, 2, "{budget}: {r:?}");
+        assert_eq!(r.error()["code"], "invalid_argument", "{budget}: {r:?}");
+    }
+}
+both_machines!(code_serve_edges, serve_edges);
+
+/// `code run`'s human output neutralises terminal controls in the value, logs and errors.
+fn human_output_is_neutralised(bed: &Bed) {
+    let work = bed.work_str();
+    let r = common::run_command(
+        bed.command(&[
+            "code",
+            "run",
+            "--machine",
+            &bed.machine,
+            "--language",
+            "javascript",
+            "--cwd",
+            &work,
+        ]),
+        Some("console.log('\\u001b]0;x\\u0007log'); return '\\u009b31m\\u202eevil\\u001b[2J'"),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    for bad in ['\u{1b}', '\u{9b}', '\u{202e}', '\u{7}'] {
+        assert!(!r.stdout.contains(bad), "{bad:?} in {:?}", r.stdout);
+    }
+    assert!(r.stdout.contains("evil"), "{r:?}");
+    let r = common::run_command(
+        bed.command(&[
+            "code",
+            "run",
+            "--machine",
+            &bed.machine,
+            "--language",
+            "python",
+            "--cwd",
+            &work,
+        ]),
+        Some("raise ValueError('\\u009b31m\\u202e')"),
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    for bad in ['\u{9b}', '\u{202e}'] {
+        assert!(
+            !r.stdout.contains(bad) && !r.stderr.contains(bad),
+            "{bad:?} in {r:?}"
+        );
+    }
+}
+both_machines!(
+    code_human_output_is_neutralised,
+    human_output_is_neutralised
+);
+
+/// 100 sequential binding calls in one run take well under a second.
+fn bindings_are_fast(bed: &Bed) {
+    for (language, program) in [
+        (
+            "javascript",
+            "let t = 0; for (let i = 0; i < 100; i++) t += await tools.f(i); return t",
+        ),
+        (
+            "python",
+            "t = 0\nfor i in range(100):\n    t += await tools.f(i)\nreturn t",
+        ),
+    ] {
+        let mut s = Serve::start(bed, language, &[]);
+        assert_eq!(s.next()["type"], "hello");
+        s.send(json!({"type": "run", "runId": "r", "bindings": tools(), "program": program}));
+        let mut first = None;
+        let result = loop {
+            let m = s.next();
+            if m["type"] == "result" {
+                break m;
+            }
+            first.get_or_insert_with(Instant::now);
+            s.send(
+                json!({"type": "resolve", "runId": "r", "callId": m["callId"], "value": m["args"]}),
+            );
+        };
+        let took = first.unwrap().elapsed();
+        assert_eq!(result["result"]["value"], 4950, "{result}");
+        assert!(
+            took < Duration::from_secs(1),
+            "{language}: 100 calls took {took:?}"
+        );
+        s.close();
+        assert_eq!(s.wait(), 0);
+    }
+}
+both_machines!(code_bindings_are_fast, bindings_are_fast);
+
+/// Caps the machine lets us set: a file size cap stops a write past it.
+fn caps_hold(bed: &Bed) {
+    let m = expect_kind(
+        bed,
+        "python",
+        "with open('big.out', 'wb') as f:\n    f.write(b'x' * 100000)\nreturn 1",
+        &["--max-file-size", "4096"],
+        "exception",
+    );
+    assert!(m.contains("File too large") || m.contains("EFBIG"), "{m}");
+    let size = std::fs::metadata(bed.work.join("big.out")).unwrap().len();
+    assert!(size <= 4096, "{size}");
+    let r = bed.run(&[
+        "code",
+        "run",
+        "--machine",
+        &bed.machine,
+        "--language",
+        "python",
+        "--max-memory",
+        "1000",
+        "--json",
+    ]);
+    assert_eq!(r.code, 2, "{r:?}");
+}
+both_machines!(code_caps_hold, caps_hold);
+
+/// On a Slurm machine, `--session` runs go to the session's allocation (a step of its job on
+/// its node), and the run's process tree ends with the run there too.
+#[test]
+fn code_runs_on_a_slurm_sessions_node_and_its_tree_ends() {
+    let Some(bed) = Bed::slurm() else { return };
+    let work = bed.work_str();
+    let v = bed.json(&["session", "create", "--machine", "bed", "--cwd", &work]);
+    let session = v["session_id"].as_str().unwrap().to_string();
+    let job = v["slurm_job_id"].as_str().unwrap().to_string();
+    for (language, program) in [
+        (
+            "python",
+            "import os, subprocess\n\
+             subprocess.Popen(['sleep', '301.25'], start_new_session=True)\n\
+             return [os.environ.get('SLURM_JOB_ID'), os.environ.get('SLURMD_NODENAME')]",
+        ),
+        (
+            "javascript",
+            "require('child_process').spawn('setsid', ['sleep', '301.25'], {detached: true, stdio: 'ignore'}).unref();\n\
+             return [process.env.SLURM_JOB_ID, process.env.SLURMD_NODENAME]",
+        ),
+    ] {
+        let r = common::run_command(
+            bed.command(&[
+                "code",
+                "run",
+                "--session",
+                &session,
+                "--language",
+                language,
+                "--json",
+            ]),
+            Some(program),
+        );
+        assert_eq!(r.code, 0, "{language}: {r:?}");
+        let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
+        assert_eq!(v["value"][0], job.as_str(), "{language}: {v}");
+        assert!(
+            matches!(v["value"][1].as_str(), Some("n1" | "n2")),
+            "{language}: {v}"
+        );
+        // The session's own shell lives in the same directory: look for the run's child.
+        eventually("the run's setsid child is gone", || {
+            (!command_lines().iter().any(|c| c.contains("301.25"))).then_some(())
+        });
+    }
+    let r = bed.run(&["session", "destroy", "--session", &session, "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+}

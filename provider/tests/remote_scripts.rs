@@ -18,6 +18,7 @@ fn scripts_are_shellcheck_clean() {
     for (name, shell, text) in [
         ("ctl.sh", "sh", CTL_SCRIPT),
         ("rr.sh", "bash", SESSION_SCRIPT),
+        ("run.sh", "sh", remote_runner_provider::engine::code::RUN_SH),
     ] {
         let path = dir.path().join(name);
         std::fs::write(&path, text).unwrap();

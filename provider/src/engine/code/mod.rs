@@ -1,40 +1,55 @@
-//! The code runtime (issue 17): run a model-written program on a machine, as a fresh process of
-//! its own, against host bindings, and get back `{value?, logs, error?}` (the code-runtime seam,
-//! `docs/code-runtime.md`).
+//! The code runtime (issue 17, issue 29): run a model-written program on a machine, as a fresh
+//! process of its own, against host bindings, and get back `{value?, logs, error?}` (the
+//! code-runtime seam, `docs/code-runtime.md`).
 //!
 //! One small runner script per language (`runner.js` under `node`, `runner.py` under `python3`)
 //! is uploaded once by content hash to `<state root>/code/` on the machine. Each run is one
-//! [`Transport::exec`] of a short POSIX sh wrapper: the request (program, nonce, output cap,
-//! bindings) goes in on stdin, the process runs under `timeout(1)` for the time budget, and the
-//! result comes back as the last stdout line after a per-run nonce. `timeout` leads its own
-//! process group; whatever the program started in it is killed when the run ends. Binding calls travel through
-//! files in the run's own directory on the machine (`<id>.call` written by the runner, polled by
-//! the host; `<id>.reply` written by the host, polled by the runner): the transport has no
-//! bidirectional streaming exec, and this needs no change to it.
+//! streaming exec of `run.sh` ([`crate::remote::sh_stream`]), its own channel: the runner reads
+//! the request and the settlements of binding calls on fd 4 (the channel's stdin) and writes
+//! binding calls and, last, its result on fd 3 (the channel's stdout), JSON lines. The program's
+//! own stdin is `/dev/null` and its fds 1 and 2 go to the channel's stderr, so nothing it prints
+//! is taken for a protocol message; what the runner sends is checked here anyway (calls only to
+//! declared bindings, results only of the seam's shape), because the program runs in the
+//! runner's process and could write anything on fd 3.
 //!
-//! Values stay JSON text end to end on the host (never re-serialized through `f64`), so `-0`
-//! and integers of any size come back exactly as the runner wrote them.
+//! The run's process tree ends with it: the runner is the first process of a PID namespace of its
+//! own where the machine allows unprivileged user namespaces, and in any case every process of
+//! the run carries a per-run environment marker that is swept when the run ends or is stopped.
+//!
+//! Values stay JSON text end to end on the host ([`wire`]), so `-0`, integers of any size and
+//! lone surrogates come back exactly as the runner wrote them.
 
+mod wire;
+
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio::sync::{OnceCell, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, ErrorCode, Result};
-use crate::transport::{ExecOptions, ExitStatus, Transport, shell_quote};
+use crate::transport::{ExecOptions, ExitStatus, StreamEvent, Transport, shell_quote};
+
+pub use wire::{MAX_DEPTH, depth_path, raw_member};
 
 const RUNNER_JS: &str = include_str!("runner.js");
 const RUNNER_PY: &str = include_str!("runner.py");
+/// The per-run wrapper (POSIX sh, shellchecked), run as the control script's `sh` verb.
+pub const RUN_SH: &str = include_str!("run.sh");
 
 /// Exit status of `timeout(1)` when the budget expired.
 const TIMEOUT_STATUS: i32 = 124;
-/// How often the host looks for binding calls while a run with bindings is in flight.
-const CALL_POLL: Duration = Duration::from_millis(50);
-/// Grace on top of the time budget for the whole exec (connection, start-up, kill-after).
-const EXEC_GRACE: Duration = Duration::from_secs(30);
+/// Grace on top of the time budget before the host stops waiting for the machine's own bound.
+const EXEC_GRACE: Duration = Duration::from_secs(10);
+/// How long a run that settled may take to be gone (its sweep) before the host sweeps itself.
+const END_GRACE: Duration = Duration::from_secs(3);
+/// The longest line the runner may write on its channel (a binding argument, a result).
+const MAX_LINE: usize = 256 << 20;
+/// Bytes of the run's stray fd 1 and 2 output kept to explain a `worker-exit`.
+const STDERR_KEEP: usize = 64 << 10;
 
 /// The language programs are written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +102,14 @@ pub struct CodeConfig {
     pub output_cap: usize,
     /// Directory the program runs in (default: the account's home).
     pub cwd: Option<String>,
+    /// Largest file the run may write, in bytes (`RLIMIT_FSIZE`); `None`: the machine's.
+    pub max_file_size: Option<u64>,
+    /// Address space of each of the run's processes, in bytes (`RLIMIT_AS`); `None`: the
+    /// machine's.
+    pub max_memory: Option<u64>,
+    /// Processes the account may have while the run's processes fork (`RLIMIT_NPROC`, counted
+    /// per account by the kernel); `None`: the machine's.
+    pub max_processes: Option<u64>,
 }
 
 impl CodeConfig {
@@ -96,11 +119,16 @@ impl CodeConfig {
             time_budget: Duration::from_secs(30),
             output_cap: 1 << 20,
             cwd: None,
+            max_file_size: None,
+            max_memory: None,
+            max_processes: None,
         }
     }
 
     pub fn validate(&self) -> Result<()> {
-        if self.time_budget.is_zero() || self.time_budget > Duration::from_secs(24 * 3600) {
+        if self.time_budget < Duration::from_secs(1)
+            || self.time_budget > Duration::from_secs(24 * 3600)
+        {
             return Err(Error::invalid(
                 "the time budget must be between 1 second and 24 hours",
             ));
@@ -109,6 +137,19 @@ impl CodeConfig {
             return Err(Error::invalid(
                 "the output cap must be between 16 bytes and 256 MiB",
             ));
+        }
+        if matches!(self.max_file_size, Some(n) if n < 512) {
+            return Err(Error::invalid(
+                "the file size cap must be at least 512 bytes",
+            ));
+        }
+        if matches!(self.max_memory, Some(n) if n < 16 << 20) {
+            return Err(Error::invalid(
+                "the memory cap must be at least 16 MiB (node needs far more: give it some GiB)",
+            ));
+        }
+        if matches!(self.max_processes, Some(n) if n < 1) {
+            return Err(Error::invalid("the process cap must be at least 1"));
         }
         Ok(())
     }
@@ -138,6 +179,39 @@ fn is_identifier(s: &str) -> bool {
     let mut chars = s.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_' || c == '$')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
+}
+
+const PY_KEYWORDS: [&str; 35] = [
+    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue",
+    "def", "del", "elif", "else", "except", "finally", "for", "from", "global", "if", "import",
+    "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while",
+    "with", "yield",
+];
+
+/// Check the bindings of one run for `language`: usable identifiers, no global declared twice,
+/// no error class named like a global. Bad declarations are the caller's error (`invalid`).
+pub fn validate_bindings(bindings: &[CodeBindingNamespace], language: Language) -> Result<()> {
+    let mut names = HashSet::new();
+    for b in bindings {
+        b.validate()?;
+        let mut own = vec![b.global.as_str()];
+        own.extend(b.error_class.as_ref().map(|e| e.name.as_str()));
+        for name in own {
+            if language == Language::Python && (name.contains('$') || PY_KEYWORDS.contains(&name)) {
+                return Err(Error::invalid(format!(
+                    "{name:?} is not a usable Python identifier (no $, not a keyword); rename \
+                     the binding global or errorClass"
+                )));
+            }
+            if !names.insert(name) {
+                return Err(Error::invalid(format!(
+                    "{name:?} is declared twice (as a binding global or errorClass name); give \
+                     each its own name"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 impl CodeBindingNamespace {
@@ -202,7 +276,9 @@ impl CodeRunResult {
 
 struct Prepared {
     runner: String,
-    runs_dir: String,
+    /// The machine runs each run in a PID namespace of its own (unprivileged user namespaces
+    /// allowed and `unshare` new enough).
+    pid_namespace: bool,
 }
 
 /// A code runtime on one machine. Cheap to share; runs are independent processes.
@@ -211,6 +287,9 @@ pub struct CodeRuntime {
     config: CodeConfig,
     prepared: OnceCell<Prepared>,
 }
+
+/// A settled binding call on its way back to the runner.
+type Settled = (u64, std::result::Result<String, String>);
 
 impl CodeRuntime {
     pub fn new(transport: Arc<dyn Transport>, config: CodeConfig) -> Result<CodeRuntime> {
@@ -231,7 +310,13 @@ impl CodeRuntime {
         "process"
     }
 
-    /// Find the interpreter and upload the runner (once per content hash per machine).
+    /// Whether runs get a PID namespace of their own on this machine (after the first run).
+    pub fn pid_namespace(&self) -> Option<bool> {
+        self.prepared.get().map(|p| p.pid_namespace)
+    }
+
+    /// Find the interpreter, probe for PID namespaces and upload the runner (once per content
+    /// hash per machine).
     async fn prepare(&self) -> Result<&Prepared> {
         self.prepared
             .get_or_try_init(|| async {
@@ -243,11 +328,13 @@ impl CodeRuntime {
                     "umask 077\n\
                      r=${{XDG_STATE_HOME:-}}; case $r in /*) ;; *) r=$HOME/.local/state ;; esac\n\
                      d=$r/remote-runner/code\n\
-                     mkdir -p \"$d/runs\" || exit 3\n\
+                     mkdir -p \"$d\" || exit 3\n\
                      command -v {interp} >/dev/null 2>&1 || {{ echo missing-interpreter; exit 0; }}\n\
                      command -v timeout >/dev/null 2>&1 || {{ echo missing-timeout; exit 0; }}\n\
                      printf '%s\\n' \"$d\"\n\
-                     if [ -f \"$d/{name}\" ]; then echo present; else echo absent; fi\n",
+                     if [ -f \"$d/{name}\" ]; then echo present; else echo absent; fi\n\
+                     if unshare --user --map-current-user --pid --fork --mount-proc --kill-child true \
+                     </dev/null >/dev/null 2>&1; then echo ns; else echo no-ns; fi\n",
                     interp = lang.interpreter(),
                 );
                 let out = self
@@ -294,20 +381,43 @@ impl CodeRuntime {
                         .write_file(&runner, source.as_bytes(), 0o600)
                         .await?;
                 }
+                let pid_namespace = lines.next() == Some("ns")
+                    && std::env::var_os("REMOTE_RUNNER_CODE_NO_PIDNS").is_none();
                 Ok(Prepared {
                     runner,
-                    runs_dir: format!("{dir}/runs"),
+                    pid_namespace,
                 })
             })
             .await
     }
 
+    /// The `run.sh` text for one run: the host's assignments, then the script.
+    fn run_script(&self, prepared: &Prepared, run_id: &str, sweep_only: bool) -> String {
+        let c = &self.config;
+        let opt = |v: Option<u64>| v.map(|n| n.to_string()).unwrap_or_default();
+        format!(
+            "rr_run={run} rr_budget={budget:.3} rr_interp={interp} rr_runner={runner} \
+             rr_cwd={cwd} rr_ns={ns} rr_fsize={fsize} rr_mem={mem} rr_nproc={nproc} \
+             rr_sweep_only={sweep}\n{RUN_SH}",
+            run = shell_quote(run_id),
+            budget = c.time_budget.as_secs_f64(),
+            interp = c.language.interpreter(),
+            runner = shell_quote(&prepared.runner),
+            cwd = shell_quote(c.cwd.as_deref().unwrap_or("")),
+            ns = u8::from(prepared.pid_namespace),
+            fsize = opt(c.max_file_size.map(|n| n / 512)),
+            mem = opt(c.max_memory.map(|n| n / 1024)),
+            nproc = opt(c.max_processes),
+            sweep = u8::from(sweep_only),
+        )
+    }
+
     /// Run one program. Never fails for the program's sake: every program outcome is a
-    /// [`CodeRunResult`]; `Err` means the runtime itself could not start (no interpreter,
-    /// machine unreachable before the run).
+    /// [`CodeRunResult`]; `Err` means the runtime itself could not start (bad bindings, no
+    /// interpreter, machine unreachable before the run).
     ///
     /// `calls`: where binding calls go (required when `bindings` is non-empty). `abort`: the
-    /// host's abort; the process is stopped even in a tight loop.
+    /// host's abort; the process tree is stopped even in a tight loop.
     pub async fn run(
         &self,
         program: &str,
@@ -315,85 +425,308 @@ impl CodeRuntime {
         calls: Option<mpsc::UnboundedSender<CodeCall>>,
         abort: CancellationToken,
     ) -> Result<CodeRunResult> {
-        for b in bindings {
-            b.validate()?;
-        }
+        validate_bindings(bindings, self.config.language)?;
         let prepared = self.prepare().await?;
         let run_id = crate::util::new_id("code");
-        let run_dir = format!("{}/{run_id}", prepared.runs_dir);
-        let nonce = format!("\u{1e}rr-result-{run_id}:");
+        let script = self.run_script(prepared, &run_id, false);
+        let Some((mut stream, early)) =
+            crate::remote::sh_stream(self.transport.as_ref(), &script).await?
+        else {
+            return Err(Error::new(
+                ErrorCode::RemoteError,
+                format!(
+                    "cannot open a channel for the run on {} (the account's startup files print \
+                     too much, or the transport cannot stream)",
+                    self.transport.describe()
+                ),
+            ));
+        };
         let request = json!({
             "program": program,
-            "nonce": nonce,
             "cap": self.config.output_cap,
+            "maxDepth": MAX_DEPTH,
             "bindings": bindings,
-            "callDir": run_dir,
         });
-        let budget = self.config.time_budget;
-        let secs = budget.as_secs_f64();
-        let cd = match &self.config.cwd {
-            Some(dir) => format!("cd {} || exit 91\n", shell_quote(dir)),
-            None => "cd || exit 91\n".to_string(),
-        };
-        let script = format!(
-            "d={dir}\nmkdir -m 700 \"$d\" || exit 90\n{cd}exec 3<&0\n\
-             timeout -k 2 {secs:.3} {interp} {runner} <&3 3<&- &\n\
-             p=$!\necho \"$p\" > \"$d/pid\"\nwait \"$p\"; s=$?\nkill -s KILL -- \"-$p\" 2>/dev/null || kill -s KILL \"-$p\" 2>/dev/null\nrm -rf \"$d\"\nexit $s\n",
-            dir = shell_quote(&run_dir),
-            interp = self.config.language.interpreter(),
-            runner = shell_quote(&prepared.runner),
-        );
-        let options = ExecOptions {
-            stdin: Some(request.to_string().into_bytes()),
-            timeout: Some(budget + EXEC_GRACE),
-            max_output: self.config.output_cap.saturating_mul(2) + (1 << 20),
-        };
-        let started = Instant::now();
-        let exec = self.transport.exec(&script, options);
-        tokio::pin!(exec);
-        let mut poll = tokio::time::interval(CALL_POLL);
-        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut aborted = false;
-        let mut replies: Vec<tokio::task::JoinHandle<()>> = Vec::new();
-        let outcome = loop {
-            tokio::select! {
-                out = &mut exec => break out,
-                _ = abort.cancelled(), if !aborted => {
-                    aborted = true;
-                    self.stop(&run_dir).await;
+        // Lines to the runner go through a task of their own: a runner busy in a tight loop
+        // never blocks the host's loop (abort, the deadline).
+        let (to_runner, mut lines_rx) = mpsc::unbounded_channel::<Vec<u8>>();
+        let input = stream.input.clone();
+        tokio::spawn(async move {
+            while let Some(line) = lines_rx.recv().await {
+                if input.send(line).await.is_err() {
+                    return;
                 }
-                _ = poll.tick(), if !bindings.is_empty() && !aborted => {
-                    if let Some(tx) = &calls {
-                        self.collect_calls(&run_dir, tx, &mut replies).await;
+            }
+        });
+        let mut line = request.to_string().into_bytes();
+        line.push(b'\n');
+        let _ = to_runner.send(line);
+
+        let declared: HashMap<&str, HashSet<&str>> = bindings
+            .iter()
+            .map(|b| {
+                (
+                    b.global.as_str(),
+                    b.functions.iter().map(String::as_str).collect(),
+                )
+            })
+            .collect();
+        let budget = self.config.time_budget;
+        let started = Instant::now();
+        let deadline = tokio::time::sleep(budget + EXEC_GRACE);
+        tokio::pin!(deadline);
+        let (settled_tx, mut settled_rx) = mpsc::unbounded_channel::<Settled>();
+        let mut in_flight: HashSet<u64> = HashSet::new();
+        let mut out = early;
+        let mut scanned = 0;
+        let mut stderr = Vec::new();
+        let mut replies: Vec<tokio::task::JoinHandle<()>> = Vec::new();
+        enum Ending {
+            Result(String),
+            End(Result<ExitStatus>),
+            Fail(&'static str, String),
+        }
+        let ending = 'run: loop {
+            // Whole lines the runner wrote so far.
+            while let Some(at) = out[scanned..].iter().position(|b| *b == b'\n') {
+                let end = scanned + at;
+                let line = out[..end].to_vec();
+                out.drain(..=end);
+                scanned = 0;
+                match self.on_line(
+                    &line,
+                    &declared,
+                    calls.as_ref(),
+                    &settled_tx,
+                    &mut in_flight,
+                ) {
+                    Line::Result(text) => break 'run Ending::Result(text),
+                    Line::Reply(reply) => {
+                        let _ = to_runner.send(reply);
+                    }
+                    Line::Call(handle) => replies.push(handle),
+                    Line::Bad(why) => {
+                        break 'run Ending::Fail(
+                            "invalid-output",
+                            format!(
+                                "the run's channel carried a message outside the protocol ({why}); \
+                                 the run was stopped"
+                            ),
+                        );
                     }
                 }
+            }
+            scanned = out.len();
+            if out.len() > MAX_LINE {
+                break Ending::Fail(
+                    "invalid-output",
+                    format!(
+                        "the run wrote a message over {MAX_LINE} bytes on its channel (a binding \
+                         argument that large is not carried); the run was stopped"
+                    ),
+                );
+            }
+            tokio::select! {
+                event = stream.events.recv() => match event {
+                    Some(StreamEvent::Stdout(data)) => out.extend_from_slice(&data),
+                    Some(StreamEvent::Stderr(data)) => {
+                        let room = STDERR_KEEP.saturating_sub(stderr.len());
+                        stderr.extend_from_slice(&data[..data.len().min(room)]);
+                    }
+                    Some(StreamEvent::End(end)) => break Ending::End(end),
+                    None => break Ending::End(Err(Error::new(
+                        ErrorCode::ConnectionLost,
+                        "the run's channel closed without a status",
+                    ))),
+                },
+                Some((id, reply)) = settled_rx.recv() => {
+                    if in_flight.remove(&id) {
+                        let _ = to_runner.send(settle_line(id, reply));
+                    }
+                }
+                _ = abort.cancelled() => break Ending::Fail(
+                    "abort",
+                    "the run was aborted by the host; its processes were stopped".to_string(),
+                ),
+                _ = &mut deadline => break Ending::Fail(
+                    "timeout",
+                    format!(
+                        "the run exceeded its time budget of {} s (the machine did not end it in \
+                         time; its processes were stopped)",
+                        budget.as_secs_f64()
+                    ),
+                ),
             }
         };
         for r in replies {
             r.abort();
         }
-        let elapsed = started.elapsed();
-        if aborted {
-            return Ok(CodeRunResult::failure(
-                "abort",
-                "the run was aborted by the host; the process was stopped",
-            ));
-        }
-        let out = match outcome {
-            Ok(out) => out,
-            Err(e) if e.code == ErrorCode::Timeout => {
-                self.stop(&run_dir).await;
-                return Ok(CodeRunResult::failure(
-                    "timeout",
-                    format!(
-                        "the run exceeded its time budget of {secs} s (the machine did not answer \
-                         in time; the process was stopped)"
-                    ),
-                ));
+        let ended = matches!(ending, Ending::End(_));
+        let settled = matches!(ending, Ending::Result(_));
+        let result = match ending {
+            Ending::Result(text) => self.checked(&text),
+            Ending::Fail(kind, message) => CodeRunResult::failure(kind, message),
+            Ending::End(end) => self.ended(end, started.elapsed(), &stderr)?,
+        };
+        if !ended {
+            // The runner settled or is being stopped: its wrapper sweeps the tree as the runner
+            // ends. Wait for that briefly; stop it from outside when it does not come.
+            let mut gone = false;
+            if settled {
+                gone = tokio::time::timeout(END_GRACE, async {
+                    while let Some(e) = stream.events.recv().await {
+                        if matches!(e, StreamEvent::End(_)) {
+                            return;
+                        }
+                    }
+                })
+                .await
+                .is_ok();
             }
+            if !gone {
+                self.stop(prepared, &run_id).await;
+            }
+        }
+        Ok(result)
+    }
+
+    /// One line from the runner.
+    fn on_line(
+        &self,
+        line: &[u8],
+        declared: &HashMap<&str, HashSet<&str>>,
+        calls: Option<&mpsc::UnboundedSender<CodeCall>>,
+        settled: &mpsc::UnboundedSender<Settled>,
+        in_flight: &mut HashSet<u64>,
+    ) -> Line {
+        let Ok(text) = std::str::from_utf8(line) else {
+            return Line::Bad("a line that is not UTF-8".into());
+        };
+        let msg: wire::RunnerLine = match serde_json::from_str(text) {
+            Ok(m) => m,
+            Err(e) => return Line::Bad(format!("a line that is not a runner message: {e}")),
+        };
+        match (msg.t, msg.result, msg.id) {
+            ("result", Some(result), None) => Line::Result(result.get().to_string()),
+            ("call", None, Some(id)) => {
+                let (Some(global), Some(function)) = (msg.global, msg.function) else {
+                    return Line::Bad("a call without its global or function".into());
+                };
+                let args = msg.args.map(|a| a.get()).unwrap_or("null");
+                let known = declared
+                    .get(global.as_str())
+                    .is_some_and(|f| f.contains(function.as_str()));
+                let refuse = if !known {
+                    Some(format!(
+                        "{global}.{function} is not a binding of this run; call only the \
+                         functions declared for it"
+                    ))
+                } else if in_flight.contains(&id) {
+                    Some(format!("call id {id} is already in flight"))
+                } else if let Err(p) = depth_path(args, MAX_DEPTH) {
+                    Some(format!("the argument of {global}.{function}{p}"))
+                } else {
+                    None
+                };
+                if let Some(message) = refuse {
+                    return Line::Reply(settle_line(id, Err(message)));
+                }
+                let Some(tx) = calls else {
+                    return Line::Reply(settle_line(
+                        id,
+                        Err("the host takes no binding calls for this run".into()),
+                    ));
+                };
+                let (reply_tx, reply_rx) = oneshot::channel();
+                let call = CodeCall {
+                    call_id: id.to_string(),
+                    global: global.clone(),
+                    function: function.clone(),
+                    args: args.to_string(),
+                    reply: reply_tx,
+                };
+                if tx.send(call).is_err() {
+                    return Line::Reply(settle_line(
+                        id,
+                        Err("the host is no longer taking binding calls".into()),
+                    ));
+                }
+                in_flight.insert(id);
+                let settled = settled.clone();
+                Line::Call(tokio::spawn(async move {
+                    let reply = match reply_rx.await {
+                        Ok(Ok(value)) => {
+                            match serde_json::from_str::<&serde_json::value::RawValue>(&value) {
+                                Err(e) => Err(format!(
+                                    "the host resolved {global}.{function} with text that is not JSON: {e}"
+                                )),
+                                Ok(_) => match depth_path(&value, MAX_DEPTH) {
+                                    Ok(()) => Ok(value),
+                                    Err(p) => Err(format!(
+                                        "the resolution of {global}.{function} is refused: the value{p}"
+                                    )),
+                                },
+                            }
+                        }
+                        Ok(Err(message)) => Err(message),
+                        Err(_) => Err("the host dropped this call".to_string()),
+                    };
+                    let _ = settled.send((id, reply));
+                }))
+            }
+            (other, _, _) => Line::Bad(format!("a message of type {other:?} or shape")),
+        }
+    }
+
+    /// The runner's result, checked against the seam's shape and the output cap.
+    fn checked(&self, text: &str) -> CodeRunResult {
+        let c = match wire::check_result(text) {
+            Ok(c) => c,
+            Err(why) => {
+                return CodeRunResult::failure(
+                    "invalid-output",
+                    format!("the run's result is not of the seam's shape: {why}"),
+                );
+            }
+        };
+        let cap = self.config.output_cap;
+        let own_limit = c.error_kind.as_deref() == Some("output-limit");
+        if !own_limit && c.logs_bytes + c.payload_bytes > cap {
+            let message = format!(
+                "the output exceeded the cap of {cap} bytes (logs {} + value or message {} \
+                 bytes); it was dropped, never truncated",
+                c.logs_bytes, c.payload_bytes
+            );
+            let logs = if c.logs_bytes <= cap {
+                c.logs
+            } else {
+                "[]".into()
+            };
+            return CodeRunResult {
+                json: format!(
+                    "{{\"logs\":{logs},\"error\":{}}}",
+                    json!({"kind": "output-limit", "message": message})
+                ),
+                error_kind: Some("output-limit".into()),
+            };
+        }
+        CodeRunResult {
+            json: text.to_string(),
+            error_kind: c.error_kind,
+        }
+    }
+
+    /// The run's channel ended before a result.
+    fn ended(
+        &self,
+        end: Result<ExitStatus>,
+        elapsed: Duration,
+        stderr: &[u8],
+    ) -> Result<CodeRunResult> {
+        let budget = self.config.time_budget;
+        let status = match end {
+            Ok(s) => s,
             Err(e) => {
-                // The link dropped (or the exec failed): make sure the process does not run on.
-                self.stop(&run_dir).await;
                 return Ok(CodeRunResult::failure(
                     "worker-exit",
                     format!(
@@ -403,261 +736,101 @@ impl CodeRuntime {
                 ));
             }
         };
-        let stdout = out.stdout.as_slice();
-        if let Some(at) = find_last(stdout, nonce.as_bytes()) {
-            let rest = &stdout[at + nonce.len()..];
-            let line = rest.split(|b| *b == b'\n').next().unwrap_or(rest);
-            if let Ok(text) = std::str::from_utf8(line)
-                && let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(text)
-            {
-                let error_kind = obj
-                    .get("error")
-                    .and_then(|e| e.get("kind"))
-                    .and_then(Value::as_str)
-                    .map(str::to_string);
-                return Ok(CodeRunResult {
-                    json: text.to_string(),
-                    error_kind,
-                });
-            }
-        }
         let timed_out = elapsed >= budget
             && matches!(
-                &out.status,
+                &status,
                 ExitStatus::Code(TIMEOUT_STATUS) | ExitStatus::Code(137) | ExitStatus::Signal(_)
             );
         if timed_out {
             return Ok(CodeRunResult::failure(
                 "timeout",
                 format!(
-                    "the run exceeded its time budget of {secs} s (the runtime's configured \
-                     time budget); the process was stopped"
+                    "the run exceeded its time budget of {} s (the runtime's configured time \
+                     budget); its processes were stopped",
+                    budget.as_secs_f64()
                 ),
             ));
         }
-        if out.stdout_truncated {
-            return Ok(CodeRunResult::failure(
-                "output-limit",
-                format!(
-                    "the program wrote more than {} bytes straight to its stdout, past the output \
-                     cap of {} bytes",
-                    out.stdout.len(),
-                    self.config.output_cap
-                ),
-            ));
+        let said = crate::util::printable_excerpt(stderr, 2000);
+        let said = said.trim();
+        match &status {
+            ExitStatus::Code(91) => {
+                return Err(Error::invalid(format!(
+                    "the working directory {:?} cannot be entered on the machine; pass a \
+                     directory that exists there",
+                    self.config.cwd.as_deref().unwrap_or("~")
+                )));
+            }
+            ExitStatus::Code(92) => {
+                return Err(Error::invalid(
+                    "the machine does not allow the requested caps (file size, memory or \
+                     processes) to be set; lower them or leave them out",
+                ));
+            }
+            ExitStatus::Code(93) => {
+                return Err(Error::new(ErrorCode::InsecureRemoteDir, said.to_string()));
+            }
+            _ => {}
         }
-        let status = match &out.status {
-            ExitStatus::Code(90) => "its run directory could not be created".to_string(),
-            ExitStatus::Code(91) => "the working directory could not be entered".to_string(),
+        let status = match &status {
             ExitStatus::Code(c) => format!("exit status {c}"),
             ExitStatus::Signal(s) => format!("signal {s}"),
         };
-        let stderr = crate::util::printable_excerpt(&out.stderr, 2000);
         Ok(CodeRunResult::failure(
             "worker-exit",
             format!(
                 "the {} process ended without settling the run ({status}){}",
                 self.config.language.interpreter(),
-                if stderr.trim().is_empty() {
+                if said.is_empty() {
                     String::new()
                 } else {
-                    format!("; stderr: {}", stderr.trim())
+                    format!("; it printed: {said}")
                 }
             ),
         ))
     }
 
-    /// Stop a run's process (and its process group) on the machine; best effort.
-    async fn stop(&self, run_dir: &str) {
-        let script = format!(
-            "d={dir}\ni=0\nwhile [ ! -s \"$d/pid\" ] && [ $i -lt 50 ]; do\n  [ -d \"$d\" ] || [ $i -lt 10 ] || exit 0\n  sleep 0.1; i=$((i+1))\ndone\n\
-             p=$(cat \"$d/pid\" 2>/dev/null) || exit 0\n[ -n \"$p\" ] || exit 0\n\
-             kill -TERM \"$p\" 2>/dev/null\n\
-             i=0\nwhile kill -0 \"$p\" 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done\n\
-             kill -s KILL -- \"-$p\" 2>/dev/null || kill -s KILL \"-$p\" 2>/dev/null; kill -KILL \"$p\" 2>/dev/null\nexit 0\n",
-            dir = shell_quote(run_dir),
-        );
+    /// Stop a run's whole process tree on the machine (every process carrying its marker;
+    /// with a PID namespace the runner's end takes the rest); best effort.
+    async fn stop(&self, prepared: &Prepared, run_id: &str) {
         let options = ExecOptions {
             timeout: Some(Duration::from_secs(20)),
             ..ExecOptions::default()
         };
-        let _ = self.transport.exec(&script, options).await;
+        let _ = self
+            .transport
+            .exec(&self.run_script(prepared, run_id, true), options)
+            .await;
     }
+}
 
-    /// Pick up the `<id>.call` files the runner wrote, hand them to the host, and answer each
-    /// with a `<id>.reply` file when the host settles it.
-    async fn collect_calls(
+/// What one runner line asks of the run loop.
+enum Line {
+    Result(String),
+    Reply(Vec<u8>),
+    Call(tokio::task::JoinHandle<()>),
+    Bad(String),
+}
+
+/// The line that settles call `id` in the runner.
+fn settle_line(id: u64, reply: std::result::Result<String, String>) -> Vec<u8> {
+    let mut line = match reply {
+        Ok(value) => format!("{{\"t\":\"resolve\",\"id\":{id},\"value\":{value}}}"),
+        Err(message) => json!({"t": "reject", "id": id, "message": message}).to_string(),
+    };
+    line.push('\n');
+    line.into_bytes()
+}
+
+impl crate::engine::Engine {
+    /// Where a session's code runs go: the session's machine, or for a session in a Slurm
+    /// allocation its node (each run a step of the session's job), so that the run's process
+    /// tree is contained there the same way.
+    pub fn code_transport(
         &self,
-        run_dir: &str,
-        tx: &mpsc::UnboundedSender<CodeCall>,
-        replies: &mut Vec<tokio::task::JoinHandle<()>>,
-    ) {
-        let Ok(entries) = self.transport.read_dir(run_dir).await else {
-            return;
-        };
-        for entry in entries {
-            let Some(id) = entry.name.strip_suffix(".call") else {
-                continue;
-            };
-            let path = format!("{run_dir}/{}", entry.name);
-            let Ok(data) = self.transport.read_file_range(&path, 0, 256 << 20).await else {
-                continue;
-            };
-            let _ = self.transport.remove_file(&path).await;
-            let Some(call) = parse_call(&data) else {
-                continue;
-            };
-            let (reply_tx, reply_rx) = oneshot::channel();
-            let call = CodeCall {
-                call_id: id.to_string(),
-                global: call.0,
-                function: call.1,
-                args: call.2,
-                reply: reply_tx,
-            };
-            if tx.send(call).is_err() {
-                continue;
-            }
-            let transport = self.transport.clone();
-            let reply_path = format!("{run_dir}/{id}.reply");
-            replies.push(tokio::spawn(async move {
-                let body = match reply_rx.await {
-                    Ok(Ok(value)) => format!("{{\"ok\":true,\"value\":{value}}}"),
-                    Ok(Err(message)) => json!({"ok": false, "message": message}).to_string(),
-                    Err(_) => {
-                        json!({"ok": false, "message": "the host dropped this call"}).to_string()
-                    }
-                };
-                let _ = transport
-                    .write_file(&reply_path, body.as_bytes(), 0o600)
-                    .await;
-            }));
-        }
-    }
-}
-
-/// `(global, function, args text)` from a call file; args stay JSON text.
-fn parse_call(data: &[u8]) -> Option<(String, String, String)> {
-    let text = std::str::from_utf8(data).ok()?;
-    let value: Value = serde_json::from_str(text).ok()?;
-    let global = value.get("global")?.as_str()?.to_string();
-    let function = value.get("function")?.as_str()?.to_string();
-    // The runner writes `"args":` last: keep its text as is (lossless).
-    let at = text.rfind(",\"args\":")?;
-    let args = text[at + 8..text.len() - 1].to_string();
-    Some((global, function, args))
-}
-
-fn find_last(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    if needle.len() > hay.len() {
-        return None;
-    }
-    (0..=hay.len() - needle.len())
-        .rev()
-        .find(|&i| &hay[i..i + needle.len()] == needle)
-}
-
-/// The value of the top-level `"key"` member of a JSON object text, as its exact source text
-/// (so numbers keep every digit and `-0` its sign). `None` when absent or not an object.
-pub fn raw_member<'a>(text: &'a str, key: &str) -> Option<&'a str> {
-    let bytes = text.as_bytes();
-    let mut i = skip_ws(bytes, 0);
-    if bytes.get(i) != Some(&b'{') {
-        return None;
-    }
-    i += 1;
-    loop {
-        i = skip_ws(bytes, i);
-        match bytes.get(i)? {
-            b'}' => return None,
-            b',' => {
-                i += 1;
-                continue;
-            }
-            b'"' => {}
-            _ => return None,
-        }
-        let key_end = skip_value(bytes, i)?;
-        let name: String = serde_json::from_str(&text[i..key_end]).ok()?;
-        i = skip_ws(bytes, key_end);
-        if bytes.get(i) != Some(&b':') {
-            return None;
-        }
-        let start = skip_ws(bytes, i + 1);
-        let end = skip_value(bytes, start)?;
-        if name == key {
-            return Some(&text[start..end]);
-        }
-        i = end;
-    }
-}
-
-fn skip_ws(b: &[u8], mut i: usize) -> usize {
-    while matches!(b.get(i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-        i += 1;
-    }
-    i
-}
-
-/// End of the JSON value starting at `i` (structure only; validity is checked elsewhere).
-fn skip_value(b: &[u8], i: usize) -> Option<usize> {
-    match b.get(i)? {
-        b'"' => {
-            let mut j = i + 1;
-            loop {
-                match b.get(j)? {
-                    b'\\' => j += 2,
-                    b'"' => return Some(j + 1),
-                    _ => j += 1,
-                }
-            }
-        }
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            let mut j = i;
-            loop {
-                match b.get(j)? {
-                    b'"' => {
-                        j = skip_value(b, j)?;
-                        continue;
-                    }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            return Some(j + 1);
-                        }
-                    }
-                    _ => {}
-                }
-                j += 1;
-            }
-        }
-        _ => {
-            let mut j = i;
-            while let Some(c) = b.get(j) {
-                if matches!(c, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r') {
-                    break;
-                }
-                j += 1;
-            }
-            (j > i).then_some(j)
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::raw_member;
-
-    #[test]
-    fn raw_member_keeps_source_text() {
-        let t = r#"{"type":"resolve","value":{"a":[1,-0,123456789012345678901234567890,"x\"}"]},"z":1}"#;
-        assert_eq!(
-            raw_member(t, "value"),
-            Some(r#"{"a":[1,-0,123456789012345678901234567890,"x\"}"]}"#)
-        );
-        assert_eq!(raw_member(t, "z"), Some("1"));
-        assert_eq!(raw_member(t, "missing"), None);
+        session: &crate::engine::SessionRecord,
+        machine: Arc<dyn Transport>,
+    ) -> Arc<dyn Transport> {
+        self.session_transport(session, machine)
     }
 }

@@ -1,13 +1,39 @@
-// remote-runner code runtime: one run of a model-written program under node (issue 17).
-// stdin: one JSON request {program, nonce, cap, bindings, callDir}. stdout: the program's own
-// stray writes, then one line "<nonce><result JSON>" where the result is {logs, value?, error?}.
-// The value is serialized losslessly (-0 stays -0); anything not lossless JSON is refused.
+// remote-runner code runtime: one run of a model-written program under node (docs/code-runtime.md).
+// The channel to the host is fd 4 (in) and fd 3 (out), JSON lines; fds 0-2 are the program's.
+// In: the request {program, cap, maxDepth, bindings}, then {t:"resolve",id,value} and
+// {t:"reject",id,message} for binding calls. Out: {t:"call",id,global,function,args} and, last,
+// {t:"result",result:{logs,value?,error?}}. Values are written losslessly (-0 stays -0); anything
+// that is not lossless JSON is refused with the path to it.
 'use strict';
 const fs = require('fs');
-const path = require('path');
+const net = require('net');
 const util = require('util');
 
-const out = (s) => fs.writeSync(1, s);
+// The channel's fds, reopened close-on-exec where the kernel allows (a pipe), so the program's
+// children do not inherit them.
+let IN = 4;
+let OUT = 3;
+for (const [fd, flags, set] of [[4, 'r', (f) => { IN = f; }], [3, 'w', (f) => { OUT = f; }]]) {
+  try {
+    const f = fs.openSync('/proc/self/fd/' + fd, flags);
+    fs.closeSync(fd);
+    set(f);
+  } catch (e) { /* a socket: keep the inherited fd */ }
+}
+
+const sleeper = new Int32Array(new SharedArrayBuffer(4));
+function writeAll(text) {
+  const buf = Buffer.from(text, 'utf8');
+  let at = 0;
+  while (at < buf.length) {
+    try {
+      at += fs.writeSync(OUT, buf, at, buf.length - at);
+    } catch (e) {
+      if (e.code !== 'EAGAIN') throw e;
+      Atomics.wait(sleeper, 0, 0, 1);
+    }
+  }
+}
 
 function describe(v) {
   if (v === undefined) return 'undefined';
@@ -25,7 +51,7 @@ function describe(v) {
 class Lossy extends Error {}
 
 // Lossless JSON text of v, or a Lossy error naming the path and what was found there.
-function toJson(v, where, stack) {
+function toJson(v, where, stack, maxDepth) {
   if (v === null) return 'null';
   switch (typeof v) {
     case 'boolean':
@@ -41,13 +67,14 @@ function toJson(v, where, stack) {
       throw new Lossy(where + ' is ' + describe(v) + ', which is not JSON');
   }
   if (stack.includes(v)) throw new Lossy(where + ' refers back to an enclosing value (a cycle)');
+  if (stack.length >= maxDepth) throw new Lossy(where + ' is nested deeper than ' + maxDepth + ' levels, the most the runtime carries');
   stack.push(v);
   try {
     if (Array.isArray(v)) {
       const parts = [];
       for (let i = 0; i < v.length; i++) {
         if (!(i in v) || v[i] === undefined) throw new Lossy(where + '[' + i + '] is undefined (a hole), which JSON cannot carry');
-        parts.push(toJson(v[i], where + '[' + i + ']', stack));
+        parts.push(toJson(v[i], where + '[' + i + ']', stack, maxDepth));
       }
       return '[' + parts.join(',') + ']';
     }
@@ -60,7 +87,7 @@ function toJson(v, where, stack) {
     for (const k of Object.keys(v)) {
       const item = v[k];
       if (item === undefined) throw new Lossy(where + '[' + JSON.stringify(k) + '] is undefined, which JSON cannot carry');
-      parts.push(JSON.stringify(k) + ':' + toJson(item, where + '[' + JSON.stringify(k) + ']', stack));
+      parts.push(JSON.stringify(k) + ':' + toJson(item, where + '[' + JSON.stringify(k) + ']', stack, maxDepth));
     }
     return '{' + parts.join(',') + '}';
   } finally {
@@ -68,99 +95,103 @@ function toJson(v, where, stack) {
   }
 }
 
-// JSON text to a value: objects get a null prototype so member names are data.
-function fromJson(text) {
-  const fix = (v) => {
-    if (Array.isArray(v)) return v.map(fix);
-    if (v && typeof v === 'object') {
-      const o = Object.create(null);
-      for (const k of Object.keys(v)) o[k] = fix(v[k]);
-      return o;
-    }
-    return v;
-  };
-  // JSON.parse turns "__proto__" into an own property; -0 parses as -0.
-  return fix(JSON.parse(text));
+// A parsed JSON value made program-ready: objects get a null prototype so member names are data.
+function fix(v) {
+  if (Array.isArray(v)) return v.map(fix);
+  if (v && typeof v === 'object') {
+    const o = Object.create(null);
+    for (const k of Object.keys(v)) o[k] = fix(v[k]);
+    return o;
+  }
+  return v;
 }
 
-function main(req) {
+const bytes = (s) => Buffer.byteLength(s, 'utf8');
+
+function main(req, channel) {
   const cap = req.cap;
+  const maxDepth = req.maxDepth;
   const logs = [];
-  let logBytes = 2; // "[]"
+  let logBytes = 2; // the serialized array: "[]", one comma between lines
   let dropped = 0;
-  const log = (...args) => {
-    const line = util.format(...args);
-    for (const l of line.split('\n')) {
-      const n = Buffer.byteLength(JSON.stringify(l)) + 1;
-      if (dropped || logBytes + n > cap + 1) {
-        dropped++;
-        continue;
-      }
-      logs.push(l);
-      logBytes += n;
+  let partial = '';
+  const addLine = (l) => {
+    const n = bytes(JSON.stringify(l)) + (logs.length ? 1 : 0);
+    if (dropped || logBytes + n > cap) {
+      dropped++;
+      return;
     }
+    logs.push(l);
+    logBytes += n;
   };
+  // Everything the program prints, console or stream, in order, split at newlines.
+  const emit = (text) => {
+    const parts = (partial + text).split('\n');
+    partial = parts.pop();
+    for (const p of parts) addLine(p);
+  };
+  const log = (...args) => emit(util.format(...args) + '\n');
   for (const m of ['log', 'info', 'warn', 'error', 'debug', 'trace']) console[m] = log;
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.write = (chunk, encoding, cb) => {
+      if (typeof encoding === 'function') cb = encoding;
+      emit(typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8'));
+      if (typeof cb === 'function') process.nextTick(cb);
+      return true;
+    };
+  }
 
   let done = false;
   const finish = (value, error) => {
     if (done) return;
     done = true;
-    let logsText = JSON.stringify(logs);
-    let body;
+    if (partial) {
+      addLine(partial);
+      partial = '';
+    }
     if (dropped) {
       error = { kind: 'output-limit', message: 'the output exceeded the cap of ' + cap + ' bytes: ' + dropped + ' more log line(s) did not fit; the logs hold the first ' + logs.length + ' and no value is returned' };
       value = undefined;
     } else if (value !== undefined) {
-      const total = logBytes + Buffer.byteLength(value);
-      if (total > cap) {
-        error = { kind: 'output-limit', message: 'the output exceeded the cap of ' + cap + ' bytes (logs ' + logBytes + ' + value ' + Buffer.byteLength(value) + ' bytes); the value was dropped, never truncated' };
+      if (logBytes + bytes(value) > cap) {
+        error = { kind: 'output-limit', message: 'the output exceeded the cap of ' + cap + ' bytes (logs ' + logBytes + ' + value ' + bytes(value) + ' bytes); the value was dropped, never truncated' };
         value = undefined;
       }
+    } else if (error) {
+      const m = bytes(JSON.stringify(error.message));
+      if (logBytes + m > cap) {
+        error = { kind: 'output-limit', message: 'the output exceeded the cap of ' + cap + ' bytes (logs ' + logBytes + ' + the ' + error.kind + ' message ' + m + ' bytes); the message was dropped, never truncated' };
+      }
     }
-    body = '{"logs":' + logsText;
+    let body = '{"logs":' + JSON.stringify(logs);
     if (value !== undefined) body += ',"value":' + value;
     if (error) body += ',"error":' + JSON.stringify(error);
     body += '}';
-    out('\n' + req.nonce + body + '\n');
+    writeAll('{"t":"result","result":' + body + '}\n');
     process.exit(0);
   };
 
-  // Bindings: each call is a file in callDir; the host answers with a reply file.
+  // Bindings: a call is a line out; its settlement a line in, matched by id.
   let nextCall = 0;
   const pending = new Map();
-  let polling = null;
-  const poll = () => {
-    for (const [id, p] of pending) {
-      const f = path.join(req.callDir, id + '.reply');
-      let text;
-      try {
-        text = fs.readFileSync(f, 'utf8');
-      } catch (e) {
-        continue;
-      }
-      pending.delete(id);
-      try { fs.unlinkSync(f); } catch (e) { /* gone */ }
-      const reply = JSON.parse(text);
-      if (reply.ok) p.resolve(fromJson(JSON.stringify(reply.value)));
-      else p.reject(reply.message);
-    }
-    if (pending.size === 0) {
-      clearInterval(polling);
-      polling = null;
-    }
+  channel.settle = (msg) => {
+    const p = pending.get(msg.id);
+    if (!p) return;
+    pending.delete(msg.id);
+    if (pending.size === 0) channel.socket.unref();
+    if (msg.t === 'resolve') p.resolve(fix(msg.value));
+    else p.reject(String(msg.message));
   };
   const call = (ns, fn, args) => {
     let argsText;
     try {
-      argsText = toJson(args, 'the argument of ' + ns.global + '.' + fn, []);
+      argsText = toJson(args, 'the argument of ' + ns.global + '.' + fn, [], maxDepth);
     } catch (e) {
-      return Promise.reject(new TypeError(e.message));
+      if (e instanceof Lossy) return Promise.reject(new TypeError(e.message));
+      return Promise.reject(e);
     }
-    const id = 'c' + nextCall++;
-    const tmp = path.join(req.callDir, id + '.tmp');
-    fs.writeFileSync(tmp, '{"callId":' + JSON.stringify(id) + ',"global":' + JSON.stringify(ns.global) + ',"function":' + JSON.stringify(fn) + ',"args":' + argsText + '}');
-    fs.renameSync(tmp, path.join(req.callDir, id + '.call'));
+    const id = nextCall++;
+    writeAll('{"t":"call","id":' + id + ',"global":' + JSON.stringify(ns.global) + ',"function":' + JSON.stringify(fn) + ',"args":' + argsText + '}\n');
     return new Promise((resolve, reject) => {
       pending.set(id, {
         resolve,
@@ -175,7 +206,7 @@ function main(req) {
           }
         },
       });
-      if (!polling) polling = setInterval(poll, 20);
+      channel.socket.ref();
     });
   };
   for (const ns of req.bindings || []) {
@@ -196,6 +227,8 @@ function main(req) {
     globalThis[ns.global] = obj;
   }
 
+  // Node's modules, as a script would have them.
+  globalThis.require = require;
   const AsyncFunction = (async function () {}).constructor;
   let fn;
   try {
@@ -211,7 +244,7 @@ function main(req) {
       if (v === undefined) return finish(undefined, null);
       let text;
       try {
-        text = toJson(v, 'the completion value', []);
+        text = toJson(v, 'the completion value', [], maxDepth);
       } catch (e) {
         if (e instanceof Lossy) return finish(undefined, { kind: 'invalid-output', message: e.message + '; return plain JSON (null, booleans, finite numbers, strings, arrays, plain objects)' });
         return finish(undefined, { kind: 'exception', message: String(e && e.stack || e) });
@@ -230,7 +263,29 @@ function main(req) {
   );
 }
 
+// The channel in: the request line starts the run; later lines settle binding calls. The
+// socket holds the process open only while a call waits (so a program that is done ends).
+const channel = { settle: null, socket: new net.Socket({ fd: IN, readable: true, writable: false }) };
 let input = '';
-process.stdin.setEncoding('utf8');
-process.stdin.on('data', (d) => { input += d; });
-process.stdin.on('end', () => main(JSON.parse(input)));
+let started = false;
+channel.socket.setEncoding('utf8');
+channel.socket.on('data', (d) => {
+  input += d;
+  if (d.indexOf('\n') < 0) return;
+  let at;
+  while ((at = input.indexOf('\n')) >= 0) {
+    const line = input.slice(0, at);
+    input = input.slice(at + 1);
+    const msg = JSON.parse(line);
+    if (!started) {
+      started = true;
+      channel.socket.unref();
+      main(msg, channel);
+    } else if (channel.settle) {
+      channel.settle(msg);
+    }
+  }
+});
+// The host closed the channel: nobody will settle anything or read a result.
+channel.socket.on('end', () => process.exit(0));
+channel.socket.on('error', () => process.exit(0));

@@ -1,8 +1,10 @@
-# remote-runner code runtime: one run of a model-written program under python3 (issue 17).
-# stdin: one JSON request {program, nonce, cap, bindings, callDir}. stdout: the program's own
-# stray writes, then one line "<nonce><result JSON>" where the result is {logs, value?, error?}.
-# The program is the body of an async function (top-level await and return). Values cross
-# as lossless JSON: NaN, Infinity, sets, tuples, bytes, objects are refused, never coerced.
+# remote-runner code runtime: one run of a model-written program under python3
+# (docs/code-runtime.md). The channel to the host is fd 4 (in) and fd 3 (out), JSON lines; fds
+# 0-2 are the program's. In: the request {program, cap, maxDepth, bindings}, then
+# {t:"resolve",id,value} and {t:"reject",id,message}. Out: {t:"call",id,global,function,args}
+# and, last, {t:"result",result:{logs,value?,error?}}. The program is the body of an async
+# function (top-level await and return). Values cross as lossless JSON: NaN, Infinity, sets,
+# tuples, bytes, objects are refused with the path to them, never coerced.
 import ast
 import asyncio
 import json
@@ -11,15 +13,34 @@ import os
 import sys
 import traceback
 
-_real_out = os.dup(1)
+IN = 4
+OUT = 3
+# The program's children do not inherit the channel.
+for _fd in (IN, OUT):
+    try:
+        os.set_inheritable(_fd, False)
+    except OSError:
+        pass
+# Integers of any size are JSON; the recursion limit leaves room for maxDepth levels.
+if hasattr(sys, "set_int_max_str_digits"):
+    sys.set_int_max_str_digits(0)
+sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
 _NOVALUE = object()
+
+
+def write_all(text):
+    data = text.encode("utf-8", "surrogatepass")
+    view = memoryview(data)
+    while view:
+        n = os.write(OUT, view)
+        view = view[n:]
 
 
 class Lossy(Exception):
     pass
 
 
-def to_json(v, where, stack):
+def to_json(v, where, depth, stack):
     if v is None:
         return "null"
     if v is True:
@@ -37,15 +58,17 @@ def to_json(v, where, stack):
     if type(v) is list or type(v) is dict:
         if any(s is v for s in stack):
             raise Lossy("%s refers back to an enclosing value (a cycle)" % where)
+        if len(stack) >= depth:
+            raise Lossy("%s is nested deeper than %d levels, the most the runtime carries" % (where, depth))
         stack.append(v)
         try:
             if type(v) is list:
-                return "[" + ",".join(to_json(x, "%s[%d]" % (where, i), stack) for i, x in enumerate(v)) + "]"
+                return "[" + ",".join([to_json(x, "%s[%d]" % (where, i), depth, stack) for i, x in enumerate(v)]) + "]"
             parts = []
             for k, x in v.items():
                 if type(k) is not str:
                     raise Lossy("%s has the key %r, which is not a string" % (where, k))
-                parts.append(json.dumps(k) + ":" + to_json(x, "%s[%s]" % (where, json.dumps(k)), stack))
+                parts.append(json.dumps(k) + ":" + to_json(x, "%s[%s]" % (where, json.dumps(k)), depth, stack))
             return "{" + ",".join(parts) + "}"
         finally:
             stack.pop()
@@ -56,11 +79,10 @@ def _no_constant(name):
     raise ValueError("%s is not JSON" % name)
 
 
-def from_json(text):
-    return json.loads(text, parse_constant=_no_constant)
-
-
 class Logs:
+    """What the program printed, in order, split at newlines; the serialized array's bytes are
+    counted against the cap."""
+
     def __init__(self, cap):
         self.cap = cap
         self.lines = []
@@ -69,12 +91,18 @@ class Logs:
         self.partial = ""
 
     def add(self, line):
-        n = len(json.dumps(line).encode("utf-8", "surrogatepass")) + 1
-        if self.dropped or self.bytes + n > self.cap + 1:
+        n = len(json.dumps(line).encode("utf-8")) + (1 if self.lines else 0)
+        if self.dropped or self.bytes + n > self.cap:
             self.dropped += 1
             return
         self.lines.append(line)
         self.bytes += n
+
+    def emit(self, s):
+        parts = (self.partial + s).split("\n")
+        self.partial = parts.pop()
+        for p in parts:
+            self.add(p)
 
     def flush_partial(self):
         if self.partial:
@@ -82,18 +110,35 @@ class Logs:
             self.partial = ""
 
 
-class Writer:
+class _Buffer:
     def __init__(self, logs):
         self.logs = logs
 
+    def write(self, b):
+        self.logs.emit(bytes(b).decode("utf-8", "surrogateescape"))
+        return len(b)
+
+    def flush(self):
+        pass
+
+
+class Writer:
+    """sys.stdout and sys.stderr: text and bytes written become logs."""
+
+    encoding = "utf-8"
+
+    def __init__(self, logs):
+        self.logs = logs
+        self.buffer = _Buffer(logs)
+
     def write(self, s):
         s = str(s)
-        text = self.logs.partial + s
-        parts = text.split("\n")
-        self.logs.partial = parts.pop()
-        for p in parts:
-            self.logs.add(p)
+        self.logs.emit(s)
         return len(s)
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
 
     def flush(self):
         pass
@@ -102,29 +147,29 @@ class Writer:
         return False
 
 
-def finish(req, logs, value, error):
-    cap = req["cap"]
+def finish(logs, value, error):
+    cap = logs.cap
     logs.flush_partial()
     if logs.dropped:
         error = {"kind": "output-limit", "message": "the output exceeded the cap of %d bytes: %d more log line(s) did not fit; the logs hold the first %d and no value is returned" % (cap, logs.dropped, len(logs.lines))}
         value = None
     elif value is not None:
-        vb = len(value.encode("utf-8", "surrogatepass"))
+        vb = len(value.encode("utf-8"))
         if logs.bytes + vb > cap:
             error = {"kind": "output-limit", "message": "the output exceeded the cap of %d bytes (logs %d + value %d bytes); the value was dropped, never truncated" % (cap, logs.bytes, vb)}
             value = None
-    body = '{"logs":' + json.dumps(logs.lines)
+    elif error is not None:
+        mb = len(json.dumps(error["message"]).encode("utf-8"))
+        if logs.bytes + mb > cap:
+            error = {"kind": "output-limit", "message": "the output exceeded the cap of %d bytes (logs %d + the %s message %d bytes); the message was dropped, never truncated" % (cap, logs.bytes, error["kind"], mb)}
+    body = '{"logs":' + json.dumps(logs.lines, separators=(",", ":"))
     if value is not None:
         body += ',"value":' + value
     if error is not None:
         body += ',"error":' + json.dumps(error)
     body += "}"
-    os.write(_real_out, ("\n" + req["nonce"] + body + "\n").encode("utf-8", "surrogatepass"))
+    write_all('{"t":"result","result":' + body + "}\n")
     os._exit(0)
-
-
-def make_error_class(name):
-    return type(name, (Exception,), {})
 
 
 class Namespace:
@@ -147,59 +192,94 @@ class Namespace:
         return object.__getattribute__(self, "_members")[name]
 
 
-async def call(req, ns, fn, args, counter):
-    try:
-        args_text = to_json(args, "the argument of %s.%s" % (ns["global"], fn), [])
-    except Lossy as e:
-        raise TypeError(str(e))
-    cid = "c%d" % counter[0]
-    counter[0] += 1
-    d = req["callDir"]
-    tmp = os.path.join(d, cid + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write('{"callId":%s,"global":%s,"function":%s,"args":%s}' % (json.dumps(cid), json.dumps(ns["global"]), json.dumps(fn), args_text))
-    os.rename(tmp, os.path.join(d, cid + ".call"))
-    reply_path = os.path.join(d, cid + ".reply")
-    while True:
+class Channel:
+    """Binding calls: a line out per call; settlements come back on fd 4, read by the event
+    loop while a call waits."""
+
+    def __init__(self, req, rest):
+        self.req = req
+        self.buf = rest
+        self.pending = {}
+        self.next_id = 0
+        self.loop = None
+
+    def _readable(self):
+        data = os.read(IN, 1 << 20)
+        if not data:
+            os._exit(0)  # the host closed the channel: nobody will read a result
+        self.buf += data
+        self._drain()
+        if not self.pending and self.loop is not None:
+            self.loop.remove_reader(IN)
+            self.loop = None
+
+    async def call(self, ns, fn, args):
         try:
-            with open(reply_path, encoding="utf-8") as f:
-                text = f.read()
-            break
-        except FileNotFoundError:
-            await asyncio.sleep(0.02)
-    try:
-        os.unlink(reply_path)
-    except OSError:
-        pass
-    reply = json.loads(text)
-    if reply.get("ok"):
-        return from_json(json.dumps(reply["value"]))
-    ec = ns.get("errorClass")
-    if ec:
-        err = req["_classes"][ec["name"]](reply["message"])
-        setattr(err, ec["memberNameProperty"], fn)
-        raise err
-    raise Exception(reply["message"])
+            args_text = to_json(args, "the argument of %s.%s" % (ns["global"], fn), self.req["maxDepth"], [])
+        except Lossy as e:
+            raise TypeError(str(e)) from None
+        cid = self.next_id
+        self.next_id += 1
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self.pending[cid] = fut
+        if self.loop is not loop:
+            if self.loop is not None:
+                self.loop.remove_reader(IN)
+            self.loop = loop
+            loop.add_reader(IN, self._readable)
+        write_all('{"t":"call","id":%d,"global":%s,"function":%s,"args":%s}\n' % (cid, json.dumps(ns["global"]), json.dumps(fn), args_text))
+        if b"\n" in self.buf:
+            loop.call_soon(self._drain)
+        msg = await fut
+        if msg.get("t") == "resolve":
+            return msg.get("value")
+        message = str(msg.get("message"))
+        ec = ns.get("errorClass")
+        if ec:
+            err = self.req["_classes"][ec["name"]](message)
+            setattr(err, ec["memberNameProperty"], fn)
+            raise err
+        raise Exception(message)
+
+    def _drain(self):
+        while b"\n" in self.buf:
+            line, self.buf = self.buf.split(b"\n", 1)
+            msg = json.loads(line, parse_constant=_no_constant)
+            fut = self.pending.pop(msg.get("id"), None)
+            if fut is not None and not fut.done():
+                fut.set_result(msg)
+
+
+def read_request():
+    buf = b""
+    while b"\n" not in buf:
+        data = os.read(IN, 1 << 20)
+        if not data:
+            os._exit(0)
+        buf += data
+    line, rest = buf.split(b"\n", 1)
+    return json.loads(line, parse_constant=_no_constant), rest
 
 
 def main():
-    req = json.loads(sys.stdin.read())
+    req, rest = read_request()
     logs = Logs(req["cap"])
     sys.stdout = Writer(logs)
     sys.stderr = Writer(logs)
     g = {"__name__": "__main__", "__builtins__": __builtins__, "__rr_NOVALUE": _NOVALUE}
     req["_classes"] = {}
-    counter = [0]
+    channel = Channel(req, rest)
     for ns in req.get("bindings") or []:
         members = {}
         for fn in ns["functions"]:
             def member(args=None, _ns=ns, _fn=fn):
-                return call(req, _ns, _fn, args, counter)
+                return channel.call(_ns, _fn, args)
             members[fn] = member
         obj = Namespace(members)
         ec = ns.get("errorClass")
         if ec:
-            cls = make_error_class(ec["name"])
+            cls = type(ec["name"], (Exception,), {})
             req["_classes"][ec["name"]] = cls
             g[ec["name"]] = cls
         g[ns["global"]] = obj
@@ -212,20 +292,20 @@ def main():
         code = compile(wrapper, "<program>", "exec")
         exec(code, g)
     except BaseException:
-        return finish(req, logs, None, {"kind": "exception", "message": traceback.format_exc(limit=0)})
+        return finish(logs, None, {"kind": "exception", "message": traceback.format_exc(limit=0)})
     try:
         v = asyncio.run(g["__rr_main"]())
     except BaseException:
-        return finish(req, logs, None, {"kind": "exception", "message": traceback.format_exc()})
+        return finish(logs, None, {"kind": "exception", "message": traceback.format_exc()})
     if v is _NOVALUE:
-        return finish(req, logs, None, None)
+        return finish(logs, None, None)
     try:
-        text = to_json(v, "the completion value", [])
+        text = to_json(v, "the completion value", req["maxDepth"], [])
     except Lossy as e:
-        return finish(req, logs, None, {"kind": "invalid-output", "message": str(e) + "; return plain JSON (None, bools, ints, finite floats, strings, lists, dicts with string keys)"})
+        return finish(logs, None, {"kind": "invalid-output", "message": str(e) + "; return plain JSON (None, bools, ints, finite floats, strings, lists, dicts with string keys)"})
     except RecursionError:
-        return finish(req, logs, None, {"kind": "invalid-output", "message": "the completion value is nested too deeply"})
-    finish(req, logs, text, None)
+        return finish(logs, None, {"kind": "invalid-output", "message": "the completion value is nested too deeply for this Python"})
+    finish(logs, text, None)
 
 
 main()
