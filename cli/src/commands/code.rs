@@ -74,7 +74,7 @@ pub struct RunArgs {
     pub program: Option<String>,
 }
 
-async fn runtime(ctx: &Context, args: &RuntimeArgs) -> Result<Arc<CodeRuntime>> {
+pub(crate) async fn runtime(ctx: &Context, args: &RuntimeArgs) -> Result<Arc<CodeRuntime>> {
     let language = Language::parse(&args.language)?;
     if !args.time_budget.is_finite() || args.time_budget <= 0.0 {
         return Err(Error::invalid(
