@@ -23,6 +23,9 @@ use crate::output::to_json;
 /// The first wait of `session_exec`: a command that ends within it costs one engine call.
 const FIRST_WAIT: Duration = Duration::from_secs(2);
 
+/// The first wait when the client asked for progress: the output is reported from then on.
+const FIRST_WAIT_WITH_PROGRESS: Duration = Duration::from_millis(300);
+
 /// Longest single wait while progress is reported (a notification at least this often while
 /// the output grows).
 const PROGRESS_ROUND: Duration = Duration::from_secs(5);
@@ -84,7 +87,11 @@ pub async fn exec(call: &Call, args: ExecArgs) -> Result<Reply> {
             CommandMode::Wait
         },
         cwd: None,
-        timeout: (!background).then_some(bound.min(FIRST_WAIT)),
+        timeout: (!background).then_some(bound.min(if call.progress.is_some() {
+            FIRST_WAIT_WITH_PROGRESS
+        } else {
+            FIRST_WAIT
+        })),
         env: Vec::new(),
     };
     let engine = call.state.engine();
