@@ -112,11 +112,21 @@ pub async fn wait(call: &Call, args: WaitArgs) -> Result<Reply> {
     call.state.check_session(&args.session_id)?;
     let bound = wait_bound(args.timeout_s)?;
     let deadline = Instant::now() + bound;
-    let rec = call
-        .state
-        .engine()
-        .command_show(&args.session_id, &args.command_id)
-        .await?;
+    let engine = call.state.engine();
+    // Without progress one engine wait does it all; with progress the offsets come first.
+    let rec = if call.progress.is_none() {
+        let waited = engine.command_wait(&args.session_id, &args.command_id, bound);
+        tokio::select! {
+            rec = waited => rec?,
+            () = call.cancel.cancelled() => {
+                engine.command_show(&args.session_id, &args.command_id).await?
+            }
+        }
+    } else {
+        engine
+            .command_show(&args.session_id, &args.command_id)
+            .await?
+    };
     let rec = follow(call, rec, deadline).await?;
     record_reply(&rec)
 }
@@ -163,7 +173,7 @@ async fn follow(call: &Call, mut rec: CommandRecord, deadline: Instant) -> Resul
             return Ok(rec);
         }
         let now = Instant::now();
-        if now >= deadline {
+        if now >= deadline || call.cancel.is_cancelled() {
             rec.wait_timed_out = true;
             return Ok(rec);
         }
