@@ -10,6 +10,7 @@ mod session_bed;
 
 use std::process::Command;
 
+use remote_runner_testkit::{SENTINEL_PASSWORD, TEST_USER};
 use serde_json::Value;
 use session_bed::Bed;
 
@@ -33,7 +34,12 @@ fn python() -> Command {
 
 /// The client script with the bed's binary, state dir, HOME, machine and work directory.
 fn client(bed: &Bed, args: &[&str]) -> (bool, String) {
+    client_with(bed, args, &[])
+}
+
+fn client_with(bed: &Bed, args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
     let mut cmd = python();
+    cmd.envs(env.iter().copied());
     cmd.arg(CLIENT)
         .args(args)
         .env("RR_BIN", common::BIN)
@@ -67,7 +73,56 @@ fn suite(bed: &Bed) {
     assert!(text.contains("suite passed"), "{text}");
 }
 
-both_machines!(mcp_client_suite, suite);
+#[test]
+fn mcp_client_suite_local() {
+    suite(&Bed::local());
+}
+
+/// The suite on the sshd bed, plus a second machine on it that logs in with the sentinel
+/// password: the password appears in no tool result and nowhere in the trace log of a server
+/// that uses it.
+#[test]
+fn mcp_client_suite_ssh_keeps_the_password_secret() {
+    let bed = Bed::ssh();
+    let sshd = bed.sshd().expect("an sshd bed");
+    let port = sshd.port.to_string();
+    let known = sshd.known_hosts.to_str().unwrap().to_string();
+    let work = bed.work_str();
+    let add = [
+        "machine",
+        "add",
+        "bedpw",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        &port,
+        "--user",
+        TEST_USER,
+        "--known-hosts-file",
+        &known,
+        "--default-cwd",
+        &work,
+        "--password-stdin",
+        "--json",
+    ];
+    let r = common::run_command(bed.command(&add), Some(&format!("{SENTINEL_PASSWORD}\n")));
+    assert_eq!(r.code, 0, "{r:?}");
+    let (ok, text) = client_with(
+        &bed,
+        &["suite"],
+        &[
+            ("RR_SECRET", SENTINEL_PASSWORD),
+            ("RR_SECRET_MACHINE", "bedpw"),
+        ],
+    );
+    println!("{text}");
+    assert!(
+        ok,
+        "the MCP client's checks failed on {}:\n{text}",
+        bed.machine
+    );
+    assert!(text.contains("suite passed"), "{text}");
+}
 
 /// `session_exec` of `true` on a warm session through the server, as the Python client sees
 /// it. The bound is loose (a debug build on a shared machine); docs/benchmarks.md has the

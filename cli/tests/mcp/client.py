@@ -6,6 +6,9 @@ Run by cli/tests/mcp.rs, which sets the environment:
   RR_MACHINE    the machine to test on (`local` or the sshd bed's `bed`)
   RR_WORK       a work directory on that machine, also readable here
   HOME, REMOTE_RUNNER_SSH_CONFIG (for the bed) are passed on to the server.
+  RR_SECRET, RR_SECRET_MACHINE (optional) a machine added with a password, and the password:
+                it must appear in no tool result of the suite, and nowhere in the log of a server
+                at RUST_LOG=trace that uses the machine.
 
 `client.py suite` checks every tool, error shape, truncation, progress, cancel, a server
 restart and the scope flags; `client.py bench N` prints the latency of `session_exec` of `true`
@@ -48,27 +51,38 @@ TOOLS = {
     "run_once": ["machine", "command", "cwd", "inputs", "artifacts"],
     "code_run": ["machine", "language", "program", "time_budget_s"],
 }
+SEEN = []  # every tool result's text and JSON, searched for the secret at the end
+ERRLOG = os.path.join(os.path.dirname(STATE), "mcp-server-stderr.log")
 READING = {"machine_list", "session_list", "session_read", "command_wait", "file_read"}
 MAX_OUTPUT = 64 * 1024
 
 
-def env():
+def env(extra=None):
     e = {"HOME": os.environ["HOME"], "PATH": os.environ["PATH"]}
     for k in ("REMOTE_RUNNER_SSH_CONFIG", "RUST_LOG", "REMOTE_RUNNER_KEEPER"):
         if k in os.environ:
             e[k] = os.environ[k]
-    return e
+    return {**e, **(extra or {})}
 
 
 @asynccontextmanager
-async def server(*flags):
+async def server(*flags, extra_env=None, errlog_path=ERRLOG):
     params = StdioServerParameters(
-        command=BIN, args=["--state-dir", STATE, "mcp", *flags], env=env()
+        command=BIN, args=["--state-dir", STATE, "mcp", *flags], env=env(extra_env)
     )
-    async with stdio_client(params) as (r, w):
-        async with ClientSession(r, w) as s:
-            await s.initialize()
-            yield s
+    with open(errlog_path, "a") as errlog:
+        async with stdio_client(params, errlog=errlog) as (r, w):
+            async with ClientSession(r, w) as s:
+                await s.initialize()
+                call = s.call_tool
+
+                async def recorded(*a, **k):
+                    res = await call(*a, **k)
+                    SEEN.append(text(res) + json.dumps(res.structured_content))
+                    return res
+
+                s.call_tool = recorded
+                yield s
 
 
 def cli(*args):
@@ -420,7 +434,29 @@ async def suite():
             check(sid not in [x["session_id"] for x in r.structured_content["sessions"]], "and session_list")
     async with server() as s:
         await destroy(s, sid)
+    await secrets()
     print("suite passed")
+
+
+async def secrets():
+    secret, machine = os.environ.get("RR_SECRET"), os.environ.get("RR_SECRET_MACHINE")
+    if not secret:
+        return
+    trace = ERRLOG + ".trace"
+    async with server(extra_env={"RUST_LOG": "trace"}, errlog_path=trace) as s:
+        r = await ok(s, "machine_list", {})
+        check(machine in [m["machine_id"] for m in r.structured_content["machines"]], "the password machine is listed")
+        r = await ok(s, "session_create", {"machine": machine, "cwd": WORK})
+        psid = r.structured_content["session_id"]
+        _, rec = await exec_(s, psid, "echo over-password")
+        check(rec["stdout"] == "over-password\n", "a session over password authentication")
+        await ok(s, "session_destroy", {"session_id": psid})
+        await tool_error(s, "session_exec", {"session_id": "sess_missing", "command": "true"}, "unknown_session")
+    with open(trace) as f:
+        log = f.read()
+    check(len(log) > 0, f"the server logged ({len(log)} bytes at RUST_LOG=trace)")
+    check(not any(secret in x for x in SEEN), f"the password is in none of {len(SEEN)} tool results")
+    check(secret not in log, "nor in the server's log")
 
 
 async def bench(n):
