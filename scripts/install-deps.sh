@@ -35,6 +35,7 @@ command -v salloc >/dev/null 2>&1 && command -v sbatch >/dev/null 2>&1 || need+=
 install_mcp_sdk() {
   local rc=$?
   [ "$rc" -eq 0 ] || exit "$rc"
+  [ "${purpose:-tests}" = tests ] || return 0   # the test bed only, not the demo's deps
   python3 -c 'import mcp, jsonschema' 2>/dev/null && return 0
   echo "install-deps: installing the MCP Python SDK (python3 -m pip install mcp)" >&2
   python3 -m pip install --quiet mcp 2>/dev/null \
