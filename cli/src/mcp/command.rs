@@ -98,7 +98,7 @@ pub async fn exec(call: &Call, args: ExecArgs) -> Result<Reply> {
     let first = engine.exec(&args.session_id, &args.command, request);
     let rec = tokio::select! {
         rec = first => rec?,
-        () = call.cancel.cancelled() => return Ok(cancelled(None, &args.session_id)),
+        () = call.cancel.cancelled() => return Ok(cancelled(&args.session_id)),
     };
     let rec = if background || !rec.wait_timed_out {
         rec
@@ -227,7 +227,7 @@ fn progress_message(rec: &CommandRecord) -> String {
 
 /// The call was cancelled before the command id was known (the client sees no result: a
 /// cancelled request gets no response).
-fn cancelled(_rec: Option<&CommandRecord>, session_id: &str) -> Reply {
+fn cancelled(session_id: &str) -> Reply {
     Reply::new(
         serde_json::json!({"session_id": session_id, "cancelled": true}),
         format!(

@@ -424,6 +424,14 @@ async def suite():
         await tool_error(s, "session_exec", {"session_id": sid, "command": "true"}, "permission_denied")
         r = await ok(s, "session_read", {"session_id": sid})
         check(r.structured_content["bytes"] > 0, "reading works under --read-only")
+    async with server("--max-output-bytes", "4096") as s:
+        _, rec = await exec_(s, sid, "seq 1 5000; seq 1 3000 >&2")
+        check(
+            rec["stdout_truncated"] and len(rec["stdout"]) <= 4096 + 512 and rec["stderr_truncated"],
+            f"--max-output-bytes 4096 caps both excerpts ({len(rec['stdout'])}, {len(rec['stderr'])})",
+        )
+        r = await ok(s, "file_read", {"session_id": sid, "path": rec["remote_stdout_file"], "length": 100000})
+        check(r.structured_content["bytes"] == 4096, "and file_read's length")
     if MACHINE != "local":
         async with server("--machine", "local") as s:
             r = await ok(s, "machine_list", {})
