@@ -19,13 +19,17 @@ const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/client.py")
 /// python3 with the `mcp` package, or a failed test saying how to get them (never a skip).
 fn python() -> Command {
     let probe = Command::new("python3")
-        .args(["-c", "import mcp, jsonschema"])
+        .args([
+            "-c",
+            "import jsonschema, importlib.metadata as m; \
+             assert int(m.version('mcp').split('.')[0]) >= 2, 'mcp ' + m.version('mcp')",
+        ])
         .output();
     match probe {
         Ok(out) if out.status.success() => Command::new("python3"),
         Ok(out) => panic!(
-            "the MCP tests need the official MCP Python SDK: `python3 -m pip install mcp` (or \
-             run scripts/install-deps.sh); importing it failed: {}",
+            "the MCP tests need the official MCP Python SDK, version 2: `python3 -m pip install \
+             'mcp>=2.3,<3'` (or run scripts/install-deps.sh); the check failed: {}",
             String::from_utf8_lossy(&out.stderr)
         ),
         Err(e) => panic!("the MCP tests need python3 on PATH ({e}); install it"),
