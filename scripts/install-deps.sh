@@ -46,6 +46,23 @@ if [ "$purpose" = tests ]; then
   [ -x /usr/sbin/munged ] || need+=(munge)
 fi
 
+# --- The MCP tests (cli/tests/mcp.rs) drive `remote-runner mcp` with the official MCP Python SDK
+# (`mcp` 2.x on PyPI, whose snake_case API the client uses; it brings jsonschema). pip runs when this script exits, so after apt-get has
+# installed python3 below; a system Python that refuses pip (PEP 668) gets --break-system-packages.
+install_mcp_sdk() {
+  local rc=$?
+  [ "$rc" -eq 0 ] || exit "$rc"
+  [ "${purpose:-tests}" = tests ] || return 0   # the test bed only, not the demo's deps
+  python3 -c 'import jsonschema, importlib.metadata as m; assert int(m.version("mcp").split(".")[0]) >= 2' \
+    2>/dev/null && return 0
+  echo "install-deps: installing the MCP Python SDK (python3 -m pip install 'mcp>=2.3,<3')" >&2
+  python3 -m pip install --quiet 'mcp>=2.3,<3' 2>/dev/null \
+    || python3 -m pip install --quiet --break-system-packages 'mcp>=2.3,<3' \
+    || { echo "install-deps: cannot pip install mcp; install python3-pip, then: python3 -m pip install 'mcp>=2.3,<3'" >&2; exit 1; }
+}
+trap install_mcp_sdk EXIT
+# --- end of the MCP block
+
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

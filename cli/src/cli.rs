@@ -76,6 +76,9 @@ pub enum Command {
     /// Run programs (JavaScript, Python) as fresh processes on a machine, with host bindings
     #[command(subcommand, after_help = code::GROUP_EXAMPLES)]
     Code(code::CodeCommand),
+    /// Serve the engine to an MCP client (Claude Code, Cursor, ...) on stdin/stdout
+    #[command(after_help = crate::mcp::EXAMPLES)]
+    Mcp(crate::mcp::McpArgs),
     /// Print a shell completion script
     #[command(after_help = meta::COMPLETIONS_EXAMPLES)]
     Completions(meta::CompletionsArgs),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use remote_runner_provider::connect::MachineConnector;
-use remote_runner_provider::engine::{Connector, Engine};
+use remote_runner_provider::engine::{Connector, Engine, EngineOptions};
 use remote_runner_provider::keeper::{self, KeeperConnector};
 use remote_runner_provider::machine::Machine;
 use remote_runner_provider::ssh::{ConnectOptions, PassphraseSource};
@@ -28,6 +28,9 @@ pub struct Context {
     /// What `--timeout` bounds for this command.
     pub timeout_scope: Scope,
     pub out: Output,
+    /// One engine for every call of a long-lived face (`remote-runner mcp`); `None` in the CLI,
+    /// where each command opens its own.
+    pub shared: Option<Arc<Wired>>,
 }
 
 impl Context {
@@ -52,6 +55,7 @@ impl Context {
             timeout: global.timeout.map(Duration::from_secs),
             timeout_scope,
             out,
+            shared: None,
         })
     }
 
@@ -91,7 +95,15 @@ impl Context {
 
     /// The engine over real machines: `local` on this host, stored machines over SSH with their
     /// stored passwords; an encrypted key's passphrase is asked only when stdin is a terminal.
-    pub fn engine(&self) -> Result<Wired> {
+    pub fn engine(&self) -> Result<Arc<Wired>> {
+        if let Some(shared) = &self.shared {
+            return Ok(shared.clone());
+        }
+        self.engine_with(EngineOptions::default()).map(Arc::new)
+    }
+
+    /// [`Context::engine`] with the engine's tunables given (the MCP face sizes excerpts).
+    pub fn engine_with(&self, engine_options: EngineOptions) -> Result<Wired> {
         let options = ConnectOptions {
             passphrase: if std::io::stdin().is_terminal() {
                 PassphraseSource::Tty
@@ -103,7 +115,11 @@ impl Context {
         };
         self.check_state_dir()?;
         let connector = Arc::new(MachineConnector::new(self.state_dir.clone(), options));
-        let engine = Engine::new(&self.state_dir, self.keeper_connector(connector.clone())?)?;
+        let engine = Engine::with_options(
+            &self.state_dir,
+            self.keeper_connector(connector.clone())?,
+            engine_options,
+        )?;
         Ok(Wired { engine, connector })
     }
 }
@@ -129,6 +145,14 @@ impl Context {
 pub struct Wired {
     pub engine: Engine,
     pub connector: Arc<MachineConnector>,
+}
+
+impl std::fmt::Debug for Wired {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wired")
+            .field("engine", &self.engine)
+            .finish()
+    }
 }
 
 impl Wired {

@@ -8,6 +8,7 @@ mod commands;
 mod context;
 mod exit;
 mod hint;
+mod mcp;
 mod output;
 mod prompt;
 mod timeout;

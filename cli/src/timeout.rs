@@ -186,7 +186,9 @@ pub fn scope(command: &Command) -> Scope {
             RunCommand::List | RunCommand::Show(_) => Scope::Local,
         },
         Command::Code(_) => Scope::Own,
-        Command::Completions(_) | Command::Man(_) | Command::KeeperDaemon(_) => Scope::Local,
+        Command::Mcp(_) | Command::Completions(_) | Command::Man(_) | Command::KeeperDaemon(_) => {
+            Scope::Local
+        }
     }
 }
 

@@ -83,7 +83,7 @@ pub struct RunArgs {
     pub program: Option<String>,
 }
 
-async fn runtime(ctx: &Context, args: &RuntimeArgs) -> Result<Arc<CodeRuntime>> {
+pub(crate) async fn runtime(ctx: &Context, args: &RuntimeArgs) -> Result<Arc<CodeRuntime>> {
     let language = Language::parse(&args.language)?;
     if !args.time_budget.is_finite() || !(1.0..=86400.0).contains(&args.time_budget) {
         return Err(Error::invalid(format!(

@@ -21,6 +21,7 @@ pub async fn dispatch(ctx: &Context, command: Command) -> Result<Report> {
         Command::File(c) => file::run(ctx, c).await,
         Command::Run(c) => run::run(ctx, c).await,
         Command::Code(c) => code::run(ctx, c).await,
+        Command::Mcp(args) => crate::mcp::run(ctx, args).await,
         Command::Completions(args) => meta::completions(&args),
         Command::Man(args) => meta::man(&args),
         Command::KeeperDaemon(args) => keeper::run(ctx, args).await,

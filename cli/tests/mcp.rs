@@ -1,0 +1,163 @@
+//! `remote-runner mcp` (issue 31) driven by a client nobody here wrote: the official MCP Python
+//! SDK (`pip install mcp`; scripts/install-deps.sh installs it), against `local` and the real
+//! sshd. The client is cli/tests/mcp/client.py: initialize, list tools (every schema checked),
+//! every tool, exit codes, a failing command against a tool error, truncation of 10 MB of output
+//! (the whole of it read back exactly), progress, cancel, a server restart in the middle of a
+//! session, bad arguments, `--read-only` and `--machine`. It raises on the first failed check.
+
+mod common;
+mod session_bed;
+
+use std::process::Command;
+
+use remote_runner_testkit::{SENTINEL_PASSWORD, TEST_USER};
+use serde_json::Value;
+use session_bed::Bed;
+
+const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/client.py");
+
+/// python3 with the `mcp` package, or a failed test saying how to get them (never a skip).
+fn python() -> Command {
+    let probe = Command::new("python3")
+        .args([
+            "-c",
+            "import jsonschema, importlib.metadata as m; \
+             assert int(m.version('mcp').split('.')[0]) >= 2, 'mcp ' + m.version('mcp')",
+        ])
+        .output();
+    match probe {
+        Ok(out) if out.status.success() => Command::new("python3"),
+        Ok(out) => panic!(
+            "the MCP tests need the official MCP Python SDK, version 2: `python3 -m pip install \
+             'mcp>=2.3,<3'` (or run scripts/install-deps.sh); the check failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(e) => panic!("the MCP tests need python3 on PATH ({e}); install it"),
+    }
+}
+
+/// The client script with the bed's binary, state dir, HOME, machine and work directory.
+fn client(bed: &Bed, args: &[&str]) -> (bool, String) {
+    client_with(bed, args, &[])
+}
+
+fn client_with(bed: &Bed, args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
+    let mut cmd = python();
+    cmd.envs(env.iter().copied());
+    cmd.arg(CLIENT)
+        .args(args)
+        .env("RR_BIN", common::BIN)
+        .env("RR_STATE_DIR", bed.sb.state_dir())
+        .env("RR_MACHINE", &bed.machine)
+        .env("RR_WORK", bed.work_str())
+        .env("HOME", bed.sb.home())
+        .env_remove("SSH_AUTH_SOCK")
+        .env_remove("REMOTE_RUNNER_STATE_DIR")
+        .env_remove("REMOTE_RUNNER_SSH_CONFIG");
+    if let Some(sshd) = bed.sshd() {
+        cmd.env("REMOTE_RUNNER_SSH_CONFIG", &sshd.ssh_config);
+    }
+    let out = cmd.output().expect("run the MCP client script");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+fn suite(bed: &Bed) {
+    let (ok, text) = client(bed, &["suite"]);
+    println!("{text}");
+    assert!(
+        ok,
+        "the MCP client's checks failed on {}:\n{text}",
+        bed.machine
+    );
+    assert!(text.contains("suite passed"), "{text}");
+}
+
+#[test]
+fn mcp_client_suite_local() {
+    suite(&Bed::local());
+}
+
+/// The suite on the sshd bed, plus a second machine on it that logs in with the sentinel
+/// password: the password appears in no tool result and nowhere in the trace log of a server
+/// that uses it.
+#[test]
+fn mcp_client_suite_ssh_keeps_the_password_secret() {
+    let bed = Bed::ssh();
+    let sshd = bed.sshd().expect("an sshd bed");
+    let port = sshd.port.to_string();
+    let known = sshd.known_hosts.to_str().unwrap().to_string();
+    let work = bed.work_str();
+    let add = [
+        "machine",
+        "add",
+        "bedpw",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        &port,
+        "--user",
+        TEST_USER,
+        "--known-hosts-file",
+        &known,
+        "--default-cwd",
+        &work,
+        "--password-stdin",
+        "--json",
+    ];
+    let r = common::run_command(bed.command(&add), Some(&format!("{SENTINEL_PASSWORD}\n")));
+    assert_eq!(r.code, 0, "{r:?}");
+    let (ok, text) = client_with(
+        &bed,
+        &["suite"],
+        &[
+            ("RR_SECRET", SENTINEL_PASSWORD),
+            ("RR_SECRET_MACHINE", "bedpw"),
+        ],
+    );
+    println!("{text}");
+    assert!(
+        ok,
+        "the MCP client's checks failed on {}:\n{text}",
+        bed.machine
+    );
+    assert!(text.contains("suite passed"), "{text}");
+}
+
+/// `session_exec` of `true` on a warm session through the server, as the Python client sees
+/// it. The bound is loose (a debug build on a shared machine); docs/benchmarks.md has the
+/// release build's number.
+fn latency(bed: &Bed) {
+    let (ok, text) = client(bed, &["bench", "100"]);
+    assert!(ok, "{text}");
+    let line = text.lines().last().unwrap_or_default();
+    let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {text}"));
+    println!("session_exec of `true` through remote-runner mcp: {v}");
+    let median = v["median_ms"].as_f64().expect("median_ms");
+    assert!(median < 100.0, "a warm session_exec took {median} ms: {v}");
+}
+
+both_machines!(mcp_exec_latency, latency);
+
+/// The subcommand's surface: `mcp --help` names the scope flags, and a machine that does not
+/// exist is refused before anything is served.
+#[test]
+fn unknown_machine_is_refused_at_start() {
+    let sb = common::Sandbox::new();
+    let help = sb.run(&["mcp", "--help"]);
+    assert_eq!(help.code, 0, "{help:?}");
+    for flag in ["--machine", "--read-only", "--max-output-bytes"] {
+        assert!(
+            help.stdout.contains(flag),
+            "{flag} missing: {}",
+            help.stdout
+        );
+    }
+    let r = sb.run(&["mcp", "--machine", "nowhere", "--json"]);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert_eq!(r.error()["code"], "unknown_machine", "{r:?}");
+}

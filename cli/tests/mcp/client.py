@@ -1,0 +1,497 @@
+"""Drives `remote-runner mcp` with the official MCP Python SDK (the `mcp` package).
+
+Run by cli/tests/mcp.rs, which sets the environment:
+  RR_BIN        the remote-runner binary
+  RR_STATE_DIR  the sandbox's state dir
+  RR_MACHINE    the machine to test on (`local` or the sshd bed's `bed`)
+  RR_WORK       a work directory on that machine, also readable here
+  HOME, REMOTE_RUNNER_SSH_CONFIG (for the bed) are passed on to the server.
+  RR_SECRET, RR_SECRET_MACHINE (optional) a machine added with a password, and the password:
+                it must appear in no tool result of the suite, and nowhere in the log of a server
+                at RUST_LOG=trace that uses the machine.
+
+`client.py suite` checks every tool, error shape, truncation, progress, cancel, a server
+restart and the scope flags; `client.py bench N` prints the latency of `session_exec` of `true`
+on a warm session as one JSON line. Any failed check raises, so the exit code says it all.
+"""
+
+import asyncio
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import asynccontextmanager
+
+import jsonschema
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+BIN = os.environ["RR_BIN"]
+STATE = os.environ["RR_STATE_DIR"]
+MACHINE = os.environ["RR_MACHINE"]
+WORK = os.environ["RR_WORK"]
+
+TOOLS = {
+    "machine_list": [],
+    "session_create": ["machine", "cwd"],
+    "session_list": [],
+    "session_exec": ["session_id", "command", "timeout_s", "background"],
+    "command_wait": ["session_id", "command_id", "timeout_s"],
+    "command_stop": ["session_id", "command_id"],
+    "session_send": ["session_id", "input", "keys", "wait_for", "quiet_ms", "timeout_s"],
+    "session_read": ["session_id", "since"],
+    "session_destroy": ["session_id"],
+    "file_read": ["session_id", "path", "offset", "length"],
+    "file_write": ["session_id", "path", "content"],
+    "file_put": ["session_id", "local", "remote"],
+    "file_get": ["session_id", "local", "remote"],
+    "run_once": ["machine", "command", "cwd", "inputs", "artifacts"],
+    "code_run": ["machine", "language", "program", "time_budget_s"],
+}
+SEEN = []  # every tool result's text and JSON, searched for the secret at the end
+ERRLOG = os.path.join(os.path.dirname(STATE), "mcp-server-stderr.log")
+READING = {"machine_list", "session_list", "session_read", "command_wait", "file_read"}
+MAX_OUTPUT = 64 * 1024
+
+
+def env(extra=None):
+    e = {"HOME": os.environ["HOME"], "PATH": os.environ["PATH"]}
+    for k in ("REMOTE_RUNNER_SSH_CONFIG", "RUST_LOG", "REMOTE_RUNNER_KEEPER"):
+        if k in os.environ:
+            e[k] = os.environ[k]
+    return {**e, **(extra or {})}
+
+
+@asynccontextmanager
+async def server(*flags, extra_env=None, errlog_path=ERRLOG):
+    params = StdioServerParameters(
+        command=BIN, args=["--state-dir", STATE, "mcp", *flags], env=env(extra_env)
+    )
+    with open(errlog_path, "a") as errlog:
+        async with stdio_client(params, errlog=errlog) as (r, w):
+            async with ClientSession(r, w) as s:
+                await s.initialize()
+                call = s.call_tool
+
+                async def recorded(*a, **k):
+                    res = await call(*a, **k)
+                    SEEN.append(text(res) + json.dumps(res.structured_content))
+                    return res
+
+                s.call_tool = recorded
+                yield s
+
+
+def cli(*args):
+    """The CLI beside the server, on the same state dir: its --json object."""
+    out = subprocess.run(
+        [BIN, "--state-dir", STATE, *args, "--json"],
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, f"{args}: {out.stderr}"
+    return json.loads(out.stdout)
+
+
+def text(res):
+    return "".join(c.text for c in res.content if c.type == "text")
+
+
+async def ok(s, tool, args, **kw):
+    res = await s.call_tool(tool, args, **kw)
+    assert not res.is_error, f"{tool} {args} failed: {text(res)}"
+    assert isinstance(res.structured_content, dict), res
+    return res
+
+
+async def tool_error(s, tool, args, code):
+    res = await s.call_tool(tool, args)
+    assert res.is_error, f"{tool} {args} should have failed: {text(res)}"
+    assert f"[{code}]" in text(res), text(res)
+    err = res.structured_content["error"]
+    assert err["code"] == code, err
+    assert err["message"] and isinstance(err["retryable"], bool), err
+    return res
+
+
+async def exec_(s, sid, command, **extra):
+    res = await ok(s, "session_exec", {"session_id": sid, "command": command, **extra})
+    return res, res.structured_content
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+    print(f"ok: {what}", flush=True)
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+async def initialize_and_list(s):
+    tools = (await s.list_tools()).tools
+    names = {t.name for t in tools}
+    check(names == set(TOOLS), f"the fifteen tools are listed: {sorted(names)}")
+    for t in tools:
+        schema = t.input_schema
+        jsonschema.Draft202012Validator.check_schema(schema)
+        assert schema["type"] == "object", t.name
+        assert sorted(schema["properties"]) == sorted(TOOLS[t.name]), (t.name, schema)
+        assert schema.get("additionalProperties") is False, t.name
+        a = t.annotations
+        assert a.read_only_hint == (t.name in READING), t.name
+        if not a.read_only_hint:
+            assert a.destructive_hint is not None, t.name
+    check(True, "every input schema is a valid JSON Schema with the issue's arguments")
+    ann = {t.name: t.annotations for t in tools}
+    check(
+        ann["session_exec"].destructive_hint and not ann["session_exec"].idempotent_hint,
+        "session_exec is destructive and not idempotent",
+    )
+    check(ann["command_stop"].idempotent_hint, "command_stop is idempotent")
+
+
+async def basics(s):
+    res = await ok(s, "machine_list", {})
+    ids = [m["machine_id"] for m in res.structured_content["machines"]]
+    check(MACHINE in ids, f"machine_list has {MACHINE}: {ids}")
+    check(res.structured_content == cli("machine", "list"), "machine_list is `machine list --json`")
+
+    res = await ok(s, "session_create", {"machine": MACHINE, "cwd": WORK})
+    sid = res.structured_content["session_id"]
+    check(res.structured_content["cwd"] == WORK and sid in text(res), "session_create")
+    listed = [x["session_id"] for x in cli("session", "list")["sessions"]]
+    check(sid in listed, "the session shows in `remote-runner session list`")
+    res = await ok(s, "session_list", {})
+    check(sid in [x["session_id"] for x in res.structured_content["sessions"]], "session_list")
+    return sid
+
+
+async def commands(s, sid):
+    res, rec = await exec_(s, sid, "echo hello; echo oops >&2")
+    check(
+        rec["status"] == "completed" and rec["exit_code"] == 0 and rec["stdout"] == "hello\n",
+        "session_exec returns status, exit code and stdout",
+    )
+    check("hello" in text(res) and "oops" in text(res), "the text carries stdout and stderr")
+    shown = cli("session", "command", "show", "--session", sid, "--command-id", rec["command_id"])
+    check(sorted(shown) == sorted(rec), "the result has the CLI record's fields")
+    for k in ("command_id", "status", "exit_code", "stdout", "stderr", "stdout_bytes", "mode"):
+        assert shown[k] == rec[k], (k, shown[k], rec[k])
+    check(True, "and their values")
+
+    res, rec = await exec_(s, sid, "sh -c 'exit 3'")
+    check(
+        not res.is_error and rec["exit_code"] == 3 and rec["status"] == "failed",
+        "a failing command is a result: exit_code 3, isError false",
+    )
+    await tool_error(s, "session_exec", {"session_id": "sess_missing", "command": "true"}, "unknown_session")
+    check(True, "an unknown session is a tool error with its code")
+
+    await exec_(s, sid, "mkdir -p sub && cd sub && export RR_MCP_VAR=kept")
+    _, rec = await exec_(s, sid, 'pwd; echo "$RR_MCP_VAR"')
+    check(rec["stdout"] == f"{WORK}/sub\nkept\n", "cd and export persist between calls")
+    await exec_(s, sid, f"cd {WORK}")
+
+    res, rec = await exec_(s, sid, "sleep 2; echo late", timeout_s=0.5)
+    check(
+        rec["status"] == "running" and rec["wait_timed_out"] and rec["command_id"] in text(res),
+        "past timeout_s: status running with the command_id",
+    )
+    res = await ok(s, "command_wait", {"session_id": sid, "command_id": rec["command_id"], "timeout_s": 30})
+    w = res.structured_content
+    check(w["status"] == "completed" and w["stdout"] == "late\n", "command_wait gets the end")
+
+    _, rec = await exec_(s, sid, "sleep 1; echo bg", background=True)
+    check(rec["status"] == "running" and rec["mode"] == "background", "background returns at once")
+    res = await ok(s, "command_wait", {"session_id": sid, "command_id": rec["command_id"]})
+    check(res.structured_content["stdout"] == "bg\n", "a background command's output")
+
+    _, rec = await exec_(s, sid, "sleep 100", background=True)
+    ref = {"session_id": sid, "command_id": rec["command_id"]}
+    res = await ok(s, "command_stop", ref)
+    check(res.structured_content["status"] == "stopped", "command_stop stops it")
+    res = await ok(s, "command_stop", ref)
+    check(res.structured_content["already_finished"] is True, "stopping again is safe")
+
+
+async def bad_arguments(s, sid):
+    await tool_error(s, "session_exec", {"session_id": sid}, "invalid_argument")
+    res = await tool_error(
+        s, "session_exec", {"session_id": sid, "command": "true", "timeout_s": "soon"}, "invalid_argument"
+    )
+    check("session_exec" in text(res), "a wrong type names the tool")
+    res = await tool_error(s, "session_exec", {"session_id": sid, "command": "true", "nope": 1}, "invalid_argument")
+    check("nope" in text(res), "an unknown argument is named")
+    await tool_error(s, "session_exec", {"session_id": sid, "command": "true", "timeout_s": -1}, "invalid_argument")
+    res = await s.call_tool("no_such_tool", {})
+    check(res.is_error and "no_such_tool" in text(res), "an unknown tool is a clear error")
+    _, rec = await exec_(s, sid, "echo still")
+    check(rec["stdout"] == "still\n", "the server keeps serving after bad arguments")
+
+
+async def truncation(s, sid):
+    n = 1_400_000
+    expected = ("\n".join(str(i) for i in range(1, n + 1)) + "\n").encode()
+    assert len(expected) > 10_000_000
+    t = time.perf_counter()
+    res, rec = await exec_(s, sid, f"seq 1 {n}", timeout_s=120)
+    took = time.perf_counter() - t
+    body = text(res)
+    check(rec["stdout_bytes"] == len(expected) and rec["stdout_truncated"], "10 MB: the full size is known")
+    check(len(rec["stdout"]) <= MAX_OUTPUT + 512, f"the structured stdout is capped ({len(rec['stdout'])})")
+    check(len(body) <= 2 * MAX_OUTPUT, f"the text is capped ({len(body)} bytes)")
+    check(rec["stdout"].startswith("1\n2\n3\n") and rec["stdout"].endswith(f"{n - 1}\n{n}\n"), "head and tail kept")
+    check(f"{len(expected)} bytes in all" in body and "file_read" in body, "the note says how to read the rest")
+    got = bytearray()
+    while True:
+        r = await ok(s, "file_read", {"session_id": sid, "path": rec["remote_stdout_file"], "offset": len(got)})
+        c = r.structured_content
+        assert c["encoding"] == "utf-8" and c["bytes"] <= MAX_OUTPUT, c["bytes"]
+        got += c["content"].encode()
+        if c["eof"]:
+            break
+    check(
+        hashlib.sha256(got).hexdigest() == hashlib.sha256(expected).hexdigest(),
+        f"the whole 10 MB read back with file_read is exact ({len(got)} bytes; exec took {took:.2f} s)",
+    )
+    r = await ok(s, "session_read", {"session_id": sid})
+    check(r.structured_content["bytes"] <= MAX_OUTPUT and r.structured_content["more"], "session_read is capped too")
+
+
+async def progress_and_cancel(s, sid):
+    seen = []
+
+    async def on_progress(progress, total, message):
+        seen.append((progress, message))
+
+    res = await ok(
+        s,
+        "session_exec",
+        {"session_id": sid, "command": "for i in 1 2 3 4 5; do echo line$i; sleep 0.5; done", "timeout_s": 30},
+        progress_callback=on_progress,
+    )
+    check(res.structured_content["stdout"].count("line") == 5, "the command ran to its end")
+    check(len(seen) >= 2, f"progress notifications while it ran: {seen}")
+    check(all(b[0] > a[0] for a, b in zip(seen, seen[1:])), "progress increases")
+    check(any("line" in (m or "") and "bytes" in (m or "") for _, m in seen), "with bytes so far and the last line")
+
+    marker = f"{WORK}/cancelled-marker"
+    t = time.perf_counter()
+    try:
+        await s.call_tool(
+            "session_exec",
+            {"session_id": sid, "command": f"sleep 3; echo done > {marker}", "timeout_s": 60},
+            read_timeout_seconds=1.0,
+        )
+        raise AssertionError("the call should have been abandoned")
+    except AssertionError:
+        raise
+    except Exception as e:  # the SDK's timeout error; it sends notifications/cancelled
+        print(f"abandoned: {type(e).__name__}")
+    check(time.perf_counter() - t < 2.5, "the client stopped waiting")
+    r = await ok(s, "machine_list", {})
+    check(bool(r.structured_content["machines"]), "the server answers after a cancel")
+    logs = [x.uri for x in (await s.list_resources()).resources if f"/sessions/{sid}/commands/" in str(x.uri)]
+    cid = str(logs[-1]).split("/commands/")[1].split("/")[0]
+    r = await ok(s, "command_wait", {"session_id": sid, "command_id": cid, "timeout_s": 30})
+    check(r.structured_content["status"] == "completed", "the cancelled call's command went on to its end")
+    r = await ok(s, "file_read", {"session_id": sid, "path": marker})
+    check(r.structured_content["content"] == "done\n", "and did its work")
+
+
+async def send_and_read(s, sid):
+    _, rec = await exec_(s, sid, "read -r answer; echo got:$answer", timeout_s=0.5)
+    assert rec["status"] == "running", rec
+    res = await ok(s, "session_send", {"session_id": sid, "input": "forty-two"})
+    check(res.structured_content["bytes_sent"] == len("forty-two"), "session_send types the input")
+    r = await ok(s, "command_wait", {"session_id": sid, "command_id": rec["command_id"], "timeout_s": 30})
+    check(r.structured_content["stdout"] == "got:forty-two\n", "the program got it")
+    for arg in ({"keys": ["C-c"]}, {"wait_for": "$"}, {"quiet_ms": 100}):
+        res = await tool_error(s, "session_send", {"session_id": sid, "input": "x", **arg}, "not_implemented")
+        check(list(arg)[0] in text(res), f"session_send says it cannot take {list(arg)[0]} yet")
+    r = await ok(s, "session_read", {"session_id": sid})
+    c = r.structured_content
+    check(c["since"] == 0 and c["cursor"] == c["bytes"] and "hello" in c["text"], "session_read from the start")
+    r2 = await ok(s, "session_read", {"session_id": sid, "since": c["cursor"]})
+    check(r2.structured_content["since"] == c["cursor"], "session_read from a cursor")
+
+
+async def files(s, sid):
+    await tool_error(s, "file_write", {"session_id": sid, "path": "nodir/a.txt", "content": "x"}, "remote_not_found")
+    await exec_(s, sid, "mkdir -p notes")
+    r = await ok(s, "file_write", {"session_id": sid, "path": "notes/a.txt", "content": "héllo\nwörld\n"})
+    check(r.structured_content["path"] == f"{WORK}/notes/a.txt", "file_write: relative to the session's cwd")
+    r = await ok(s, "file_read", {"session_id": sid, "path": "notes/a.txt"})
+    check(r.structured_content["content"] == "héllo\nwörld\n", "file_read reads it back")
+    r = await ok(s, "file_read", {"session_id": sid, "path": "notes/a.txt", "offset": 7, "length": 3})
+    check(r.structured_content["content"] == "wö", "offset and length count bytes")
+    await exec_(s, sid, "printf '\\377\\376\\000' > bin")
+    r = await ok(s, "file_read", {"session_id": sid, "path": "bin"})
+    check(r.structured_content["encoding"] == "base64" and r.structured_content["content"] == "//4A", "bytes as base64")
+    await tool_error(s, "file_read", {"session_id": sid, "path": "absent.txt"}, "remote_not_found")
+
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "up.bin")
+        data = os.urandom(300_000)
+        with open(src, "wb") as f:
+            f.write(data)
+        r = await ok(s, "file_put", {"session_id": sid, "local": src, "remote": "up.bin"})
+        check(r.structured_content["status"] == "succeeded", "file_put")
+        back = os.path.join(d, "back.bin")
+        r = await ok(s, "file_get", {"session_id": sid, "local": back, "remote": "up.bin"})
+        with open(back, "rb") as f:
+            check(f.read() == data, "file_get brings the same bytes back")
+
+
+async def runs(s):
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "in.txt")
+        with open(src, "w") as f:
+            f.write("input\n")
+        out = os.path.join(d, "out.txt")
+        r = await ok(
+            s,
+            "run_once",
+            {
+                "machine": MACHINE,
+                "cwd": WORK,
+                "command": "cat in.txt > out.txt; echo made >> out.txt; exit 4",
+                "inputs": [{"local": src, "remote": "in.txt"}],
+                "artifacts": [{"remote": "out.txt", "local": out}],
+            },
+        )
+        m = r.structured_content
+        check(m["exit_code"] == 4 and not r.is_error, "run_once: the exit code, not a tool error")
+        with open(out) as f:
+            check(f.read() == "input\nmade\n", "run_once: inputs up, artifacts down")
+    r = await ok(s, "code_run", {"machine": MACHINE, "language": "python", "program": "print('hi')\nreturn 6 * 7"})
+    check(r.structured_content.get("value") == 42 and r.structured_content["logs"] == ["hi"], "code_run")
+    r = await ok(s, "code_run", {"machine": MACHINE, "language": "python", "program": "raise ValueError('no')"})
+    check(r.structured_content["error"]["kind"] == "exception" and not r.is_error, "a failing program is a result")
+
+
+async def resources(s, sid):
+    res = (await s.list_resources()).resources
+    uris = [str(r.uri) for r in res]
+    t = f"remote-runner://sessions/{sid}/transcript"
+    check(t in uris, "the transcript is listed")
+    logs = [u for u in uris if u.startswith(f"remote-runner://sessions/{sid}/commands/")]
+    check(len(logs) >= 3, "command logs are listed")
+    tr = await s.read_resource(t)
+    check("hello" in tr.contents[0].text, "the transcript reads")
+    templates = (await s.list_resource_templates()).resource_templates
+    check(len(templates) == 2, "two resource templates")
+    first = await s.read_resource(logs[0])
+    check("hello" in first.contents[0].text, "a command log reads")
+
+
+async def destroy(s, sid):
+    r = await ok(s, "session_destroy", {"session_id": sid})
+    check(r.structured_content["status"] == "destroyed", "session_destroy")
+    st = [x["status"] for x in cli("session", "list")["sessions"] if x["session_id"] == sid]
+    check(st == ["destroyed"], "the CLI sees it destroyed")
+
+
+async def suite():
+    async with server() as s:
+        await initialize_and_list(s)
+        sid = await basics(s)
+        await commands(s, sid)
+        await bad_arguments(s, sid)
+        await exec_(s, sid, "export RR_BEFORE_RESTART=yes")
+    # A new server process: the session, its shell and its state are still there.
+    async with server() as s:
+        r = await ok(s, "session_list", {})
+        mine = [x for x in r.structured_content["sessions"] if x["session_id"] == sid]
+        check(mine and mine[0]["status"] == "active", "after a server restart the session is listed")
+        _, rec = await exec_(s, sid, 'echo "$RR_BEFORE_RESTART"')
+        check(rec["stdout"] == "yes\n", "and its shell kept its state")
+        await truncation(s, sid)
+        await progress_and_cancel(s, sid)
+        await send_and_read(s, sid)
+        await files(s, sid)
+        await runs(s)
+        await resources(s, sid)
+    async with server("--read-only") as s:
+        names = {t.name for t in (await s.list_tools()).tools}
+        check(names == READING, f"--read-only lists the reading tools only: {sorted(names)}")
+        await tool_error(s, "session_exec", {"session_id": sid, "command": "true"}, "permission_denied")
+        r = await ok(s, "session_read", {"session_id": sid})
+        check(r.structured_content["bytes"] > 0, "reading works under --read-only")
+    async with server("--max-output-bytes", "4096") as s:
+        _, rec = await exec_(s, sid, "seq 1 5000; seq 1 3000 >&2")
+        check(
+            rec["stdout_truncated"] and len(rec["stdout"]) <= 4096 + 512 and rec["stderr_truncated"],
+            f"--max-output-bytes 4096 caps both excerpts ({len(rec['stdout'])}, {len(rec['stderr'])})",
+        )
+        r = await ok(s, "file_read", {"session_id": sid, "path": rec["remote_stdout_file"], "length": 100000})
+        check(r.structured_content["bytes"] == 4096, "and file_read's length")
+    if MACHINE != "local":
+        async with server("--machine", "local") as s:
+            r = await ok(s, "machine_list", {})
+            check([m["machine_id"] for m in r.structured_content["machines"]] == ["local"], "--machine limits machine_list")
+            await tool_error(s, "session_exec", {"session_id": sid, "command": "true"}, "permission_denied")
+            await tool_error(s, "session_create", {"machine": MACHINE}, "permission_denied")
+            r = await ok(s, "session_list", {})
+            check(sid not in [x["session_id"] for x in r.structured_content["sessions"]], "and session_list")
+    async with server() as s:
+        await destroy(s, sid)
+    await secrets()
+    print("suite passed")
+
+
+async def secrets():
+    secret, machine = os.environ.get("RR_SECRET"), os.environ.get("RR_SECRET_MACHINE")
+    if not secret:
+        return
+    trace = ERRLOG + ".trace"
+    async with server(extra_env={"RUST_LOG": "trace"}, errlog_path=trace) as s:
+        r = await ok(s, "machine_list", {})
+        check(machine in [m["machine_id"] for m in r.structured_content["machines"]], "the password machine is listed")
+        r = await ok(s, "session_create", {"machine": machine, "cwd": WORK})
+        psid = r.structured_content["session_id"]
+        _, rec = await exec_(s, psid, "echo over-password")
+        check(rec["stdout"] == "over-password\n", "a session over password authentication")
+        await ok(s, "session_destroy", {"session_id": psid})
+        await tool_error(s, "session_exec", {"session_id": "sess_missing", "command": "true"}, "unknown_session")
+    with open(trace) as f:
+        log = f.read()
+    check(len(log) > 0, f"the server logged ({len(log)} bytes at RUST_LOG=trace)")
+    check(not any(secret in x for x in SEEN), f"the password is in none of {len(SEEN)} tool results")
+    check(secret not in log, "nor in the server's log")
+
+
+async def bench(n):
+    async with server() as s:
+        r = await ok(s, "session_create", {"machine": MACHINE, "cwd": WORK})
+        sid = r.structured_content["session_id"]
+        for _ in range(20):
+            await exec_(s, sid, "true")
+        times = []
+        for _ in range(n):
+            t = time.perf_counter()
+            res = await s.call_tool("session_exec", {"session_id": sid, "command": "true"})
+            times.append((time.perf_counter() - t) * 1000)
+            assert res.structured_content["exit_code"] == 0
+        await ok(s, "session_destroy", {"session_id": sid})
+    times.sort()
+    print(json.dumps({
+        "machine": MACHINE,
+        "calls": n,
+        "median_ms": round(times[n // 2], 2),
+        "p90_ms": round(times[int(n * 0.9)], 2),
+        "min_ms": round(times[0], 2),
+    }))
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "suite":
+        asyncio.run(suite())
+    else:
+        asyncio.run(bench(int(sys.argv[2])))
