@@ -50,6 +50,10 @@ const STARTUP_NOISE_ROOM: usize = 64 << 10;
 /// Exit status of the bootstrap line when the control script is not installed yet.
 const NOT_INSTALLED: i32 = 97;
 
+/// Exit status of the bootstrap line when the control script or a directory above it fails
+/// the ownership check: nothing was run.
+const INSECURE: i32 = 98;
+
 /// One call of a control-script verb.
 #[derive(Debug, Clone)]
 pub struct Call<'a> {
@@ -145,12 +149,18 @@ impl<'a> Call<'a> {
         }
         let nonce = uuid::Uuid::new_v4().simple().to_string();
         let out = self.exec_once(transport, &nonce).await?;
+        if let Some(e) = refusal(transport, &out.status, &out.stdout, &nonce) {
+            return Err(e);
+        }
         if out.status.code() == Some(NOT_INSTALLED)
             && let Some(root) = install_request(&out.stdout, &nonce)
         {
             install(transport, &root).await?;
             let nonce = uuid::Uuid::new_v4().simple().to_string();
             let out = self.exec_once(transport, &nonce).await?;
+            if let Some(e) = refusal(transport, &out.status, &out.stdout, &nonce) {
+                return Err(e);
+            }
             return unframe(transport, out, &nonce).map(|o| self.cap(o));
         }
         unframe(transport, out, &nonce).map(|o| self.cap(o))
@@ -228,14 +238,87 @@ pub async fn sh_stream<T: Transport + ?Sized>(
 }
 
 /// The one line sent to the login shell: only words and one single-quoted string without `'`,
-/// `\` or `!`, which bash, zsh, fish, dash, ksh and tcsh all read the same way.
+/// `\`, `!` or a newline, which bash, zsh, fish, dash, ksh and tcsh all read the same way.
+///
+/// Before it runs the control script, the line itself checks it the way OpenSSH's StrictModes
+/// checks `authorized_keys`: the script and every directory above it, up to the home directory
+/// (or `/` for a state root outside it), must belong to the account or root, be a plain file or
+/// directory, and be writable by no one else (a root-owned sticky directory such as `/tmp`
+/// excepted). The check cannot live in the script: a script someone else put there would
+/// check itself. Anything else prints `@rr:NONCE:insecure MODE UID PATH` and exits
+/// [`INSECURE`]; nothing runs.
 pub fn bootstrap_line(verb: &str, nonce: &str) -> String {
     debug_assert!(verb.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'));
     format!(
         "exec /bin/sh -c 'r=${{XDG_STATE_HOME:-}}; case $r in /*) ;; *) r=$HOME/.local/state ;; \
-         esac; f=$r/remote-runner/lib/{ctl}; if [ -r \"$f\" ]; then exec /bin/sh \"$f\" \"$@\"; fi; \
-         printf \"@rr:%s:install %s\\n\" \"$2\" \"$r/remote-runner\"; exit {NOT_INSTALLED}' rr {verb} {nonce}",
+         esac; f=$r/remote-runner/lib/{ctl}; if [ -r \"$f\" ]; then {check} \
+         exec /bin/sh \"$f\" \"$v\" \"$n\"; fi; printf \"@rr:%s:install %s\\n\" \"$2\" \
+         \"$r/remote-runner\"; exit {NOT_INSTALLED}' rr {verb} {nonce}",
         ctl = CTL_NAME.as_str(),
+        check = CHECK_BEFORE_EXEC,
+    )
+}
+
+/// The StrictModes check of `$f` in the bootstrap line (see [`bootstrap_line`]): ends with
+/// `v`, `n` holding the verb and nonce, or prints the refusal and exits. One `ls -ldn` per
+/// path: its mode and owner's uid are the first and third words.
+const CHECK_BEFORE_EXEC: &str = "v=$1 n=$2 u=$(id -u) p=$f; set -f; while :; do \
+    set -- $(LC_ALL=C ls -ldn -- \"$p\" 2>/dev/null) - - -; \
+    case $3 in \"$u\"|0) ;; *) break ;; esac; \
+    case $1 in [-d]????w*|[-d]???????w*) case $3/$1 in 0/d????????t*) ;; *) break ;; esac ;; \
+    [-d]*) ;; *) break ;; esac; \
+    case $p in \"$HOME\"|/) p=; break ;; esac; p=${p%/*}; p=${p:-/}; done; \
+    if [ -n \"$p\" ]; then printf \"@rr:%s:insecure %s %s %s\\n\" \"$n\" \"$1\" \"$3\" \"$p\"; \
+    exit 98; fi;";
+
+/// The `insecure_remote_dir` error of a bootstrap line that refused to run the control script
+/// (exit status [`INSECURE`] and its `@rr:NONCE:insecure MODE UID PATH` line), if it did.
+fn refusal<T: Transport + ?Sized>(
+    transport: &T,
+    status: &crate::transport::ExitStatus,
+    stdout: &[u8],
+    nonce: &str,
+) -> Option<Error> {
+    if status.code() != Some(INSECURE) {
+        return None;
+    }
+    let marker = format!("@rr:{nonce}:insecure ");
+    let text = String::from_utf8_lossy(stdout);
+    let start = text.find(&marker)? + marker.len();
+    let line = text[start..].lines().next()?;
+    let mut words = line.splitn(3, ' ');
+    let (mode, uid, path) = (words.next()?, words.next()?, words.next()?);
+    let why = if mode == "-" {
+        format!("{path} could not be read")
+    } else {
+        format!(
+            "{path} (mode {mode}, owner uid {uid}) is not the account's own, or others can write to it"
+        )
+    };
+    Some(insecure_error(
+        transport,
+        &format!(
+            "refusing to run remote-runner's control script {}",
+            CTL_NAME.as_str()
+        ),
+        &why,
+    ))
+}
+
+/// The `insecure_remote_dir` error: `what` was refused because of `why` (which names the path).
+/// The fix is the same wherever the check is made.
+pub fn insecure_error<T: Transport + ?Sized>(transport: &T, what: &str, why: &str) -> Error {
+    let why = crate::util::printable_excerpt(why.as_bytes(), 400);
+    Error::new(
+        ErrorCode::InsecureRemoteDir,
+        format!(
+            "{what} on {}: {why}; every directory from the home down to remote-runner's files \
+             must belong to the account (or root) and be writable by no one else, since another \
+             user could put a script there that would run as you. If you did not create it, \
+             remove it; otherwise fix it with `chown` and `chmod go-w`, or set XDG_STATE_HOME to a \
+             directory the account owns",
+            transport.describe()
+        ),
     )
 }
 
