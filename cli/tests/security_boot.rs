@@ -119,18 +119,26 @@ impl Bed {
         common::run_command(cmd, None)
     }
 
+    fn machine(&self) -> &str {
+        if self.sshd.is_some() { "bed" } else { "local" }
+    }
+
     /// `session create` must be refused with `insecure_remote_dir` naming `path`.
     fn refused(&self, path: &Path) {
-        let machine = if self.sshd.is_some() { "bed" } else { "local" };
         let r = self.run(&[
             "session",
             "create",
             "--machine",
-            machine,
+            self.machine(),
             "--cwd",
             self.work.to_str().unwrap(),
             "--json",
         ]);
+        self.refusal(r, path);
+    }
+
+    /// `r` is an `insecure_remote_dir` naming `path`, and the planted script never ran.
+    fn refusal(&self, r: Run, path: &Path) {
         assert!(
             !self.marker().exists(),
             "the planted script ran as the account: {r:?}"
@@ -263,6 +271,71 @@ fn renamed_in_a_group_writable_parent(bed: Bed) {
     bed.refused(&ctl);
 }
 
+/// The code runtime's runner is checked before it runs: its directory turned group-writable,
+/// another user of that group swaps the runner for their own.
+fn swapped_code_runner(bed: Bed) {
+    let code_run = |language: &str| {
+        let mut cmd = bed.sb.command(&[
+            "code",
+            "run",
+            "--machine",
+            bed.machine(),
+            "--language",
+            language,
+            "--cwd",
+            bed.work.to_str().unwrap(),
+            "--json",
+        ]);
+        cmd.env_remove("SSH_AUTH_SOCK");
+        match &bed.sshd {
+            Some(sshd) => cmd.env("REMOTE_RUNNER_SSH_CONFIG", &sshd.ssh_config),
+            None => cmd.env("XDG_STATE_HOME", &bed.xdg),
+        };
+        common::run_command(cmd, Some("return 6 * 7"))
+    };
+    std::fs::create_dir(&bed.xdg).unwrap();
+    chmod(&bed.xdg, 0o700);
+    bed.give(&bed.xdg, bed.victim());
+    for language in ["javascript", "python"] {
+        let r = code_run(language);
+        assert_eq!(r.code, 0, "{r:?}");
+        assert_eq!(r.json()["value"], 42, "{r:?}");
+    }
+    let code = bed.xdg.join("remote-runner/code");
+    let st = Command::new("chown")
+        .arg(format!("{}:{}", bed.victim(), bed.attacker))
+        .arg(&code)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    chmod(&code, 0o770);
+    for (language, ext) in [("javascript", "js"), ("python", "py")] {
+        let runner = std::fs::read_dir(&code)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                let name = p.file_name().unwrap().to_string_lossy();
+                name.starts_with("runner-") && name.ends_with(&format!(".{ext}"))
+            })
+            .expect("the runner was uploaded");
+        // As the attacker (a member of the directory's group).
+        std::fs::rename(&runner, code.join(format!("old.{ext}"))).unwrap();
+        let planted = if ext == "js" {
+            format!(
+                "require('fs').writeFileSync('{}', '')\n",
+                bed.marker().display()
+            )
+        } else {
+            format!("open('{}', 'w').close()\n", bed.marker().display())
+        };
+        std::fs::write(&runner, planted).unwrap();
+        bed.give(&runner, &bed.attacker);
+        let r = code_run(language);
+        bed.refusal(r, &runner);
+    }
+}
+
 macro_rules! both {
     ($($name:ident),* $(,)?) => {$(
         mod $name {
@@ -282,4 +355,5 @@ both!(
     planted_before_the_account_came,
     swapped_after_install,
     renamed_in_a_group_writable_parent,
+    swapped_code_runner,
 );

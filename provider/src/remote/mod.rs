@@ -305,6 +305,44 @@ fn refusal<T: Transport + ?Sized>(
     ))
 }
 
+/// Exit status of a script whose [`check_script_sh`] refused the file it was about to run.
+const SCRIPT_REFUSED: i32 = 88;
+
+/// POSIX sh for the start of a script run through the control plane ([`sh`],
+/// `Transport::exec`) that is about to run the engine's own file `path` (the code runtime's
+/// runner): the file and every directory above it must pass the control script's StrictModes
+/// check (`rr_secure_chain`), or the script prints the reason after `token` and exits before
+/// anything runs. [`script_refusal`] turns that into the error; `token` (fresh per call) keeps
+/// what the file prints later from being taken for a refusal.
+pub fn check_script_sh(path: &str, token: &str) -> String {
+    format!(
+        "rr_why=$(rr_secure_chain {path}) || {{ printf '%s %s\\n' {token} \"$rr_why\"; exit {SCRIPT_REFUSED}; }}\n",
+        path = shell_quote(path),
+        token = shell_quote(&format!("@rr-refused:{token}")),
+    )
+}
+
+/// The `insecure_remote_dir` error of a script whose [`check_script_sh`] (same `token`)
+/// refused to run `what`, if it did.
+pub fn script_refusal<T: Transport + ?Sized>(
+    transport: &T,
+    out: &ExecOutput,
+    token: &str,
+    what: &str,
+) -> Option<Error> {
+    if out.status.code() != Some(SCRIPT_REFUSED) {
+        return None;
+    }
+    let marker = format!("@rr-refused:{token} ");
+    let text = out.stdout_lossy();
+    let why = text.lines().find_map(|l| l.strip_prefix(&marker))?;
+    Some(insecure_error(
+        transport,
+        &format!("refusing to run {what}"),
+        why,
+    ))
+}
+
 /// The `insecure_remote_dir` error: `what` was refused because of `why` (which names the path).
 /// The fix is the same wherever the check is made.
 pub fn insecure_error<T: Transport + ?Sized>(transport: &T, what: &str, why: &str) -> Error {

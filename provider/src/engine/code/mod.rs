@@ -335,13 +335,16 @@ impl CodeRuntime {
             Some(dir) => format!("cd {} || exit 91\n", shell_quote(dir)),
             None => "cd || exit 91\n".to_string(),
         };
+        // The runner is checked (StrictModes) right before it runs.
+        let token = uuid::Uuid::new_v4().simple().to_string();
         let script = format!(
-            "d={dir}\nmkdir -m 700 \"$d\" || exit 90\n{cd}exec 3<&0\n\
+            "{check}d={dir}\nmkdir -m 700 \"$d\" || exit 90\n{cd}exec 3<&0\n\
              timeout -k 2 {secs:.3} {interp} {runner} <&3 3<&- &\n\
              p=$!\necho \"$p\" > \"$d/pid\"\nwait \"$p\"; s=$?\nkill -s KILL -- \"-$p\" 2>/dev/null || kill -s KILL \"-$p\" 2>/dev/null\nrm -rf \"$d\"\nexit $s\n",
             dir = shell_quote(&run_dir),
             interp = self.config.language.interpreter(),
             runner = shell_quote(&prepared.runner),
+            check = crate::remote::check_script_sh(&prepared.runner, &token),
         );
         let options = ExecOptions {
             stdin: Some(request.to_string().into_bytes()),
@@ -380,7 +383,15 @@ impl CodeRuntime {
             ));
         }
         let out = match outcome {
-            Ok(out) => out,
+            Ok(out) => {
+                let what = format!("the code runtime's runner {}", prepared.runner);
+                if let Some(e) =
+                    crate::remote::script_refusal(&*self.transport, &out, &token, &what)
+                {
+                    return Err(e);
+                }
+                out
+            }
             Err(e) if e.code == ErrorCode::Timeout => {
                 self.stop(&run_dir).await;
                 return Ok(CodeRunResult::failure(
