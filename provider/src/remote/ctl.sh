@@ -1,7 +1,7 @@
 # remote-runner control script (POSIX sh). Installed once per machine as
 #   ${XDG_STATE_HOME:-$HOME/.local/state}/remote-runner/lib/ctl-<content hash>.sh
 # and run by the one line every login shell parses (see provider/src/remote/mod.rs):
-#   exec /bin/sh -c '<find this file>' rr VERB NONCE
+#   exec /bin/sh -c '<find this file, check its owner and mode and those above it>' rr VERB NONCE
 # Parameters arrive on stdin as shell assignments, one or more lines, ended by the line
 # "@rr:NONCE:end"; whatever follows on stdin is the verb's data. Replies start after the line
 # "@rr:NONCE:begin" on stdout and on stderr, so nothing a startup file printed before can be

@@ -5,8 +5,11 @@
 //! every one of those shells parses the same way,
 //!
 //! ```text
-//! exec /bin/sh -c '<find ctl-HASH.sh under the state root and exec it>' rr VERB NONCE
+//! exec /bin/sh -c '<find ctl-HASH.sh under the state root, check it, exec it>' rr VERB NONCE
 //! ```
+//!
+//! (the check, of the script and the directories above it, is the line's own: see
+//! [`bootstrap_line`]),
 //!
 //! and everything variable travels as data: the verb's parameters as shell assignments on stdin
 //! (ended by a nonce line), then the verb's own input. The control script (`ctl.sh`, a real
