@@ -52,15 +52,20 @@ impl Bed {
     /// Over SSH: the account is testkit's login user, its XDG_STATE_HOME set by sshd; the
     /// attacker is another testkit account.
     fn ssh() -> Bed {
-        let attacker = remote_runner_testkit::ensure_login_account(LoginShell::Sh)
-            .expect("these tests run as root")
-            .user;
         let tmp = tempfile::Builder::new()
             .prefix("rr-boot-")
             .tempdir()
             .unwrap();
         chmod(tmp.path(), 0o755);
         let base = scenario_dir(tmp.path());
+        Bed::ssh_in(base, Some(tmp))
+    }
+
+    /// [`Bed::ssh`] with the scenario's directory `base`.
+    fn ssh_in(base: PathBuf, tmp: Option<tempfile::TempDir>) -> Bed {
+        let attacker = remote_runner_testkit::ensure_login_account(LoginShell::Sh)
+            .expect("these tests run as root")
+            .user;
         let xdg = base.join("state");
         let sshd = Sshd::builder()
             .config_line(format!("SetEnv XDG_STATE_HOME={}", xdg.display()))
@@ -74,7 +79,7 @@ impl Bed {
             xdg,
             work,
             attacker,
-            _tmp: Some(tmp),
+            _tmp: tmp,
         };
         let sshd = bed.sshd.as_ref().unwrap();
         let port = sshd.port.to_string();
@@ -111,7 +116,10 @@ impl Bed {
 
     fn run(&self, args: &[&str]) -> Run {
         let mut cmd = self.sb.command(args);
-        cmd.env_remove("SSH_AUTH_SOCK");
+        // Every call from a fresh process: no connection keeper holds control processes that
+        // started before a swap.
+        cmd.env_remove("SSH_AUTH_SOCK")
+            .env("REMOTE_RUNNER_KEEPER", "off");
         match &self.sshd {
             Some(sshd) => cmd.env("REMOTE_RUNNER_SSH_CONFIG", &sshd.ssh_config),
             None => cmd.env("XDG_STATE_HOME", &self.xdg),
@@ -334,6 +342,102 @@ fn swapped_code_runner(bed: Bed) {
         let r = code_run(language);
         bed.refusal(r, &runner);
     }
+}
+
+/// On a Slurm compute node the same line runs under `srun`, and checks the same way: a session
+/// whose control script is swapped after it started is refused there, naming the job.
+#[test]
+fn swapped_on_a_slurm_node() {
+    if !remote_runner_testkit::slurm::slurm_bed_or_skip() {
+        return;
+    }
+    // The nodes share the account's home, not /tmp.
+    let shared = remote_runner_testkit::slurm::SharedDir::new(TEST_USER).unwrap();
+    let base = scenario_dir(shared.path());
+    bed_give_tree(shared.path(), TEST_USER);
+    let bed = Bed::ssh_in(base, None);
+    let r = bed.run(&[
+        "machine",
+        "configure-scheduler",
+        "bed",
+        "--scheduler",
+        "slurm",
+        "--slurm-args",
+        "--time=10",
+        "--json",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    std::fs::create_dir(&bed.xdg).unwrap();
+    chmod(&bed.xdg, 0o700);
+    bed.give(&bed.xdg, TEST_USER);
+    let work = shared.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    bed.give(&work, TEST_USER);
+    let r = bed.run(&[
+        "session",
+        "create",
+        "--machine",
+        "bed",
+        "--cwd",
+        work.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let session = r.json()["session_id"].as_str().unwrap().to_string();
+
+    // The account's lib/ turned group-writable; the attacker, of that group, swaps the script.
+    let lib = bed.xdg.join("remote-runner/lib");
+    let ctl = lib.join(CTL_NAME.as_str());
+    let st = Command::new("chown")
+        .arg(format!("{TEST_USER}:{}", bed.attacker))
+        .arg(&lib)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    chmod(&lib, 0o770);
+    std::fs::rename(&ctl, lib.join("good.sh")).unwrap();
+    std::fs::write(
+        &ctl,
+        format!("touch '{}'\nexit 0\n", bed.marker().display()),
+    )
+    .unwrap();
+    chmod(&ctl, 0o755);
+    bed.give(&ctl, &bed.attacker);
+    let r = bed.run(&[
+        "session",
+        "exec",
+        "--session",
+        &session,
+        "--cmd",
+        "echo hi",
+        "--json",
+    ]);
+    assert!(!bed.marker().exists(), "the planted script ran: {r:?}");
+    assert_ne!(r.code, 0, "{r:?}");
+    let err = r.error();
+    assert_eq!(err["code"], "insecure_remote_dir", "{err}");
+    let message = err["message"].as_str().unwrap();
+    assert!(
+        message.contains("Slurm job"),
+        "refused on the node: {message}"
+    );
+
+    // Put the account's script back to end the session.
+    std::fs::rename(lib.join("good.sh"), &ctl).unwrap();
+    chmod(&lib, 0o700);
+    let r = bed.run(&["session", "destroy", "--session", &session, "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+}
+
+/// `chown -R user:` of `path`.
+fn bed_give_tree(path: &Path, user: &str) {
+    let st = Command::new("chown")
+        .arg("-R")
+        .arg(format!("{user}:"))
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(st.success());
 }
 
 macro_rules! both {
