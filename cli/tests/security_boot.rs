@@ -346,12 +346,13 @@ fn swapped_code_runner(bed: Bed) {
 
 /// On a Slurm compute node the same line runs under `srun`, and checks the same way: a session
 /// whose control script is swapped after it started is refused there, naming the job.
-#[test]
-fn swapped_on_a_slurm_node() {
+/// The SSH bed as a Slurm login node, its scenario directory (and so XDG_STATE_HOME) in the
+/// account's home, which the nodes share (not /tmp); the state dir made, and a work dir.
+/// `None` when there is no Slurm bed.
+fn slurm_bed() -> Option<(Bed, remote_runner_testkit::slurm::SharedDir, PathBuf)> {
     if !remote_runner_testkit::slurm::slurm_bed_or_skip() {
-        return;
+        return None;
     }
-    // The nodes share the account's home, not /tmp.
     let shared = remote_runner_testkit::slurm::SharedDir::new(TEST_USER).unwrap();
     let base = scenario_dir(shared.path());
     bed_give_tree(shared.path(), TEST_USER);
@@ -373,6 +374,16 @@ fn swapped_on_a_slurm_node() {
     let work = shared.path().join("work");
     std::fs::create_dir(&work).unwrap();
     bed.give(&work, TEST_USER);
+    Some((bed, shared, work))
+}
+
+/// On a Slurm compute node the same line runs under `srun`, and checks the same way: a session
+/// whose control script is swapped after it started is refused there, naming the job.
+#[test]
+fn swapped_on_a_slurm_node() {
+    let Some((bed, _shared, work)) = slurm_bed() else {
+        return;
+    };
     let r = bed.run(&[
         "session",
         "create",
@@ -427,6 +438,48 @@ fn swapped_on_a_slurm_node() {
     chmod(&lib, 0o700);
     let r = bed.run(&["session", "destroy", "--session", &session, "--json"]);
     assert_eq!(r.code, 0, "{r:?}");
+}
+
+/// A batch run's command file is checked on the node right before it runs: with the account's
+/// `runs/` directory group-writable (anyone in the group could swap `cmd.sh` while the job
+/// waits in the queue), the job refuses it and the run says `insecure_remote_dir`.
+#[test]
+fn batch_command_checked_on_the_node() {
+    let Some((bed, _shared, work)) = slurm_bed() else {
+        return;
+    };
+    let run_once = || {
+        bed.run(&[
+            "run",
+            "once",
+            "--machine",
+            "bed",
+            "--cwd",
+            work.to_str().unwrap(),
+            "--cmd",
+            "echo ran",
+            "--json",
+        ])
+    };
+    let r = run_once();
+    assert_eq!(r.code, 0, "{r:?}");
+    let runs = bed.xdg.join("remote-runner/runs");
+    let st = Command::new("chown")
+        .arg(format!("{TEST_USER}:{}", bed.attacker))
+        .arg(&runs)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    chmod(&runs, 0o770);
+    let r = run_once();
+    assert_ne!(r.code, 0, "{r:?}");
+    let text = format!("{}{}", r.stdout, r.stderr);
+    assert!(text.contains("insecure_remote_dir"), "{r:?}");
+    assert!(
+        text.contains(&runs.display().to_string()),
+        "names runs/: {r:?}"
+    );
+    assert!(!text.contains("\"ran"), "the command did not run: {r:?}");
 }
 
 /// `chown -R user:` of `path`.

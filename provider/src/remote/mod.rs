@@ -258,21 +258,30 @@ pub fn bootstrap_line(verb: &str, nonce: &str) -> String {
          exec /bin/sh \"$f\" \"$v\" \"$n\"; fi; printf \"@rr:%s:install %s\\n\" \"$2\" \
          \"$r/remote-runner\"; exit {NOT_INSTALLED}' rr {verb} {nonce}",
         ctl = CTL_NAME.as_str(),
-        check = CHECK_BEFORE_EXEC,
+        check = format_args!(
+            "v=$1 n=$2 {STRICT_MODES} if [ -n \"$p\" ]; then printf \"@rr:%s:insecure %s %s %s\\n\" \
+             \"$n\" \"$1\" \"$3\" \"$p\"; exit 98; fi;"
+        ),
     )
 }
 
-/// The StrictModes check of `$f` in the bootstrap line (see [`bootstrap_line`]): ends with
-/// `v`, `n` holding the verb and nonce, or prints the refusal and exits. One `ls -ldn` per
-/// path: its mode and owner's uid are the first and third words.
-const CHECK_BEFORE_EXEC: &str = "v=$1 n=$2 u=$(id -u) p=$f; set -f; while :; do \
+/// POSIX sh (one line, without `'`, `\\`, `!`) checking the file in `$f` the way OpenSSH's
+/// StrictModes checks `authorized_keys`: it and every directory above it, up to `$HOME` (or `/`
+/// for a path outside it), must be a plain file or directory of the account or root, writable
+/// by no one else (a root-owned sticky directory excepted). Leaves `p` empty when all is well;
+/// else `p` is the first path that is not, and `$1` and `$3` its mode and owner's uid (`-` when
+/// it could not be read). Uses `u`, `p`, the positional parameters, and turns globbing off. One
+/// `ls -ldn` per path: its mode and owner's uid are the first and third words.
+pub const STRICT_MODES: &str = "u=$(id -u) p=$f; set -f; while :; do \
     set -- $(LC_ALL=C ls -ldn -- \"$p\" 2>/dev/null) - - -; \
     case $3 in \"$u\"|0) ;; *) break ;; esac; \
     case $1 in [-d]????w*|[-d]???????w*) case $3/$1 in 0/d????????t*) ;; *) break ;; esac ;; \
     [-d]*) ;; *) break ;; esac; \
-    case $p in \"$HOME\"|/) p=; break ;; esac; p=${p%/*}; p=${p:-/}; done; \
-    if [ -n \"$p\" ]; then printf \"@rr:%s:insecure %s %s %s\\n\" \"$n\" \"$1\" \"$3\" \"$p\"; \
-    exit 98; fi;";
+    case $p in \"$HOME\"|/) p=; break ;; esac; p=${p%/*}; p=${p:-/}; done;";
+
+/// The words a script prints on stderr when [`STRICT_MODES`] refused what it was to run
+/// (followed by `PATH (mode MODE, owner uid UID)`).
+pub const REFUSED_PREFIX: &str = "remote-runner: refusing to run it: ";
 
 /// The `insecure_remote_dir` error of a bootstrap line that refused to run the control script
 /// (exit status [`INSECURE`] and its `@rr:NONCE:insecure MODE UID PATH` line), if it did.
