@@ -226,9 +226,9 @@ fn world_writable(bed: &Bed) {
 /// reboot cleared it): another user creates it first, with a control script in it.
 fn planted_before_the_account_came(bed: Bed) {
     world_writable(&bed);
-    let ctl = bed.plant(&bed.xdg.join("remote-runner"));
-    // The script is the first thing that is not the account's own.
-    bed.refused(&ctl);
+    bed.plant(&bed.xdg.join("remote-runner"));
+    // The refusal names the topmost path that is not the account's own.
+    bed.refused(&bed.xdg);
 }
 
 /// Another user creates the (empty) state directory first, world-writable; the engine installs
@@ -245,8 +245,8 @@ fn swapped_after_install(bed: Bed) {
         "the engine installed its script"
     );
     std::fs::rename(&root, bed.xdg.join("moved-away")).unwrap();
-    let ctl = bed.plant(&root);
-    bed.refused(&ctl);
+    bed.plant(&root);
+    bed.refused(&bed.xdg);
 }
 
 /// The account's own state directory is group-writable and the other user is in that group:
@@ -275,8 +275,8 @@ fn renamed_in_a_group_writable_parent(bed: Bed) {
     chmod(&bed.xdg, 0o770);
     // As the attacker (a member of the directory's group).
     std::fs::rename(&root, bed.xdg.join("old")).unwrap();
-    let ctl = bed.plant(&root);
-    bed.refused(&ctl);
+    bed.plant(&root);
+    bed.refused(&bed.xdg);
 }
 
 /// The code runtime's runner is checked before it runs: its directory turned group-writable,

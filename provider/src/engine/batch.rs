@@ -207,7 +207,7 @@ impl Engine {
             return Err(remote::insecure_error(
                 t,
                 &format!("refusing to run the command file {dir}/cmd.sh on the node"),
-                why,
+                &remote::refused_path(why),
             ));
         }
         let Some(b) = m.slurm.as_mut() else {
@@ -266,7 +266,7 @@ fn job_script(dir: &str) -> String {
         "#!/bin/sh\n\
          # remote-runner run: the command is cmd.sh beside this file; its exit code goes to exit\n\
          f={d}/cmd.sh; {check}\n\
-         if [ -n \"$p\" ]; then printf '{refused}%s (mode %s, owner uid %s)\\n' \"$p\" \"$1\" \"$3\" >&2; exit 126; fi\n\
+         if [ -n \"$p\" ]; then printf '{refused}%s\\n' \"$p\" >&2; exit 126; fi\n\
          bash {d}/cmd.sh\n\
          rr_status=$?\n\
          printf '%s\\n' \"$rr_status\" >{d}/exit.tmp && mv -f {d}/exit.tmp {d}/exit\n\

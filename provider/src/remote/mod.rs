@@ -259,8 +259,8 @@ pub fn bootstrap_line(verb: &str, nonce: &str) -> String {
          \"$r/remote-runner\"; exit {NOT_INSTALLED}' rr {verb} {nonce}",
         ctl = CTL_NAME.as_str(),
         check = format_args!(
-            "v=$1 n=$2 {STRICT_MODES} if [ -n \"$p\" ]; then printf \"@rr:%s:insecure %s %s %s\\n\" \
-             \"$n\" \"$1\" \"$3\" \"$p\"; exit 98; fi;"
+            "v=$1 n=$2 {STRICT_MODES} if [ -n \"$p\" ]; then \
+             printf \"@rr:%s:insecure %s\\n\" \"$n\" \"$p\"; exit 98; fi;"
         ),
     )
 }
@@ -268,20 +268,45 @@ pub fn bootstrap_line(verb: &str, nonce: &str) -> String {
 /// POSIX sh (one line, without `'`, `\\`, `!`) checking the file in `$f` the way OpenSSH's
 /// StrictModes checks `authorized_keys`: it and every directory above it, up to `$HOME` (or `/`
 /// for a path outside it), must be a plain file or directory of the account or root, writable
-/// by no one else (a root-owned sticky directory excepted). Leaves `p` empty when all is well;
-/// else `p` is the first path that is not, and `$1` and `$3` its mode and owner's uid (`-` when
-/// it could not be read). Uses `u`, `p`, the positional parameters, and turns globbing off. One
-/// `ls -ldn` per path: its mode and owner's uid are the first and third words.
-pub const STRICT_MODES: &str = "u=$(id -u) p=$f; set -f; while :; do \
-    set -- $(LC_ALL=C ls -ldn -- \"$p\" 2>/dev/null) - - -; \
-    case $3 in \"$u\"|0) ;; *) break ;; esac; \
-    case $1 in [-d]????w*|[-d]???????w*) case $3/$1 in 0/d????????t*) ;; *) break ;; esac ;; \
-    [-d]*) ;; *) break ;; esac; \
-    case $p in \"$HOME\"|/) p=; break ;; esac; p=${p%/*}; p=${p:-/}; done;";
+/// by no one else (a root-owned sticky directory excepted). Leaves `p` empty when all is well,
+/// else `MODE UID PATH` of the first path that is not (`- - FILE` when one could not be read).
+/// Uses `u`, `p` and the positional parameters. One `ls -ldn` for all the paths (few
+/// processes: the line runs on every call that opens a channel); each line's mode and owner's
+/// uid are its first and third words, the name comes after the date.
+pub const STRICT_MODES: &str = "u=$(id -u) p=$f; set -- \"$f\"; \
+    while case $p in \"$HOME\"|/|\"\") false ;; */*) ;; *) false ;; esac; do \
+    p=${p%/*}; p=${p:-/}; set -- \"$@\" \"$p\"; done; \
+    p=$(LC_ALL=C ls -ldn -- \"$@\" 2>/dev/null | { k=0; \
+    while read -r m x o g s d1 d2 d3 name; do k=$((k+1)); \
+    case $o in \"$u\"|0) ;; *) echo \"$m $o $name\"; exit ;; esac; \
+    case $m in [-d]????w*|[-d]???????w*) case $o/$m in 0/d????????t*) ;; \
+    *) echo \"$m $o $name\"; exit ;; esac ;; [-d]*) ;; *) echo \"$m $o $name\"; exit ;; esac; \
+    done; [ $k = $# ] || echo \"- - $f\"; });";
 
-/// The words a script prints on stderr when [`STRICT_MODES`] refused what it was to run
-/// (followed by `PATH (mode MODE, owner uid UID)`).
+/// What a script prints on stderr, followed by `MODE UID PATH`, when [`STRICT_MODES`] refused
+/// what it was to run.
 pub const REFUSED_PREFIX: &str = "remote-runner: refusing to run it: ";
+
+/// `MODE UID PATH` from [`STRICT_MODES`] in words.
+pub fn refused_path(words: &str) -> String {
+    let mut w = words.splitn(3, ' ');
+    match (w.next(), w.next(), w.next()) {
+        (Some("-"), _, Some(path)) => {
+            format!("{path} (or a directory above it) could not be read")
+        }
+        (Some(mode), Some(uid), Some(path)) => format!(
+            "{} (mode {mode}, owner uid {uid}) is not the account's own, or others can write \
+             to it",
+            // A symlink's line names its target too.
+            if mode.starts_with('l') {
+                path.split(" -> ").next().unwrap_or(path)
+            } else {
+                path
+            }
+        ),
+        _ => words.to_string(),
+    }
+}
 
 /// The `insecure_remote_dir` error of a bootstrap line that refused to run the control script
 /// (exit status [`INSECURE`] and its `@rr:NONCE:insecure MODE UID PATH` line), if it did.
@@ -298,15 +323,7 @@ fn refusal<T: Transport + ?Sized>(
     let text = String::from_utf8_lossy(stdout);
     let start = text.find(&marker)? + marker.len();
     let line = text[start..].lines().next()?;
-    let mut words = line.splitn(3, ' ');
-    let (mode, uid, path) = (words.next()?, words.next()?, words.next()?);
-    let why = if mode == "-" {
-        format!("{path} could not be read")
-    } else {
-        format!(
-            "{path} (mode {mode}, owner uid {uid}) is not the account's own, or others can write to it"
-        )
-    };
+    let why = refused_path(line);
     Some(insecure_error(
         transport,
         &format!(
