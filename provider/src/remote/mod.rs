@@ -466,6 +466,8 @@ mod tests {
         }
         assert_eq!(line.matches('\'').count(), 2);
         assert!(line.ends_with("' rr start_command 0123abcd"));
+        // Old csh-family shells limit a word to 1024 bytes.
+        assert!(quoted.len() < 1024, "{} bytes: {quoted}", quoted.len());
     }
 
     #[test]
