@@ -339,16 +339,39 @@ const SCRIPT_REFUSED: i32 = 88;
 
 /// POSIX sh for the start of a script run through the control plane ([`sh`],
 /// `Transport::exec`) that is about to run the engine's own file `path` (the code runtime's
-/// runner): the file and every directory above it must pass the control script's StrictModes
-/// check (`rr_secure_chain`), or the script prints the reason after `token` and exits before
-/// anything runs. [`script_refusal`] turns that into the error; `token` (fresh per call) keeps
-/// what the file prints later from being taken for a refusal.
+/// runner, the chat helper): the file and every directory above it must pass the same
+/// StrictModes check as the bootstrap line ([`STRICT_MODES`]), or the script prints the reason
+/// after `token` and exits before anything runs. [`script_refusal`] turns that into the error;
+/// `token` (fresh per call) keeps what the file prints later from being taken for a refusal.
+/// Sets `f`, `u` and `p` and the positional parameters.
 pub fn check_script_sh(path: &str, token: &str) -> String {
     format!(
-        "rr_why=$(rr_secure_chain {path}) || {{ printf '%s %s\\n' {token} \"$rr_why\"; exit {SCRIPT_REFUSED}; }}\n",
+        "f={path}; {STRICT_MODES}\nif [ -n \"$p\" ]; then printf '%s %s\\n' {token} \"$p\"; exit {SCRIPT_REFUSED}; fi\n",
         path = shell_quote(path),
         token = shell_quote(&format!("@rr-refused:{token}")),
     )
+}
+
+/// Check the engine's own file `path` (and every directory above it) before something runs it
+/// by path: one control call; `insecure_remote_dir` naming `what` and the path that fails.
+pub async fn check_script<T: Transport + ?Sized>(
+    transport: &T,
+    path: &str,
+    what: &str,
+) -> Result<()> {
+    let token = uuid::Uuid::new_v4().simple().to_string();
+    let out = sh(
+        transport,
+        &format!("{}exit 0\n", check_script_sh(path, &token)),
+        None,
+        Some(Duration::from_secs(30)),
+        64 << 10,
+    )
+    .await?;
+    match script_refusal(transport, &out, &token, what) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 /// The `insecure_remote_dir` error of a script whose [`check_script_sh`] (same `token`)
@@ -368,7 +391,7 @@ pub fn script_refusal<T: Transport + ?Sized>(
     Some(insecure_error(
         transport,
         &format!("refusing to run {what}"),
-        why,
+        &refused_path(why),
     ))
 }
 
