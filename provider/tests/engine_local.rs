@@ -77,4 +77,5 @@ local_tests!(
     user_settings_cannot_break_mechanism,
     hostile_dir_names_are_data,
     cwd_control_characters_are_data,
+    garbled_exit_file_is_not_a_lost_session,
 );

@@ -37,11 +37,7 @@ fn scripts_are_shellcheck_clean() {
 
 /// A state root with the control script installed, as the engine installs it.
 fn installed_root(home: &Path) -> PathBuf {
-    let lib = home.join(".local/state/remote-runner/lib");
-    std::fs::create_dir_all(&lib).unwrap();
-    let ctl = lib.join(CTL_NAME.as_str());
-    std::fs::write(&ctl, CTL_SCRIPT).unwrap();
-    ctl
+    installed_root_at(&home.join(".local/state"))
 }
 
 fn run_verb(shell: &[&str], ctl: &Path, verb: &str, params: &str, data: &[u8]) -> (String, i32) {
@@ -274,4 +270,139 @@ fn bootstrap_line_runs_under_every_login_shell() {
 
 fn shell_single_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// The bootstrap line's own text (what `/bin/sh -c` runs) under `shell`, as the account whose
+/// home is `home`, with `XDG_STATE_HOME` set or not; returns (stdout, status).
+fn run_line(shell: &[&str], home: &Path, xdg: Option<&Path>) -> (String, i32) {
+    let line = bootstrap_line("sh", "n0nce");
+    let inner = line.split('\'').nth(1).unwrap();
+    let mut cmd = Command::new(shell[0]);
+    cmd.args(&shell[1..])
+        .arg("-c")
+        .arg(inner)
+        .args(["rr", "sh", "n0nce"])
+        .env("HOME", home)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    match xdg {
+        Some(x) => cmd.env("XDG_STATE_HOME", x),
+        None => cmd.env_remove("XDG_STATE_HOME"),
+    };
+    let mut child = cmd.spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"RR_SCRIPT='echo ran'\n@rr:n0nce:end\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        out.status.code().unwrap_or(-1),
+    )
+}
+
+fn chmod(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
+}
+
+/// The line checks the control script and every directory above it before it runs it
+/// (StrictModes), under every POSIX sh it may meet as /bin/sh: a script or directory of another
+/// uid, one others can write to, or a symlink is refused with status 98 naming the path, and
+/// nothing runs; a root-owned sticky directory (like /tmp) above a state root is fine.
+#[test]
+fn bootstrap_line_checks_the_script_before_it_runs_it() {
+    use std::os::unix::fs::chown;
+    const STRANGER: u32 = 54_321;
+    for shell in posix_shells() {
+        let base = tempfile::tempdir().unwrap();
+        chmod(base.path(), 0o755);
+        let home = base.path().join("home");
+        std::fs::create_dir(&home).unwrap();
+        chmod(&home, 0o700);
+        let ctl = installed_root(&home);
+        let lib = ctl.parent().unwrap().to_path_buf();
+        let state = home.join(".local/state");
+        let refused = |xdg: Option<&Path>, path: &Path| {
+            let (out, status) = run_line(&shell, &home, xdg);
+            assert_eq!(status, 98, "{shell:?}: {out}");
+            assert!(
+                out.starts_with("@rr:n0nce:insecure ")
+                    && out.contains(&format!(" {}", path.display())),
+                "{shell:?}: names {}: {out}",
+                path.display()
+            );
+            assert!(!out.contains("ran"), "{shell:?}: nothing ran: {out}");
+        };
+        let (out, status) = run_line(&shell, &home, None);
+        assert_eq!(
+            (out.as_str(), status),
+            ("@rr:n0nce:begin\nran\n", 0),
+            "{shell:?}"
+        );
+
+        // Writable by the group or by anyone: the script, its directory, one higher up.
+        for (path, mode, back) in [
+            (&ctl, 0o620, 0o600),
+            (&ctl, 0o602, 0o600),
+            (&lib, 0o770, 0o700),
+            (&state, 0o777, 0o755),
+            (&home, 0o775, 0o700),
+        ] {
+            chmod(path, mode);
+            refused(None, path);
+            chmod(path, back);
+        }
+        // Another uid's script or directory.
+        for path in [&ctl, &lib] {
+            chown(path, Some(STRANGER), None).unwrap();
+            refused(None, path);
+            chown(path, Some(0), None).unwrap();
+        }
+        // A symlink in place of the script (its target is fine, the link is not checked).
+        let real = lib.join("real.sh");
+        std::fs::rename(&ctl, &real).unwrap();
+        std::os::unix::fs::symlink(&real, &ctl).unwrap();
+        refused(None, &ctl);
+        std::fs::remove_file(&ctl).unwrap();
+        std::fs::rename(&real, &ctl).unwrap();
+
+        // A state root outside the home: checked up to `/`; a root-owned sticky directory above
+        // it is fine, a world-writable one without the sticky bit is not.
+        let shared = base.path().join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        chmod(&shared, 0o1777);
+        let xdg = shared.join("state");
+        let ctl2 = installed_root_at(&xdg);
+        let (out, status) = run_line(&shell, &home, Some(&xdg));
+        assert_eq!(
+            (out.as_str(), status),
+            ("@rr:n0nce:begin\nran\n", 0),
+            "{shell:?}"
+        );
+        chmod(&shared, 0o777);
+        refused(Some(&xdg), &shared);
+        chmod(&shared, 0o1777);
+        chown(&xdg, Some(STRANGER), None).unwrap();
+        refused(Some(&xdg), &xdg);
+        chown(&xdg, Some(0), None).unwrap();
+        assert!(ctl2.exists());
+        // The home itself is the last directory checked: what is above it is root's business.
+        chmod(base.path(), 0o777);
+        let (_, status) = run_line(&shell, &home, None);
+        assert_eq!(status, 0, "{shell:?}");
+        chmod(base.path(), 0o755);
+    }
+}
+
+/// A state root `state/remote-runner` with the control script installed.
+fn installed_root_at(state: &Path) -> PathBuf {
+    let lib = state.join("remote-runner/lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    let ctl = lib.join(CTL_NAME.as_str());
+    std::fs::write(&ctl, CTL_SCRIPT).unwrap();
+    chmod(&ctl, 0o600);
+    ctl
 }

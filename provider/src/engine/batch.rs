@@ -199,6 +199,17 @@ impl Engine {
             let head = output::read_local(&local, 0, excerpt)?;
             copies.push((local.to_string_lossy().into_owned(), head));
         }
+        if own.is_none()
+            && let Some(why) = String::from_utf8_lossy(&copies[1].1)
+                .lines()
+                .find_map(|l| l.strip_prefix(remote::REFUSED_PREFIX))
+        {
+            return Err(remote::insecure_error(
+                t,
+                &format!("refusing to run the command file {dir}/cmd.sh on the node"),
+                &remote::refused_path(why),
+            ));
+        }
         let Some(b) = m.slurm.as_mut() else {
             return Ok(());
         };
@@ -250,12 +261,17 @@ impl Engine {
 /// `exit` (atomically) for the engine, then the same code for Slurm.
 fn job_script(dir: &str) -> String {
     let d = shell_quote(dir);
+    // The command file is checked on the node, right before it runs (StrictModes).
     format!(
         "#!/bin/sh\n\
          # remote-runner run: the command is cmd.sh beside this file; its exit code goes to exit\n\
+         f={d}/cmd.sh; {check}\n\
+         if [ -n \"$p\" ]; then printf '{refused}%s\\n' \"$p\" >&2; exit 126; fi\n\
          bash {d}/cmd.sh\n\
          rr_status=$?\n\
          printf '%s\\n' \"$rr_status\" >{d}/exit.tmp && mv -f {d}/exit.tmp {d}/exit\n\
-         exit \"$rr_status\"\n"
+         exit \"$rr_status\"\n",
+        check = remote::STRICT_MODES,
+        refused = remote::REFUSED_PREFIX,
     )
 }

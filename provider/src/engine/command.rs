@@ -510,6 +510,20 @@ impl Engine {
         } else if state.missing {
             // Its start is still in flight (the record is written before the directory).
             rec.status = CommandStatus::Running;
+        } else if state.exit_garbled
+            && state.alive
+            && rec.mode == CommandMode::Wait
+            && !state.holds_lock
+        {
+            // The session shell moved on, and the command's exit file holds what the command
+            // wrote there: an error about this command; the session is fine (tmux says so).
+            rec.status = CommandStatus::Failed;
+            rec.end_reason = Some("exit_garbled".to_string());
+            rec.error = Some(
+                "the command wrote over its own exit file on the machine, so its exit code is \
+                 unknown; the session goes on"
+                    .to_string(),
+            );
         } else if !state.alive {
             rec.status = CommandStatus::Lost;
             let why = match rec.mode {

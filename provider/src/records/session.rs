@@ -172,7 +172,9 @@ pub struct CommandRecord {
     /// A stop was requested.
     #[serde(default)]
     pub stop_requested: bool,
-    /// How it ended, from the exit file (`normal`, `prompt`, `shell_exit`, ...).
+    /// How it ended, from the exit file (`normal`, `prompt`, `shell_exit`, ...), or
+    /// `exit_garbled` when the command wrote over its exit file and the shell moved on (exit
+    /// code unknown; status `failed`; the session is not lost for it).
     #[serde(default)]
     pub end_reason: Option<String>,
     /// For `lost`: what happened and what to do.

@@ -246,6 +246,9 @@ pub(super) async fn open_verb<T: Transport + ?Sized>(
                     err_at = err_at.or_else(|| super::find(&err, marker.as_bytes()));
                 }
                 Some(StreamEvent::End(Ok(status))) => {
+                    if let Some(e) = super::refusal(transport, &status, &out, &nonce) {
+                        return Err(e);
+                    }
                     if attempt == 0
                         && status.code() == Some(NOT_INSTALLED)
                         && let Some(root) = install_request(&out, &nonce)

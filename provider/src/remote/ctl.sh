@@ -1,7 +1,7 @@
 # remote-runner control script (POSIX sh). Installed once per machine as
 #   ${XDG_STATE_HOME:-$HOME/.local/state}/remote-runner/lib/ctl-<content hash>.sh
 # and run by the one line every login shell parses (see provider/src/remote/mod.rs):
-#   exec /bin/sh -c '<find this file>' rr VERB NONCE
+#   exec /bin/sh -c '<find this file, check its owner and mode and those above it>' rr VERB NONCE
 # Parameters arrive on stdin as shell assignments, one or more lines, ended by the line
 # "@rr:NONCE:end"; whatever follows on stdin is the verb's data. Replies start after the line
 # "@rr:NONCE:begin" on stdout and on stderr, so nothing a startup file printed before can be
@@ -112,6 +112,19 @@ rr_sh() {
 }
 
 # ---------------------------------------------------------------- sessions
+
+# rr_ended DIR: the command in DIR has ended: its exit file holds the line the session shell
+# (or a stop) writes. A command can write anything into its own exit file; anything else is not
+# an end, and never a sign that the session is gone (tmux says that).
+rr_ended() {
+  rr_e=
+  [ -s "$1/exit" ] || return 1
+  IFS= read -r rr_e <"$1/exit" || :
+  case $rr_e in
+  "code="*" how="*" state="*) return 0 ;;
+  esac
+  return 1
+}
 
 # tmux expands formats (#{...}, #(...)) in some arguments: a literal '#' is written '##'.
 rr_tmux_literal() {
@@ -258,8 +271,8 @@ rr_take_lock() {
   until { printf '%s\n' "$ID" >"$SD/busy"; } 2>/dev/null; do
     rr_read_lock
     if [ -z "$rr_o" ] && [ ! -e "$SD/busy" ] && [ ! -L "$SD/busy" ]; then continue; fi
-    if [ -n "$rr_o" ] && [ ! -s "$CD/$rr_o/exit" ] && rr_replaced "$rr_o"; then continue; fi
-    if [ -z "$rr_o" ] || [ ! -s "$CD/$rr_o/exit" ]; then
+    if [ -n "$rr_o" ] && ! rr_ended "$CD/$rr_o" && rr_replaced "$rr_o"; then continue; fi
+    if [ -z "$rr_o" ] || ! rr_ended "$CD/$rr_o"; then
       rm -rf -- "$D"
       echo "@busy $rr_o"
       exit 0
@@ -292,7 +305,7 @@ rr_replaced() {
   IFS= read -r rr_want <"$SD/shell.cmdline" || [ -n "$rr_want" ] || return 1
   rr_have=$(tr '\000' ' ' <"/proc/$rr_p/cmdline" 2>/dev/null) || return 1
   [ -n "$rr_have" ] && [ "$rr_want" != "$rr_have" ] || return 1
-  if [ -d "$CD/$1" ] && [ ! -s "$CD/$1/exit" ]; then
+  if [ -d "$CD/$1" ] && ! rr_ended "$CD/$1"; then
     printf 'code=0 how=shell_replaced state=done ended=%s\n' "$(date +%s.%N)" >"$CD/$1/exit.tmp" \
       && mv -f -- "$CD/$1/exit.tmp" "$CD/$1/exit"
   fi
@@ -310,13 +323,21 @@ rr_replaced() {
 
 # Print the state of the command in $D as key=value lines after "@report".
 rr_report() {
-  if [ "$MODE" != bg ] && [ -d "$D" ] && [ ! -s "$D/exit" ]; then
+  if [ "$MODE" != bg ] && [ -d "$D" ] && ! rr_ended "$D"; then
     rr_read_lock
     [ "$rr_o" = "${D##*/}" ] && rr_replaced "$rr_o"
   fi
   echo @report
   [ -d "$D" ] || echo missing=1
-  if [ ! -s "$D/exit" ]; then
+  rr_files=started
+  if rr_ended "$D"; then rr_files="exit started"; else
+    # An exit file that is not one: the command wrote over it; whether it still runs is the
+    # lock's and tmux's to say, and its text is never read as an exit.
+    if [ -s "$D/exit" ]; then
+      echo garbled=1
+      rr_read_lock
+      [ "$rr_o" = "${D##*/}" ] && echo holds=1
+    fi
     rr_a=1
     if [ "$MODE" = bg ]; then
       if [ -f "$D/pid" ]; then read -r rr_pid <"$D/pid"; kill -0 "$rr_pid" 2>/dev/null || rr_a=0; fi
@@ -331,7 +352,7 @@ rr_report() {
       fi
     fi
   fi
-  for rr_f in exit started; do
+  for rr_f in $rr_files; do
     [ -f "$D/$rr_f" ] && while IFS= read -r rr_l; do printf '%s\n' "$rr_l"; done <"$D/$rr_f"
   done
   [ -f "$D/pid" ] && read -r rr_pid <"$D/pid" && echo "pid=$rr_pid"
@@ -409,10 +430,16 @@ rr_wait_command() {
   else
     rr_running() { rr_tmux has-session -t "=$SID" 2>/dev/null; }
   fi
-  if [ -d "$D" ] && [ ! -s "$D/exit" ] && rr_running; then
+  # An exit file the command wrote over, and the lock is no longer its own: it is over.
+  rr_over=0
+  if [ "$MODE" != bg ] && [ -s "$D/exit" ] && ! rr_ended "$D"; then
+    rr_read_lock
+    [ "$rr_o" = "${D##*/}" ] || rr_over=1
+  fi
+  if [ -d "$D" ] && [ "$rr_over" = 0 ] && ! rr_ended "$D" && rr_running; then
     timeout "$SECS" "$T" -L "$S" wait-for "$rr_ch" 2>/dev/null
     rr_w=$?
-    if [ $rr_w -ne 0 ] && [ $rr_w -ne 124 ] && [ ! -s "$D/exit" ] && [ -f "$D/pid" ]; then
+    if [ $rr_w -ne 0 ] && [ $rr_w -ne 124 ] && ! rr_ended "$D" && [ -f "$D/pid" ]; then
       read -r rr_pid <"$D/pid"
       # shellcheck disable=SC2016 # expanded by that sh
       timeout "$SECS" sh -c 'while [ ! -s "$1/exit" ] && kill -0 "$2" 2>/dev/null; do sleep 0.2; done' _ "$D" "$rr_pid"
@@ -424,12 +451,12 @@ rr_wait_command() {
 
 # Wait up to GRACE seconds for the exit file, on our own channel (poll if the channel failed).
 rr_stop_wait() {
-  [ -s "$D/exit" ] && return 0
+  rr_ended "$D" && return 0
   timeout "$GRACE" "$T" -L "$S" wait-for "$rr_ch" 2>/dev/null
   rr_w=$?
   if [ $rr_w -ne 0 ] && [ $rr_w -ne 124 ]; then
     rr_i=0
-    while [ ! -s "$D/exit" ] && [ "$rr_i" -lt $((GRACE * 10)) ]; do sleep 0.1; rr_i=$((rr_i + 1)); done
+    while ! rr_ended "$D" && [ "$rr_i" -lt $((GRACE * 10)) ]; do sleep 0.1; rr_i=$((rr_i + 1)); done
   fi
 }
 
@@ -437,19 +464,19 @@ rr_stop_wait() {
 # KILL of the shell (the pane restarts it); background TERM then KILL to its process group.
 rr_stop_command() {
   rr_ch=rr-$ID-s$$
-  if [ ! -s "$D/exit" ] && [ -d "$D" ]; then
+  if ! rr_ended "$D" && [ -d "$D" ]; then
     : >"$D/stop_requested"
     mkdir -p -- "$D/waiters" && : >"$D/waiters/$rr_ch"
     if [ "$MODE" = bg ]; then
       rr_i=0
-      while [ ! -f "$D/pid" ] && [ ! -s "$D/exit" ] && [ $rr_i -lt 50 ]; do sleep 0.1; rr_i=$((rr_i + 1)); done
-      if [ ! -s "$D/exit" ] && read -r rr_pid <"$D/pid"; then
+      while [ ! -f "$D/pid" ] && ! rr_ended "$D" && [ $rr_i -lt 50 ]; do sleep 0.1; rr_i=$((rr_i + 1)); done
+      if ! rr_ended "$D" && read -r rr_pid <"$D/pid"; then
         kill -TERM "-$rr_pid" 2>/dev/null
         rr_stop_wait
-        if [ ! -s "$D/exit" ]; then
+        if ! rr_ended "$D"; then
           kill -KILL "-$rr_pid" 2>/dev/null
           sleep 0.1
-          if [ ! -s "$D/exit" ]; then
+          if ! rr_ended "$D"; then
             printf 'code=137 how=killed state=stopped ended=%s\n' "$(date +%s.%N)" >"$D/exit.tmp" \
               && mv -f -- "$D/exit.tmp" "$D/exit"
           fi
@@ -461,13 +488,13 @@ rr_stop_command() {
     else
       rr_tmux send-keys -t "=$SID:" C-c 2>/dev/null
       rr_stop_wait
-      if [ ! -s "$D/exit" ] && rr_terminal_group; then
+      if ! rr_ended "$D" && rr_terminal_group; then
         if [ "$rr_fg" != "$rr_p" ] && [ "$rr_fg" -gt 0 ] 2>/dev/null; then
           kill -TERM "-$rr_fg" 2>/dev/null
           rr_stop_wait
-          [ -s "$D/exit" ] || { kill -KILL "-$rr_fg" 2>/dev/null; rr_stop_wait; }
+          rr_ended "$D" || { kill -KILL "-$rr_fg" 2>/dev/null; rr_stop_wait; }
         fi
-        [ -s "$D/exit" ] || { kill -KILL "$rr_p" 2>/dev/null; rr_stop_wait; }
+        rr_ended "$D" || { kill -KILL "$rr_p" 2>/dev/null; rr_stop_wait; }
       fi
     fi
     rm -f -- "$D/waiters/$rr_ch"
@@ -537,7 +564,7 @@ rr_prune() {
   for rr_d in "$@"; do
     [ "$rr_drop" -gt 0 ] || break
     rr_drop=$((rr_drop - 1))
-    if [ -s "$rr_d/exit" ]; then rm -rf -- "$rr_d"; fi
+    if rr_ended "$rr_d"; then rm -rf -- "$rr_d"; fi
   done
   exit 0
 }

@@ -5,8 +5,11 @@
 //! every one of those shells parses the same way,
 //!
 //! ```text
-//! exec /bin/sh -c '<find ctl-HASH.sh under the state root and exec it>' rr VERB NONCE
+//! exec /bin/sh -c '<find ctl-HASH.sh under the state root, check it, exec it>' rr VERB NONCE
 //! ```
+//!
+//! (the check, of the script and the directories above it, is the line's own: see
+//! [`bootstrap_line`]),
 //!
 //! and everything variable travels as data: the verb's parameters as shell assignments on stdin
 //! (ended by a nonce line), then the verb's own input. The control script (`ctl.sh`, a real
@@ -49,6 +52,10 @@ const STARTUP_NOISE_ROOM: usize = 64 << 10;
 
 /// Exit status of the bootstrap line when the control script is not installed yet.
 const NOT_INSTALLED: i32 = 97;
+
+/// Exit status of the bootstrap line when the control script or a directory above it fails
+/// the ownership check: nothing was run.
+const INSECURE: i32 = 98;
 
 /// One call of a control-script verb.
 #[derive(Debug, Clone)]
@@ -145,12 +152,18 @@ impl<'a> Call<'a> {
         }
         let nonce = uuid::Uuid::new_v4().simple().to_string();
         let out = self.exec_once(transport, &nonce).await?;
+        if let Some(e) = refusal(transport, &out.status, &out.stdout, &nonce) {
+            return Err(e);
+        }
         if out.status.code() == Some(NOT_INSTALLED)
             && let Some(root) = install_request(&out.stdout, &nonce)
         {
             install(transport, &root).await?;
             let nonce = uuid::Uuid::new_v4().simple().to_string();
             let out = self.exec_once(transport, &nonce).await?;
+            if let Some(e) = refusal(transport, &out.status, &out.stdout, &nonce) {
+                return Err(e);
+            }
             return unframe(transport, out, &nonce).map(|o| self.cap(o));
         }
         unframe(transport, out, &nonce).map(|o| self.cap(o))
@@ -228,14 +241,174 @@ pub async fn sh_stream<T: Transport + ?Sized>(
 }
 
 /// The one line sent to the login shell: only words and one single-quoted string without `'`,
-/// `\` or `!`, which bash, zsh, fish, dash, ksh and tcsh all read the same way.
+/// `\`, `!` or a newline, which bash, zsh, fish, dash, ksh and tcsh all read the same way.
+///
+/// Before it runs the control script, the line itself checks it the way OpenSSH's StrictModes
+/// checks `authorized_keys`: the script and every directory above it, up to the home directory
+/// (or `/` for a state root outside it), must belong to the account or root, be a plain file or
+/// directory, and be writable by no one else (a root-owned sticky directory such as `/tmp`
+/// excepted). The check cannot live in the script: a script someone else put there would
+/// check itself. Anything else prints `@rr:NONCE:insecure MODE UID PATH` and exits
+/// [`INSECURE`]; nothing runs.
 pub fn bootstrap_line(verb: &str, nonce: &str) -> String {
     debug_assert!(verb.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'));
     format!(
         "exec /bin/sh -c 'r=${{XDG_STATE_HOME:-}}; case $r in /*) ;; *) r=$HOME/.local/state ;; \
-         esac; f=$r/remote-runner/lib/{ctl}; if [ -r \"$f\" ]; then exec /bin/sh \"$f\" \"$@\"; fi; \
-         printf \"@rr:%s:install %s\\n\" \"$2\" \"$r/remote-runner\"; exit {NOT_INSTALLED}' rr {verb} {nonce}",
+         esac; f=$r/remote-runner/lib/{ctl}; if [ -r \"$f\" ]; then {check} \
+         exec /bin/sh \"$f\" \"$v\" \"$n\"; fi; printf \"@rr:%s:install %s\\n\" \"$2\" \
+         \"$r/remote-runner\"; exit {NOT_INSTALLED}' rr {verb} {nonce}",
         ctl = CTL_NAME.as_str(),
+        check = format_args!(
+            "v=$1 n=$2 {STRICT_MODES} if [ -n \"$p\" ]; then \
+             printf \"@rr:%s:insecure %s\\n\" \"$n\" \"$p\"; exit 98; fi;"
+        ),
+    )
+}
+
+/// POSIX sh (one line, without `'`, `\\`, `!`) checking the file in `$f` the way OpenSSH's
+/// StrictModes checks `authorized_keys`: it and every directory above it, up to `$HOME` (or `/`
+/// for a path outside it), must be a plain file or directory of the account or root, writable
+/// by no one else (a root-owned sticky directory excepted). Leaves `p` empty when all is well,
+/// else `MODE UID PATH` of the first path that is not (`- - FILE` when one could not be read).
+/// Uses `u`, `p` and the positional parameters. One `ls -ldn` for all the paths (few
+/// processes: the line runs on every call that opens a channel); each line's mode and owner's
+/// uid are its first and third words, the name comes after the date.
+pub const STRICT_MODES: &str = "u=$(id -u) p=$f; set -- \"$f\"; \
+    while case $p in \"$HOME\"|/|\"\") false ;; */*) ;; *) false ;; esac; do \
+    p=${p%/*}; p=${p:-/}; set -- \"$@\" \"$p\"; done; \
+    p=$(LC_ALL=C ls -ldn -- \"$@\" 2>/dev/null | { k=0; \
+    while read -r m x o g s d1 d2 d3 name; do k=$((k+1)); \
+    case $o in \"$u\"|0) ;; *) echo \"$m $o $name\"; exit ;; esac; \
+    case $m in [-d]????w*|[-d]???????w*) case $o/$m in 0/d????????t*) ;; \
+    *) echo \"$m $o $name\"; exit ;; esac ;; [-d]*) ;; *) echo \"$m $o $name\"; exit ;; esac; \
+    done; [ $k = $# ] || echo \"- - $f\"; });";
+
+/// What a script prints on stderr, followed by `MODE UID PATH`, when [`STRICT_MODES`] refused
+/// what it was to run.
+pub const REFUSED_PREFIX: &str = "remote-runner: refusing to run it: ";
+
+/// `MODE UID PATH` from [`STRICT_MODES`] in words.
+pub fn refused_path(words: &str) -> String {
+    let mut w = words.splitn(3, ' ');
+    match (w.next(), w.next(), w.next()) {
+        (Some("-"), _, Some(path)) => {
+            format!("{path} (or a directory above it) could not be read")
+        }
+        (Some(mode), Some(uid), Some(path)) => format!(
+            "{} (mode {mode}, owner uid {uid}) is not the account's own, or others can write \
+             to it",
+            // A symlink's line names its target too.
+            if mode.starts_with('l') {
+                path.split(" -> ").next().unwrap_or(path)
+            } else {
+                path
+            }
+        ),
+        _ => words.to_string(),
+    }
+}
+
+/// The `insecure_remote_dir` error of a bootstrap line that refused to run the control script
+/// (exit status [`INSECURE`] and its `@rr:NONCE:insecure MODE UID PATH` line), if it did.
+fn refusal<T: Transport + ?Sized>(
+    transport: &T,
+    status: &crate::transport::ExitStatus,
+    stdout: &[u8],
+    nonce: &str,
+) -> Option<Error> {
+    if status.code() != Some(INSECURE) {
+        return None;
+    }
+    let marker = format!("@rr:{nonce}:insecure ");
+    let text = String::from_utf8_lossy(stdout);
+    let start = text.find(&marker)? + marker.len();
+    let line = text[start..].lines().next()?;
+    let why = refused_path(line);
+    Some(insecure_error(
+        transport,
+        &format!(
+            "refusing to run remote-runner's control script {}",
+            CTL_NAME.as_str()
+        ),
+        &why,
+    ))
+}
+
+/// Exit status of a script whose [`check_script_sh`] refused the file it was about to run.
+const SCRIPT_REFUSED: i32 = 88;
+
+/// POSIX sh for the start of a script run through the control plane ([`sh`],
+/// `Transport::exec`) that is about to run the engine's own file `path` (the code runtime's
+/// runner, the chat helper): the file and every directory above it must pass the same
+/// StrictModes check as the bootstrap line ([`STRICT_MODES`]), or the script prints the reason
+/// after `token` and exits before anything runs. [`script_refusal`] turns that into the error;
+/// `token` (fresh per call) keeps what the file prints later from being taken for a refusal.
+/// Sets `f`, `u` and `p` and the positional parameters.
+pub fn check_script_sh(path: &str, token: &str) -> String {
+    format!(
+        "f={path}; {STRICT_MODES}\nif [ -n \"$p\" ]; then printf '%s %s\\n' {token} \"$p\"; exit {SCRIPT_REFUSED}; fi\n",
+        path = shell_quote(path),
+        token = shell_quote(&format!("@rr-refused:{token}")),
+    )
+}
+
+/// Check the engine's own file `path` (and every directory above it) before something runs it
+/// by path: one control call; `insecure_remote_dir` naming `what` and the path that fails.
+pub async fn check_script<T: Transport + ?Sized>(
+    transport: &T,
+    path: &str,
+    what: &str,
+) -> Result<()> {
+    let token = uuid::Uuid::new_v4().simple().to_string();
+    let out = sh(
+        transport,
+        &format!("{}exit 0\n", check_script_sh(path, &token)),
+        None,
+        Some(Duration::from_secs(30)),
+        64 << 10,
+    )
+    .await?;
+    match script_refusal(transport, &out, &token, what) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// The `insecure_remote_dir` error of a script whose [`check_script_sh`] (same `token`)
+/// refused to run `what`, if it did.
+pub fn script_refusal<T: Transport + ?Sized>(
+    transport: &T,
+    out: &ExecOutput,
+    token: &str,
+    what: &str,
+) -> Option<Error> {
+    if out.status.code() != Some(SCRIPT_REFUSED) {
+        return None;
+    }
+    let marker = format!("@rr-refused:{token} ");
+    let text = out.stdout_lossy();
+    let why = text.lines().find_map(|l| l.strip_prefix(&marker))?;
+    Some(insecure_error(
+        transport,
+        &format!("refusing to run {what}"),
+        &refused_path(why),
+    ))
+}
+
+/// The `insecure_remote_dir` error: `what` was refused because of `why` (which names the path).
+/// The fix is the same wherever the check is made.
+pub fn insecure_error<T: Transport + ?Sized>(transport: &T, what: &str, why: &str) -> Error {
+    let why = crate::util::printable_excerpt(why.as_bytes(), 400);
+    Error::new(
+        ErrorCode::InsecureRemoteDir,
+        format!(
+            "{what} on {}: {why}; every directory from the home down to remote-runner's files \
+             must belong to the account (or root) and be writable by no one else, since another \
+             user could put a script there that would run as you. If you did not create it, \
+             remove it; otherwise fix it with `chown` and `chmod go-w`, or set XDG_STATE_HOME to a \
+             directory the account owns",
+            transport.describe()
+        ),
     )
 }
 
@@ -316,6 +489,8 @@ mod tests {
         }
         assert_eq!(line.matches('\'').count(), 2);
         assert!(line.ends_with("' rr start_command 0123abcd"));
+        // Old csh-family shells limit a word to 1024 bytes.
+        assert!(quoted.len() < 1024, "{} bytes: {quoted}", quoted.len());
     }
 
     #[test]

@@ -41,15 +41,10 @@ pub async fn prepare(transport: &dyn Transport) -> Result<RemoteTools> {
     match lines.next() {
         Some("@prepared") => {}
         Some(line) if line.starts_with("@insecure ") => {
-            let why = crate::util::printable_excerpt(&line.as_bytes()["@insecure ".len()..], 400);
-            return Err(Error::new(
-                ErrorCode::InsecureRemoteDir,
-                format!(
-                    "refusing remote-runner's state directory on {}: {why}; it must belong to \
-                     the account and not be writable by others (fix it with `chown` and \
-                     `chmod go-w`, or set XDG_STATE_HOME to a directory the account owns)",
-                    transport.describe()
-                ),
+            return Err(super::insecure_error(
+                transport,
+                "refusing remote-runner's state directory",
+                &line["@insecure ".len()..],
             ));
         }
         _ => {

@@ -171,6 +171,8 @@ async fn turn_place(
             crate::chat::install(dir.transport().as_ref(), &script).await?;
             shared.mark_chat_installed(&script);
         }
+        // The turn's program runs it by path: checked (StrictModes) before every turn.
+        crate::remote::check_script(dir.transport().as_ref(), &script, "the chat helper").await?;
         Some(script)
     } else {
         None

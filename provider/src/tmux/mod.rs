@@ -240,13 +240,10 @@ impl TmuxDriver {
             ));
         }
         if let Some(why) = stdout.lines().find_map(|l| l.strip_prefix("@insecure ")) {
-            return Err(Error::new(
-                ErrorCode::InsecureRemoteDir,
-                format!(
-                    "refusing the session directory on {}: {why}; it must belong to the account \
-                     and not be writable by others",
-                    self.transport.describe()
-                ),
+            return Err(crate::remote::insecure_error(
+                &*self.transport,
+                "refusing the session directory",
+                why,
             ));
         }
         let env = stdout

@@ -254,7 +254,11 @@ pane)
     __rr_s=$?
     __rr_o=
     read -r __rr_o 2>/dev/null <"$__rr_sdir/busy"
-    if [ -n "$__rr_o" ] && [ ! -s "$__rr_cdir/$__rr_o/exit" ]; then
+    # The lock's owner ended with its shell, unless its exit file holds an exit line: one the
+    # command wrote over itself (garbage) is replaced by the truth.
+    __rr_e=
+    if [ -n "$__rr_o" ]; then read -r __rr_e 2>/dev/null <"$__rr_cdir/$__rr_o/exit"; fi
+    if [ -n "$__rr_o" ] && [[ $__rr_e != "code="*" how="*" state="* ]]; then
       __rr_cur=$__rr_cdir/$__rr_o
       __rr_lock=1
       if [ ! -e "$__rr_cur/started" ]; then

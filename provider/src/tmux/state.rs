@@ -31,6 +31,11 @@ pub struct CommandState {
     pub stderr_size: u64,
     /// The command directory does not exist (never started on this machine, or removed).
     pub missing: bool,
+    /// The command's exit file holds no exit line: the command wrote over it. Never a sign that
+    /// the session is gone (`alive` says that, from tmux).
+    pub exit_garbled: bool,
+    /// The command still holds the session's foreground lock (reported with `exit_garbled`).
+    pub holds_lock: bool,
     /// The command was written but never typed (its caller died before starting it) and nothing
     /// holds it any more: it will never run.
     pub never_started: bool,
@@ -88,6 +93,8 @@ pub fn parse(out: &ExecOutput) -> Result<CommandState> {
         match k {
             "missing" => st.missing = true,
             "never" => st.never_started = true,
+            "garbled" => st.exit_garbled = true,
+            "holds" => st.holds_lock = true,
             "alive" => st.alive = v == "1",
             "code" => code = v.parse::<i32>().ok(),
             "how" => how = v.to_string(),

@@ -1861,3 +1861,84 @@ pub async fn destroy_removes_remote_state_unless_kept(t: Arc<dyn Transport>, dir
         .await;
     b.finish().await;
 }
+
+/// Liveness comes from tmux, not from a file a command can write (issue 28): a command that
+/// writes garbage into its own `exit` file (its directory is `$__rr_cur` in the session shell)
+/// and then kills its shell, or goes on running, is that command's business; the session stays
+/// active and the next command runs.
+pub async fn garbled_exit_file_is_not_a_lost_session(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    let active = |what: &str| {
+        let session = b.engine.session_show(b.sid()).unwrap();
+        assert_eq!(session.status, SessionStatus::Active, "{what}: {session:?}");
+    };
+    // Garbage, then the shell killed: the session shell records the truth.
+    let killed = try_run(
+        &b.engine,
+        b.sid(),
+        "printf 'garbage\\n' > \"$__rr_cur/exit\"; kill -9 $$",
+        ExecRequest::wait(),
+    )
+    .await;
+    active(&format!("{killed:?}"));
+    let rec = killed.unwrap();
+    assert_eq!(
+        (rec.status, rec.exit_code, rec.end_reason.as_deref()),
+        (CommandStatus::Failed, Some(137), Some("shell_killed")),
+        "{rec:?}"
+    );
+    assert_eq!(b.run("echo next").await.stdout, "next\n");
+
+    // Garbage while the command goes on: it still runs, and ends as it ends.
+    let rec = b
+        .engine
+        .exec(
+            b.sid(),
+            "printf 'code=x\\n' > \"$__rr_cur/exit\"; sleep 1; echo done",
+            ExecRequest::wait().with_timeout(Duration::from_millis(300)),
+        )
+        .await
+        .unwrap();
+    let waited = b
+        .engine
+        .command_wait(b.sid(), &rec.command_id, Duration::from_secs(20))
+        .await;
+    active(&format!("{waited:?}"));
+    let waited = waited.unwrap();
+    assert_eq!(
+        (waited.status, waited.stdout.as_str()),
+        (CommandStatus::Completed, "done\n"),
+        "{waited:?}"
+    );
+
+    // Garbage written after the command ended, before anyone read its end: an error about that
+    // command; the session goes on.
+    let rec = b
+        .engine
+        .exec(
+            b.sid(),
+            "d=$__rr_cur; (sleep 1; printf 'junk\\n' > \"$d/exit\") >/dev/null 2>&1 & sleep 0.3",
+            ExecRequest::wait().with_timeout(Duration::from_millis(100)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rec.status, CommandStatus::Running, "{rec:?}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let read = b
+        .engine
+        .command_wait(b.sid(), &rec.command_id, Duration::from_secs(5))
+        .await;
+    active(&format!("{read:?}"));
+    let read = read.unwrap();
+    assert_eq!(
+        (read.status, read.exit_code, read.end_reason.as_deref()),
+        (CommandStatus::Failed, None, Some("exit_garbled")),
+        "{read:?}"
+    );
+    assert!(
+        read.error.as_deref().unwrap_or("").contains("exit file"),
+        "{read:?}"
+    );
+    assert_eq!(b.run("echo after").await.stdout, "after\n");
+    b.finish().await;
+}

@@ -391,14 +391,21 @@ impl CodeRuntime {
             .await
     }
 
-    /// The `run.sh` text for one run: the host's assignments, then the script.
+    /// The `run.sh` text for one run: the host's assignments, the runner's owner and mode
+    /// check (`rr_check_runner`, OpenSSH StrictModes: the runner and every directory above it,
+    /// see [`crate::remote::STRICT_MODES`]), then the script, which calls the check right
+    /// before it starts the runner.
     fn run_script(&self, prepared: &Prepared, run_id: &str, sweep_only: bool) -> String {
         let c = &self.config;
         let opt = |v: Option<u64>| v.map(|n| n.to_string()).unwrap_or_default();
         format!(
             "rr_run={run} rr_budget={budget:.3} rr_interp={interp} rr_runner={runner} \
              rr_cwd={cwd} rr_ns={ns} rr_fsize={fsize} rr_mem={mem} rr_nproc={nproc} \
-             rr_sweep_only={sweep}\n{RUN_SH}",
+             rr_sweep_only={sweep}\n\
+             rr_check_runner() {{ f=$1; {check}\n\
+             if [ -n \"$p\" ]; then printf '{refused}%s\\n' \"$p\"; return 1; fi; }}\n{RUN_SH}",
+            check = crate::remote::STRICT_MODES,
+            refused = crate::remote::REFUSED_PREFIX,
             run = shell_quote(run_id),
             budget = c.time_budget.as_secs_f64(),
             interp = c.language.interpreter(),
@@ -768,7 +775,20 @@ impl CodeRuntime {
                 ));
             }
             ExitStatus::Code(93) => {
-                return Err(Error::new(ErrorCode::InsecureRemoteDir, said.to_string()));
+                let refused = String::from_utf8_lossy(stderr);
+                if let Some(why) = refused
+                    .lines()
+                    .find_map(|l| l.strip_prefix(crate::remote::REFUSED_PREFIX))
+                {
+                    return Err(crate::remote::insecure_error(
+                        self.transport.as_ref(),
+                        &format!(
+                            "refusing to run the code runtime's runner {}",
+                            self.prepared.get().map_or("", |p| p.runner.as_str())
+                        ),
+                        &crate::remote::refused_path(why),
+                    ));
+                }
             }
             _ => {}
         }
