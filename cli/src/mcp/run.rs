@@ -118,6 +118,9 @@ pub async fn code(call: &Call, args: CodeArgs) -> Result<Reply> {
         time_budget: args.time_budget_s.unwrap_or(30.0),
         output_cap: call.state.max_output,
         cwd: None,
+        max_file_size: None,
+        max_memory: None,
+        max_processes: None,
     };
     let rt = code::runtime(&ctx, &runtime).await?;
     let result = rt
