@@ -29,7 +29,8 @@ command -v ssh >/dev/null 2>&1 && command -v ssh-keygen >/dev/null 2>&1 || need+
 if [ "$purpose" = tests ]; then
   [ -x /usr/sbin/sshd ] || need+=(openssh-server)
   command -v ip >/dev/null 2>&1 || need+=(iproute2)
-  command -v nft >/dev/null 2>&1 || need+=(nftables)
+  # nft is in /usr/sbin, which a user's PATH (sudo) does not have on Debian
+  command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || need+=(nftables)
   command -v jq >/dev/null 2>&1 || need+=(jq)   # docs/cli.md examples use it
   [ -x /usr/bin/zsh ] || need+=(zsh)             # login-shell test account rrtest-zsh
   [ -x /usr/bin/fish ] || need+=(fish)           # login-shell test account rrtest-fish
@@ -60,6 +61,8 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
   fi
 fi
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+# Through `env`: sudo resets the environment, and a debconf question asked with the output
+# hidden would hang the install.
+$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+  "${need[@]}" >/dev/null

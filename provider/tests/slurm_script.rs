@@ -1,6 +1,6 @@
 //! The Slurm scripts as files: `provider/src/slurm/slurm.sh` (run on login nodes through the
 //! control script, so POSIX sh: shellcheck-clean and parsed by dash and busybox sh) and the test
-//! bed's `scripts/slurm-bed.sh` (bash).
+//! bed's `scripts/slurm-bed.sh` (bash), and `scripts/install-deps.sh`, which installs the bed.
 
 use std::path::Path;
 use std::process::Command;
@@ -40,5 +40,29 @@ fn the_bed_script_is_shellcheck_clean() {
         "shellcheck",
         &["-s", "bash"],
         &root().join("scripts/slurm-bed.sh"),
+    );
+}
+
+/// `scripts/install-deps.sh` as a user with sudo runs it (Debian's user PATH has no /usr/sbin):
+/// on this host, where the whole test bed is installed, it finds everything and installs
+/// nothing. It used to look for `nft` on the PATH only, so for such a user it installed
+/// nftables again on every run (and, without root or sudo, failed).
+#[test]
+fn install_deps_finds_an_installed_bed_from_a_users_path() {
+    let script = root().join("scripts/install-deps.sh");
+    run("shellcheck", &[], &script);
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .args(["env", "-i", "PATH=/usr/local/bin:/usr/bin:/bin:/usr/games"])
+        .args(["HOME=/nonexistent", "bash"])
+        .arg(&script)
+        .arg("--tests")
+        .output()
+        .expect("setpriv (util-linux)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && !stderr.contains("installing"),
+        "as a user, with the bed installed: {:?}\n{stderr}",
+        out.status
     );
 }
