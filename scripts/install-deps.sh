@@ -2,8 +2,9 @@
 # Installs what is missing on a Debian/Ubuntu machine, for one of two purposes:
 #
 #   scripts/install-deps.sh --demo    # the main job on the built-in `local` machine
-#                                     # (scripts/demo.sh): tmux (the sessions' shells) and the
+#                                     # (scripts/demo.sh): tmux (the sessions' shells), the
 #                                     # OpenSSH client (`session attach`, machines added over SSH)
+#                                     # and, to build, a C compiler (gcc, libc6-dev)
 #   scripts/install-deps.sh --tests   # the whole test bed (scripts/test.sh; the default):
 #       the above, plus the OpenSSH server (the tests' real sshd on 127.0.0.1), iproute2 and
 #       nftables (fault-injection tests), jq (the examples in docs/cli.md, run as written by a
@@ -25,6 +26,10 @@ need=()
 # the main job: sessions are tmux shells; the OpenSSH client attaches and reaches SSH machines
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
 command -v ssh >/dev/null 2>&1 && command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
+# building the binaries: the linker and the C parts (aws-lc, SQLite) need a C compiler and libc's
+# headers, which a fresh Debian with only rustup does not have
+command -v cc >/dev/null 2>&1 || need+=(gcc)
+[ -e /usr/include/stdio.h ] || need+=(libc6-dev)
 
 if [ "$purpose" = tests ]; then
   [ -x /usr/sbin/sshd ] || need+=(openssh-server)

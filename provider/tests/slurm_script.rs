@@ -66,3 +66,46 @@ fn install_deps_finds_an_installed_bed_from_a_users_path() {
         out.status
     );
 }
+
+/// On a machine without a C compiler (a fresh Debian with only rustup), `--demo` installs one:
+/// the demo builds the binaries, and linking and the C parts (aws-lc, SQLite) need `cc`. Run as
+/// a user without sudo and with a PATH that has tmux and ssh but no `cc`, it must ask for gcc.
+#[test]
+fn install_deps_demo_installs_a_c_compiler_when_there_is_none() {
+    let script = root().join("scripts/install-deps.sh");
+    let bin = tempfile::tempdir().unwrap();
+    for tool in ["bash", "tmux", "ssh", "ssh-keygen", "id", "env"] {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .unwrap();
+        let path = String::from_utf8_lossy(&found.stdout).trim().to_string();
+        assert!(!path.is_empty(), "{tool} is not installed");
+        std::os::unix::fs::symlink(&path, bin.path().join(tool)).unwrap();
+    }
+    std::fs::set_permissions(
+        bin.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "env",
+            "-i",
+        ])
+        .arg(format!("PATH={}", bin.path().display()))
+        .arg(bin.path().join("bash"))
+        .arg(&script)
+        .arg("--demo")
+        .output()
+        .expect("setpriv (util-linux)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("installing gcc"),
+        "{:?}\n{stderr}",
+        out.status
+    );
+}
