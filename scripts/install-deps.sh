@@ -8,7 +8,7 @@
 #   scripts/install-deps.sh --tests   # the whole test bed (scripts/test.sh; the default):
 #       the above, plus the OpenSSH server (the tests' real sshd on 127.0.0.1), iproute2 and
 #       nftables (fault-injection tests), jq (the examples in docs/cli.md, run as written by a
-#       test), git (a session cwd that is a repository), zsh and fish (testkit's login-shell
+#       test), GNU time (a test measures peak memory), git (a session cwd that is a repository), zsh and fish (testkit's login-shell
 #       test accounts), busybox (its sh is a shell the remote scripts are tested under),
 #       the linter for the remote scripts (package shellcheck), nodejs and python3 (the code runtime),
 #       and Slurm: slurmctld, slurmd, slurm-client and munge (scripts/slurm-bed.sh, docs/slurm.md)
@@ -37,6 +37,7 @@ if [ "$purpose" = tests ]; then
   # nft is in /usr/sbin, which a user's PATH (sudo) does not have on Debian
   command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || need+=(nftables)
   command -v jq >/dev/null 2>&1 || need+=(jq)   # docs/cli.md examples use it
+  [ -x /usr/bin/time ] || need+=(time)           # a test measures the CLI's peak memory
   [ -x /usr/bin/zsh ] || need+=(zsh)             # login-shell test account rrtest-zsh
   [ -x /usr/bin/fish ] || need+=(fish)           # login-shell test account rrtest-fish
   command -v git >/dev/null 2>&1 || need+=(git)  # a session cwd that is a git repository

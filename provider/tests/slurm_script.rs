@@ -109,3 +109,31 @@ fn install_deps_demo_installs_a_c_compiler_when_there_is_none() {
         out.status
     );
 }
+
+/// `--tests` installs GNU time, which cli/tests/session_behaviour.rs runs as `/usr/bin/time` to
+/// measure the CLI's peak memory (it is not in a fresh Debian). Here it is hidden (a mount
+/// namespace binds a non-executable file over it) and the script, run as a user without sudo,
+/// must ask for the package.
+#[test]
+fn install_deps_tests_installs_gnu_time_when_missing() {
+    let script = root().join("scripts/install-deps.sh");
+    let dir = tempfile::tempdir().unwrap();
+    let blank = dir.path().join("not-time");
+    std::fs::write(&blank, b"").unwrap();
+    let hide = format!(
+        "mount --bind {} /usr/bin/time && exec setpriv --reuid=65534 --regid=65534 \
+         --clear-groups env -i PATH=/usr/local/bin:/usr/bin:/bin bash {} --tests",
+        blank.display(),
+        script.display()
+    );
+    let out = Command::new("unshare")
+        .args(["-m", "sh", "-c", &hide])
+        .output()
+        .expect("unshare (util-linux)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("installing time"),
+        "{:?}\n{stderr}",
+        out.status
+    );
+}
