@@ -12,7 +12,7 @@
 #   RR_DEMO_PROVIDER=PATH scripts/demo.sh   # step 7 against another provider program
 #
 # Installs only what the main job needs when it is missing (scripts/install-deps.sh --demo:
-# tmux and the OpenSSH client), builds the binaries, and keeps its state in a fresh directory
+# tmux, the OpenSSH client, and gcc to build with), builds the binaries, and keeps its state in a fresh directory
 # unless REMOTE_RUNNER_STATE_DIR is set (needed for your own machines).
 # The remote commands are single-quoted on purpose: the session's shell expands them.
 # shellcheck disable=SC2016

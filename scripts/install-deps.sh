@@ -2,12 +2,13 @@
 # Installs what is missing on a Debian/Ubuntu machine, for one of two purposes:
 #
 #   scripts/install-deps.sh --demo    # the main job on the built-in `local` machine
-#                                     # (scripts/demo.sh): tmux (the sessions' shells) and the
+#                                     # (scripts/demo.sh): tmux (the sessions' shells), the
 #                                     # OpenSSH client (`session attach`, machines added over SSH)
+#                                     # and, to build, a C compiler (gcc, libc6-dev)
 #   scripts/install-deps.sh --tests   # the whole test bed (scripts/test.sh; the default):
 #       the above, plus the OpenSSH server (the tests' real sshd on 127.0.0.1), iproute2 and
 #       nftables (fault-injection tests), jq (the examples in docs/cli.md, run as written by a
-#       test), git (a session cwd that is a repository), zsh and fish (testkit's login-shell
+#       test), GNU time (a test measures peak memory), git (a session cwd that is a repository), zsh and fish (testkit's login-shell
 #       test accounts), busybox (its sh is a shell the remote scripts are tested under),
 #       the linter for the remote scripts (package shellcheck), nodejs and python3 (the code runtime),
 #       and Slurm: slurmctld, slurmd, slurm-client and munge (scripts/slurm-bed.sh, docs/slurm.md)
@@ -25,12 +26,18 @@ need=()
 # the main job: sessions are tmux shells; the OpenSSH client attaches and reaches SSH machines
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
 command -v ssh >/dev/null 2>&1 && command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
+# building the binaries: the linker and the C parts (aws-lc, SQLite) need a C compiler and libc's
+# headers, which a fresh Debian with only rustup does not have
+command -v cc >/dev/null 2>&1 || need+=(gcc)
+[ -e /usr/include/stdio.h ] || need+=(libc6-dev)
 
 if [ "$purpose" = tests ]; then
   [ -x /usr/sbin/sshd ] || need+=(openssh-server)
   command -v ip >/dev/null 2>&1 || need+=(iproute2)
-  command -v nft >/dev/null 2>&1 || need+=(nftables)
+  # nft is in /usr/sbin, which a user's PATH (sudo) does not have on Debian
+  command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || need+=(nftables)
   command -v jq >/dev/null 2>&1 || need+=(jq)   # docs/cli.md examples use it
+  [ -x /usr/bin/time ] || need+=(time)           # a test measures the CLI's peak memory
   [ -x /usr/bin/zsh ] || need+=(zsh)             # login-shell test account rrtest-zsh
   [ -x /usr/bin/fish ] || need+=(fish)           # login-shell test account rrtest-fish
   command -v git >/dev/null 2>&1 || need+=(git)  # a session cwd that is a git repository
@@ -77,6 +84,8 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
   fi
 fi
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+# Through `env`: sudo resets the environment, and a debconf question asked with the output
+# hidden would hang the install.
+$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+  "${need[@]}" >/dev/null

@@ -298,5 +298,29 @@ fn downloads_never_widen_local_permissions(bed: &Bed) {
         ],
     );
     assert_eq!(mode_of(&one), 0o640);
+    // Another user's file in the way (a shared directory): its mode is theirs and is not kept;
+    // the file, now ours, gets the new-file mode.
+    let planted = bed.sb.path().join("planted.txt");
+    std::fs::write(&planted, b"planted").unwrap();
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o666)).unwrap();
+    std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).unwrap();
+    let data = bed.at("loose/data.txt");
+    with_umask(
+        bed,
+        "022",
+        &[
+            "file",
+            "get",
+            "--session",
+            &s,
+            "--remote",
+            &data,
+            "--local",
+            planted.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_eq!(std::fs::read(&planted).unwrap(), b"data");
+    assert_eq!(mode_of(&planted), 0o644);
 }
 both_machines!(never_wider, downloads_never_widen_local_permissions);

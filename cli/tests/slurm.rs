@@ -383,6 +383,46 @@ fn run_once_is_a_batch_job_with_its_exit_code_and_artifacts() {
     assert_eq!(ok["exit_code"], 0);
 }
 
+/// A batch job's output copied home has the output cap of a command's (issue 28), and says
+/// so: past the cap the manifest keeps the true size, `stdout_capped`, and an excerpt ending with
+/// a note naming the remote file with the rest; the local copy holds the cap, as holes when the
+/// output is zeros.
+#[test]
+fn run_once_output_past_the_cap_is_counted_and_said() {
+    use std::os::unix::fs::MetadataExt;
+    let Some(bed) = Bed::slurm() else { return };
+    let work = bed.work_str();
+    let mut cmd = bed.command(&[
+        "run",
+        "once",
+        "--machine",
+        "bed",
+        "--cwd",
+        &work,
+        "--cmd",
+        "head -c 5000 /dev/zero; echo short >&2",
+        "--json",
+    ]);
+    cmd.env("REMOTE_RUNNER_OUTPUT_CAP", "1K");
+    let r = common::run_command(cmd, None);
+    assert_eq!(r.code, 0, "{r:?}");
+    let m = r.json();
+    let b = &m["slurm"];
+    assert_eq!(b["stdout_bytes"], 5000, "{b}");
+    assert_eq!(b["stdout_capped"], true, "{b}");
+    assert_eq!(b["stderr_bytes"], 6, "{b}");
+    assert_eq!(b["stderr_capped"], false, "{b}");
+    assert_eq!(b["stderr_excerpt"], "short\n");
+    let excerpt = b["stdout_excerpt"].as_str().unwrap();
+    assert!(
+        excerpt.contains("[stdout: 5000 bytes in all; only the first 1024 are kept here"),
+        "{excerpt:?}"
+    );
+    let copy = std::fs::metadata(b["stdout_local"].as_str().unwrap()).unwrap();
+    assert_eq!(copy.len(), 1024);
+    assert_eq!(copy.blocks(), 0, "zeros are kept as a hole");
+}
+
 #[test]
 fn run_once_past_its_timeout_cancels_the_job() {
     let Some(bed) = Bed::slurm() else { return };

@@ -194,11 +194,12 @@ pub async fn upload(
     Ok(stats)
 }
 
-/// Files under `<remote_root>/artifacts` as (relative path, size, mtime).
+/// Files under `<remote_root>/artifacts`: (relative path, size, mtime) of each, and the names
+/// (lossily decoded) of those whose path is not UTF-8, which no transfer can name.
 async fn remote_artifacts(
     transport: &Arc<dyn Transport>,
     remote_root: &str,
-) -> Result<Vec<(String, u64, String)>> {
+) -> Result<(Vec<(String, u64, String)>, Vec<String>)> {
     let dir = format!("{remote_root}/artifacts");
     let script = format!(
         "cd {} 2>/dev/null || exit 0; find . -type f -printf '%P\\0%s\\0%T@\\0'",
@@ -216,15 +217,16 @@ async fn remote_artifacts(
     }
     let fields: Vec<&[u8]> = out.stdout.split(|b| *b == 0).collect();
     let mut files = Vec::new();
+    let mut not_utf8 = Vec::new();
     for chunk in fields.chunks(3) {
         let [name, size, mtime] = chunk else {
             continue;
         };
-        let (Ok(name), Ok(size), Ok(mtime)) = (
-            std::str::from_utf8(name),
-            std::str::from_utf8(size),
-            std::str::from_utf8(mtime),
-        ) else {
+        let Ok(name) = std::str::from_utf8(name) else {
+            not_utf8.push(String::from_utf8_lossy(name).into_owned());
+            continue;
+        };
+        let (Ok(size), Ok(mtime)) = (std::str::from_utf8(size), std::str::from_utf8(mtime)) else {
             continue;
         };
         let Ok(size) = size.parse::<u64>() else {
@@ -235,7 +237,7 @@ async fn remote_artifacts(
         }
         files.push((name.to_string(), size, mtime.to_string()));
     }
-    Ok(files)
+    Ok((files, not_utf8))
 }
 
 /// What one download of the artifacts did.
@@ -272,7 +274,16 @@ pub async fn download_artifacts(
     manifest: &mut Manifest,
 ) -> Result<DownStats> {
     let mut stats = DownStats::default();
-    for (rel, size, mtime) in remote_artifacts(transport, remote_root).await? {
+    let (files, not_utf8) = remote_artifacts(transport, remote_root).await?;
+    for rel in not_utf8 {
+        stats.skipped.push((
+            rel,
+            "its name is not valid UTF-8, which a transfer cannot name; rename it on the \
+             machine to bring it back"
+                .to_string(),
+        ));
+    }
+    for (rel, size, mtime) in files {
         if rel.split('/').next() == Some(LOGS) {
             stats.skipped.push((
                 rel,

@@ -1701,12 +1701,19 @@ fn machine_names_are_data() {
         "--cmd",
         "mkdir -p artifacts/logs/names && printf nl > \"artifacts/bad$(printf '\\nname')\" && \
          printf dash > artifacts/-rf && printf loose > artifacts/loose.sh && \
-         chmod 4777 artifacts/loose.sh && echo forged > artifacts/logs/names/cmd_001.log; exit 3",
+         chmod 4777 artifacts/loose.sh && echo forged > artifacts/logs/names/cmd_001.log && \
+         printf latin1 > \"artifacts/caf$(printf '\\351')\"; exit 3",
     ]);
     assert_eq!(out.code, 0, "{}", out.raw);
     assert_eq!(out.json["exit_code"], 3, "{}", out.raw);
     let warning = out.json["warning"].as_str().unwrap_or_default();
     assert!(warning.contains("logs/names/cmd_001.log"), "{}", out.raw);
+    // A name that is not UTF-8 cannot be fetched, but it is named, never left out in silence.
+    assert!(
+        warning.contains("caf\u{fffd}") && warning.contains("not valid UTF-8"),
+        "{}",
+        out.raw
+    );
     assert_eq!(
         log_lines(&first_log)[1],
         "first",

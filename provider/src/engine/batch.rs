@@ -59,6 +59,10 @@ impl Engine {
             stderr_excerpt: String::new(),
             stdout_local: None,
             stderr_local: None,
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+            stdout_capped: false,
+            stderr_capped: false,
             submitted_at: None,
             queries: 0,
         });
@@ -195,9 +199,16 @@ impl Engine {
             let remote = format!("{dir}/{name}");
             let local = run_dir.join(name);
             let size = t.stat(&remote).await?.map_or(0, |s| s.size);
-            output::mirror(t, &remote, &local, size, self.options.output_cap).await?;
-            let head = output::read_local(&local, 0, excerpt)?;
-            copies.push((local.to_string_lossy().into_owned(), head));
+            let cap = self.options.output_cap;
+            output::mirror(t, &remote, &local, size, cap).await?;
+            let mut head = output::read_local(&local, 0, excerpt)?;
+            // Past the cap the copy is a prefix: the record says so, never a silent cut.
+            if size > cap {
+                head.extend_from_slice(
+                    format!("\n{}\n", output::capped_note(name, size, cap, &remote)).as_bytes(),
+                );
+            }
+            copies.push((local.to_string_lossy().into_owned(), head, size, size > cap));
         }
         if own.is_none()
             && let Some(why) = String::from_utf8_lossy(&copies[1].1)
@@ -236,6 +247,8 @@ impl Engine {
         b.stderr_local = Some(stderr.0.clone());
         b.stdout_excerpt = String::from_utf8_lossy(&stdout.1).into_owned();
         b.stderr_excerpt = String::from_utf8_lossy(&stderr.1).into_owned();
+        (b.stdout_bytes, b.stdout_capped) = (stdout.2, stdout.3);
+        (b.stderr_bytes, b.stderr_capped) = (stderr.2, stderr.3);
         if m.status == RunStatus::Running {
             m.exit_code = exit_code;
             if exit_code.is_none() {

@@ -167,9 +167,20 @@ pub struct BatchJob {
     pub remote_dir: String,
     pub stdout_excerpt: String,
     pub stderr_excerpt: String,
-    /// The job's whole stdout and stderr, copied home.
+    /// The job's stdout and stderr copied home, up to the output cap each.
     pub stdout_local: Option<String>,
     pub stderr_local: Option<String>,
+    /// True sizes of the job's stdout and stderr on the login node.
+    #[serde(default)]
+    pub stdout_bytes: u64,
+    #[serde(default)]
+    pub stderr_bytes: u64,
+    /// The stream is longer than the output cap: the local copy holds only its first part, the
+    /// excerpt ends with a note naming the remote file with the rest.
+    #[serde(default)]
+    pub stdout_capped: bool,
+    #[serde(default)]
+    pub stderr_capped: bool,
     pub submitted_at: Option<String>,
     /// `squeue`/`sacct` calls made to follow the job.
     pub queries: u32,

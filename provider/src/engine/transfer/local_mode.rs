@@ -2,8 +2,8 @@
 //! hostile one chooses 0777 or set-id: a download never widens local permissions. A new file or
 //! directory gets the remote permission bits masked by this process's umask and by 0755 (the
 //! owner's bits, read and search for the others; never group- or other-writable, never set-id
-//! or sticky); an existing destination keeps its mode (a replaced file takes the old file's
-//! permission bits; an existing directory is not touched).
+//! or sticky); an existing destination keeps its mode (a replaced file of this user's takes the
+//! old file's permission bits; an existing directory is not touched).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -29,11 +29,16 @@ pub fn for_new(remote: u32, umask: u32) -> u32 {
     remote & CAP & !umask
 }
 
-/// The mode of a downloaded file that lands at `dest`: an existing regular file's permission
-/// bits (less set-id and sticky), else [`for_new`].
+/// The mode of a downloaded file that lands at `dest`: the permission bits (less set-id and
+/// sticky) of an existing regular file of this user's, else [`for_new`]. A file another user
+/// put there (a shared directory) has a mode they chose: keeping it would let them make the
+/// downloaded file, ours from then on, as open as they like.
 pub fn for_file(dest: &Path, remote: u32, umask: u32) -> u32 {
+    use std::os::unix::fs::MetadataExt;
     match std::fs::symlink_metadata(dest) {
-        Ok(m) if m.file_type().is_file() => m.permissions().mode() & 0o777,
+        Ok(m) if m.file_type().is_file() && m.uid() == crate::store::ownership::effective_uid() => {
+            m.permissions().mode() & 0o777
+        }
         _ => for_new(remote, umask),
     }
 }
