@@ -75,7 +75,7 @@ const PER_COMMAND: &[(&str, &str)] = &[
     ),
     (
         "session send",
-        "bounds the whole call, connecting included; error `timeout` when it runs out",
+        "bounds the wait for the reply (default 30 s); when it runs out the result says `timed_out: true` with the output so far (exit 6) and the program goes on",
     ),
     (
         "session read",
@@ -162,6 +162,7 @@ pub fn scope(command: &Command) -> Scope {
             SessionCommand::Exec(_)
             | SessionCommand::Show(_)
             | SessionCommand::Logs(_)
+            | SessionCommand::Send(_)
             | SessionCommand::Attach(_) => Scope::Own,
             SessionCommand::Command(CommandCommand::List(_) | CommandCommand::Wait(_)) => {
                 Scope::Own

@@ -159,6 +159,26 @@ fn run_mode(rec: &CommandRecord) -> RunMode {
     }
 }
 
+/// The last line a command waiting for input printed: its prompt, usually. A stream whose
+/// output ends without a newline holds the prompt (stderr first: `read -p`, Python's `>>> `);
+/// else the last line of stderr, then of stdout.
+fn last_line(rec: &CommandRecord) -> String {
+    let tail = |t: &str| -> String {
+        let t = t.strip_suffix('\n').unwrap_or(t);
+        t.rsplit('\n').next().unwrap_or("").to_string()
+    };
+    let open = |t: &str| !t.is_empty() && !t.ends_with('\n');
+    if open(&rec.stderr) {
+        tail(&rec.stderr)
+    } else if open(&rec.stdout) {
+        tail(&rec.stdout)
+    } else if !rec.stderr.is_empty() {
+        tail(&rec.stderr)
+    } else {
+        tail(&rec.stdout)
+    }
+}
+
 /// Normalize and check a command's text: CRLF line endings become LF; NUL is refused.
 fn prepare_command(command: &str) -> Result<String> {
     if command.contains('\0') {
@@ -340,7 +360,12 @@ impl Engine {
         let mode = run_mode(rec);
         loop {
             let gone = state.missing && !recently_created(rec);
-            if state.exit.is_some() || !state.alive || gone || state.never_started {
+            if state.exit.is_some()
+                || !state.alive
+                || gone
+                || state.never_started
+                || state.waiting_input
+            {
                 return Ok(state);
             }
             let left = match timeout {
@@ -423,6 +448,8 @@ impl Engine {
             end_reason: None,
             error: None,
             shell_restarted: false,
+            last_line: None,
+            interrupted: false,
         }
     }
 
@@ -461,6 +488,8 @@ impl Engine {
                 rec.duration_ms = Some(((b - a).max(0.0) * 1000.0).round() as u64);
             }
             rec.wait_timed_out = false;
+            rec.last_line = None;
+            rec.interrupted = exit.code == 130;
             // `exit N`, `kill -9 $$`, `exec bash`: the command ended its shell; the session
             // goes on in a fresh one with the same directory and exported environment.
             rec.shell_restarted = matches!(
@@ -522,11 +551,15 @@ impl Engine {
                 }
             };
             rec.error = Some(why.to_string());
+        } else if state.waiting_input {
+            rec.status = CommandStatus::WaitingInput;
+            rec.wait_timed_out = false;
         } else {
             rec.status = CommandStatus::Running;
             rec.wait_timed_out = waited;
         }
         self.copy_output(driver, rec).await?;
+        rec.last_line = (rec.status == CommandStatus::WaitingInput).then(|| last_line(rec));
         if rec.status.is_final() {
             self.write_log(rec)?;
         }

@@ -322,6 +322,11 @@ rr_report() {
       if [ -f "$D/pid" ]; then read -r rr_pid <"$D/pid"; kill -0 "$rr_pid" 2>/dev/null || rr_a=0; fi
     else
       rr_tmux has-session -t "=$SID" 2>/dev/null || rr_a=0
+      # Sleeping on a read of the terminal: it waits for `send`.
+      if [ "$rr_a" = 1 ] && [ -f "$D/started" ] && rr_input_wait; then
+        rr_read_lock
+        if [ "$rr_o" = "${D##*/}" ]; then echo "input=1"; fi
+      fi
     fi
     echo "alive=$rr_a"
     if [ ! -f "$D/started" ]; then
@@ -345,6 +350,24 @@ rr_report() {
     while IFS= read -r rr_l || [ -n "$rr_l" ]; do printf '%s\n' "$rr_l"; done <"$D/pwd"
   fi
   exit 0
+}
+
+# rr_input_watch CHANNEL DELAY: in the background, once the foreground command in $D sleeps
+# reading the terminal, signal CHANNEL (a waiting caller then reports `waiting_input`), checking
+# every 0.1 s after DELAY; its pid in rr_watcher. Stopped by the caller with KILL (the caller
+# ignores TERM, and so would it).
+rr_input_watch() {
+  (
+    sleep "$2"
+    while [ ! -s "$D/exit" ]; do
+      if [ -f "$D/started" ] && rr_input_wait; then
+        rr_tmux wait-for -S "$1" 2>/dev/null
+        exit 0
+      fi
+      sleep 0.1
+    done
+  ) </dev/null >/dev/null 2>&1 &
+  rr_watcher=$!
 }
 
 # start_command: lock, check the terminal is at the shell, type the fixed line, wait for the
@@ -382,9 +405,12 @@ rr_start_command() {
       exit 0
     fi
   fi
+  rr_watcher=
+  if [ "$MODE" != bg ]; then rr_input_watch "$CH" 0.3; fi
   rr_tmux send-keys -t "=$SID:" C-e C-u \; send-keys -t "=$SID:" -l -- "$LINE" \; \
     send-keys -t "=$SID:" Enter \; wait-for "$CH" 2>/dev/null
   rr_w=$?
+  if [ -n "$rr_watcher" ]; then kill -KILL "$rr_watcher" 2>/dev/null; fi
   if [ $rr_w -ne 0 ] && [ ! -e "$D/started" ] && ! rr_tmux has-session -t "=$SID" 2>/dev/null; then
     rm -rf -- "$SD/busy" "$D"
     echo @lost
@@ -409,9 +435,14 @@ rr_wait_command() {
   else
     rr_running() { rr_tmux has-session -t "=$SID" 2>/dev/null; }
   fi
-  if [ -d "$D" ] && [ ! -s "$D/exit" ] && rr_running; then
+  rr_watcher=
+  if [ "$MODE" != bg ] && [ -f "$D/started" ] && [ ! -s "$D/exit" ] && rr_input_wait; then
+    : # waiting for input already: report at once
+  elif [ -d "$D" ] && [ ! -s "$D/exit" ] && rr_running; then
+    if [ "$MODE" != bg ]; then rr_input_watch "$rr_ch" 0.1; fi
     timeout "$SECS" "$T" -L "$S" wait-for "$rr_ch" 2>/dev/null
     rr_w=$?
+    if [ -n "$rr_watcher" ]; then kill -KILL "$rr_watcher" 2>/dev/null; fi
     if [ $rr_w -ne 0 ] && [ $rr_w -ne 124 ] && [ ! -s "$D/exit" ] && [ -f "$D/pid" ]; then
       read -r rr_pid <"$D/pid"
       # shellcheck disable=SC2016 # expanded by that sh
@@ -484,13 +515,122 @@ rr_wait_output() {
   exit 0
 }
 
-# send: paste stdin into the pane as typed input (never in argv), then Enter if asked.
+# rr_size FILE: its size in bytes into rr_sz (0 when it is missing).
+rr_size() {
+  rr_sz=0
+  [ -f "$1" ] && rr_sz=$(wc -c <"$1" 2>/dev/null)
+  rr_sz=$((${rr_sz:-0} + 0))
+}
+
+# rr_reads_terminal PID: the process sleeps reading the session's terminal. Its kernel wait
+# channel says where it sleeps: in a read (n_tty_read, or wait_woken inside it), or in a
+# select/poll (a readline prompt: bash's, python's). Where /proc/PID/syscall is readable (not
+# under Yama's ptrace restriction) it must also be the terminal that is waited on: a read's file
+# descriptor is the terminal (a file opened as /dev/tty shows as the terminal itself), or a
+# select watches only descriptor 0 (nfds 1) and that is the terminal; this rules out a socket
+# read, which also sleeps in wait_woken, and a program polling sockets. (`-ef` is not POSIX,
+# but dash, bash and busybox sh all have it.)
+rr_reads_terminal() {
+  rr_wc=
+  IFS= read -r rr_wc <"/proc/$1/wchan" 2>/dev/null
+  case $rr_wc in
+  n_tty_read | wait_woken) rr_kind=tty_read ;;
+  poll_schedule_timeout* | do_select | core_sys_select* | do_sys_poll) rr_kind=select ;;
+  *) return 1 ;;
+  esac
+  rr_a0=
+  IFS=' ' read -r _ rr_a0 _ <"/proc/$1/syscall" 2>/dev/null
+  case $rr_a0 in
+  '') [ "$rr_kind" = tty_read ] && return 0 ;;
+  0x[0-9a-f] | 0x[0-9a-f][0-9a-f] | 0x[0-9a-f][0-9a-f][0-9a-f]) ;;
+  *) return 1 ;;
+  esac
+  if [ "$rr_kind" = select ]; then
+    [ "$rr_a0" = 0x1 ] || return 1
+    rr_a0=0
+  fi
+  # shellcheck disable=SC3013
+  [ "/proc/$1/fd/$((rr_a0))" -ef "/proc/$rr_p/fd/0" ]
+}
+
+# rr_input_wait: what holds the session's terminal (its foreground process group: the session
+# shell itself for a builtin such as `read`, else a program's group) sleeps reading it: the
+# group's leader or one of its children. Decided from the process state, never from output.
+rr_input_wait() {
+  rr_terminal_group || return 1
+  [ "$rr_fg" -gt 0 ] 2>/dev/null || return 1
+  rr_reads_terminal "$rr_fg" && return 0
+  rr_kids=
+  read -r rr_kids <"/proc/$rr_fg/task/$rr_fg/children" 2>/dev/null
+  for rr_k in $rr_kids; do
+    rr_reads_terminal "$rr_k" && return 0
+  done
+  return 1
+}
+
+# send: report where output stands (the foreground command and its output sizes, the
+# transcript's size), then paste stdin into the pane as typed input (never in argv), then Enter
+# if asked, then the tmux key names in KEYS (one a line, checked by the engine against its list;
+# `--` so none is read as an option).
 rr_send() {
   rr_tmux has-session -t "=$SID" 2>/dev/null || exit 5
+  rr_read_lock
+  if [ -n "$rr_o" ] && [ -d "$CD/$rr_o" ] && [ ! -s "$CD/$rr_o/exit" ]; then
+    echo "owner=$rr_o"
+    rr_size "$CD/$rr_o/stdout"
+    echo "out=$rr_sz"
+    rr_size "$CD/$rr_o/stderr"
+    echo "err=$rr_sz"
+  fi
+  rr_size "$SD/transcript.raw"
+  echo "tr=$rr_sz"
   if [ "$HASDATA" = 1 ]; then
     rr_tmux load-buffer -b "$BUF" - \; paste-buffer -d -b "$BUF" -t "=$SID:" || exit 6
   fi
   if [ "$ENTER" = 1 ]; then rr_tmux send-keys -t "=$SID:" Enter || exit 6; fi
+  if [ -n "${KEYS-}" ]; then
+    rr_ifs=$IFS IFS='
+'
+    set -f
+    # shellcheck disable=SC2086 # one key name a line
+    set -- $KEYS
+    set +f
+    IFS=$rr_ifs
+    rr_tmux send-keys -t "=$SID:" -- "$@" || exit 6
+  fi
+  exit 0
+}
+
+# watch: wait up to TICKS checks (0.02 s apart for the first 25, then 0.1 s) until file F1 or
+# F2 grows past O1 or O2, the exit file EXIT appears, or (INPUT=1, after two checks without
+# growth) the terminal's program waits for input; then print the sizes and what was seen.
+rr_watch() {
+  rr_i=0
+  rr_calm=0
+  rr_in=0
+  while :; do
+    # The exit file first: it is written after the output, so sizes read after it are final.
+    # Then F2 (stderr) before F1 (stdout): a program that answers on stdout and then prompts
+    # on stderr (Python's REPL) is never seen with the prompt but without the answer.
+    rr_x=0
+    if [ -n "$EXIT" ] && [ -s "$EXIT" ]; then rr_x=1; fi
+    rr_s2=0
+    if [ -n "$F2" ]; then rr_size "$F2"; rr_s2=$rr_sz; fi
+    rr_size "$F1"
+    rr_s1=$rr_sz
+    if [ "$rr_s1" -gt "$O1" ] || [ "$rr_s2" -gt "$O2" ] || [ "$rr_x" = 1 ]; then break; fi
+    rr_calm=$((rr_calm + 1))
+    if [ "$INPUT" = 1 ] && [ "$rr_calm" -ge 2 ] && rr_input_wait; then rr_in=1; break; fi
+    [ "$rr_i" -ge "$TICKS" ] && break
+    if [ "$rr_i" -lt 25 ]; then sleep 0.02; else sleep 0.1; fi
+    rr_i=$((rr_i + 1))
+  done
+  if [ "$rr_in" = 0 ] && [ "$rr_x" = 0 ] && rr_input_wait; then rr_in=1; fi
+  echo @watch
+  echo "s1=$rr_s1"
+  echo "s2=$rr_s2"
+  echo "exit=$rr_x"
+  echo "input=$rr_in"
   exit 0
 }
 
@@ -578,6 +718,7 @@ rr_dispatch() {
   stop_command) rr_stop_command ;;
   wait_output) rr_wait_output ;;
   send) rr_send ;;
+  watch) rr_watch ;;
   capture) rr_capture ;;
   resize) rr_resize ;;
   alive) rr_alive ;;

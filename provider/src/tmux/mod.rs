@@ -96,6 +96,27 @@ pub enum StartOutcome {
     Lost,
 }
 
+/// Where output stood just before [`TmuxDriver::send_keys`] typed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SendMark {
+    /// The foreground command running then (it holds the session's lock, no exit file yet).
+    pub command_id: Option<String>,
+    pub stdout_size: u64,
+    pub stderr_size: u64,
+    pub transcript_size: u64,
+}
+
+/// What one [`TmuxDriver::watch`] saw.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Watch {
+    /// The two files' sizes at the end.
+    pub sizes: [u64; 2],
+    /// The exit file is there.
+    pub ended: bool,
+    /// The terminal's program sleeps reading the terminal.
+    pub waiting_input: bool,
+}
+
 /// Drives one tmux session through a transport.
 #[derive(Clone)]
 pub struct TmuxDriver {
@@ -448,17 +469,90 @@ impl TmuxDriver {
     /// Paste `data` into the pane as typed input (through a tmux buffer fed on stdin, so the
     /// text never appears in a process's argv), optionally followed by Enter.
     pub async fn send_input(&self, data: &[u8], enter: bool) -> Result<()> {
+        self.send_keys(data, enter, &[]).await.map(|_| ())
+    }
+
+    /// [`TmuxDriver::send_input`], then the tmux key names `keys` (the caller checked them
+    /// against its list: tmux types a string it does not know as a key literally), in one call
+    /// that first notes where output stands: the foreground command and its output sizes, and
+    /// the transcript's size.
+    pub async fn send_keys(&self, data: &[u8], enter: bool, keys: &[&str]) -> Result<SendMark> {
         let buffer = format!("rr-send-{}", uuid::Uuid::new_v4().simple());
         let out = self
             .call("send")
             .param("BUF", buffer)
             .param("HASDATA", if data.is_empty() { "0" } else { "1" })
             .param("ENTER", if enter { "1" } else { "0" })
+            .param("KEYS", keys.join("\n"))
             .data(data)
             .max_output(1 << 16)
             .run(self.transport.as_ref())
             .await?;
-        self.check_pane_op(&out, "send input to")
+        self.check_pane_op(&out, "send input to")?;
+        let mut mark = SendMark::default();
+        for line in out.stdout_lossy().lines() {
+            match line.split_once('=') {
+                Some(("owner", v)) if !v.is_empty() => mark.command_id = Some(v.to_string()),
+                Some(("out", v)) => mark.stdout_size = v.trim().parse().unwrap_or(0),
+                Some(("err", v)) => mark.stderr_size = v.trim().parse().unwrap_or(0),
+                Some(("tr", v)) => mark.transcript_size = v.trim().parse().unwrap_or(0),
+                _ => {}
+            }
+        }
+        Ok(mark)
+    }
+
+    /// Wait up to `wait` until `files[0]` or `files[1]` grows past its offset, `exit_file`
+    /// appears, or (with `end_on_input`) the terminal's program sleeps reading the terminal; one
+    /// call, checking every 20 ms for the first half second, then every 100 ms.
+    pub async fn watch(
+        &self,
+        files: [(&str, u64); 2],
+        exit_file: Option<&str>,
+        end_on_input: bool,
+        wait: Duration,
+    ) -> Result<Watch> {
+        let ms = wait.as_millis() as u64;
+        let ticks = if ms <= 500 {
+            ms / 20
+        } else {
+            25 + (ms - 500) / 100
+        };
+        let out = self
+            .call("watch")
+            .param("F1", files[0].0)
+            .param("O1", files[0].1.to_string())
+            .param("F2", files[1].0)
+            .param("O2", files[1].1.to_string())
+            .param("EXIT", exit_file.unwrap_or(""))
+            .param("INPUT", if end_on_input { "1" } else { "0" })
+            .param("TICKS", ticks.to_string())
+            .limit(wait + Duration::from_secs(30))
+            .max_output(1 << 16)
+            .run(self.transport.as_ref())
+            .await?;
+        let text = out.stdout_lossy();
+        let Some((_, report)) = text.split_once("@watch\n") else {
+            return Err(Error::new(
+                ErrorCode::RemoteError,
+                format!(
+                    "could not watch the session's output on {}: {}",
+                    self.transport.describe(),
+                    crate::util::printable_excerpt(&out.stderr, 400).trim()
+                ),
+            ));
+        };
+        let mut w = Watch::default();
+        for line in report.lines() {
+            match line.split_once('=') {
+                Some(("s1", v)) => w.sizes[0] = v.parse().unwrap_or(0),
+                Some(("s2", v)) => w.sizes[1] = v.parse().unwrap_or(0),
+                Some(("exit", v)) => w.ended = v == "1",
+                Some(("input", v)) => w.waiting_input = v == "1",
+                _ => {}
+            }
+        }
+        Ok(w)
     }
 
     fn check_pane_op(&self, out: &ExecOutput, what: &str) -> Result<()> {

@@ -34,6 +34,8 @@ pub struct CommandState {
     /// The command was written but never typed (its caller died before starting it) and nothing
     /// holds it any more: it will never run.
     pub never_started: bool,
+    /// A foreground command that sleeps reading the session's terminal (it waits for input).
+    pub waiting_input: bool,
 }
 
 /// Parse the output of the control script's `report` (anything before `@report` is ignored).
@@ -88,6 +90,7 @@ pub fn parse(out: &ExecOutput) -> Result<CommandState> {
         match k {
             "missing" => st.missing = true,
             "never" => st.never_started = true,
+            "input" => st.waiting_input = v == "1",
             "alive" => st.alive = v == "1",
             "code" => code = v.parse::<i32>().ok(),
             "how" => how = v.to_string(),

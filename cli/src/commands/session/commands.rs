@@ -235,7 +235,9 @@ fn follow_hint(rec: &CommandRecord) -> Block {
 fn exit_code(rec: &CommandRecord, passthrough: bool) -> u8 {
     match rec.status {
         CommandStatus::Running if rec.mode == CommandMode::Background => exit::SUCCESS,
+        // The wait ended before the command, which goes on (waiting for `session send`).
         CommandStatus::Running if rec.wait_timed_out => exit::for_error(ErrorCode::Timeout),
+        CommandStatus::WaitingInput => exit::for_error(ErrorCode::Timeout),
         CommandStatus::Running | CommandStatus::Completed => exit::SUCCESS,
         CommandStatus::Failed
         | CommandStatus::Stopped
@@ -295,6 +297,15 @@ fn status_line(ctx: &Context, rec: &CommandRecord) {
                 "… still running after the --timeout wait; the command goes on. Follow it with: \
                  remote-runner session command wait --session {} --command-id {}",
                 rec.session_id, rec.command_id
+            ),
+            Tone::Warn,
+        ),
+        CommandStatus::WaitingInput => Cell::new(
+            format!(
+                "… waits for input ({:?}); answer with: remote-runner session send --session {} \
+                 --input TEXT",
+                rec.last_line.as_deref().unwrap_or(""),
+                rec.session_id
             ),
             Tone::Warn,
         ),
