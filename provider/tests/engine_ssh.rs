@@ -24,6 +24,7 @@ macro_rules! ssh_tests {
 }
 
 ssh_tests!(
+    transcript_is_what_a_person_saw,
     exec_returns_waiting_input,
     stop_records_interrupt,
     send_python_repl,

@@ -2091,3 +2091,33 @@ pub async fn stop_records_interrupt(t: Arc<dyn Transport>, dir: &str) {
     assert_eq!(b.run("echo usable").await.stdout, "usable\n");
     b.finish().await;
 }
+
+/// The transcript is what a person at the terminal saw: the command's text as it started, the
+/// input typed into it, its output; never the line the engine types or its mode switches.
+pub async fn transcript_is_what_a_person_saw(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    let rec = started(&b, "python3 -q").await;
+    let mut req = send_req(Some("print(6*7)"), &[]);
+    req.wait_for = Some(">>> $".into());
+    b.engine.session_send(b.sid(), req).await.unwrap();
+    b.engine
+        .session_send(b.sid(), send_req(None, &["C-d"]))
+        .await
+        .unwrap();
+    let done = b
+        .engine
+        .command_wait(b.sid(), &rec.command_id, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(done.status, CommandStatus::Completed);
+    let chunk = read_until(&b, 0, "42").await;
+    let text = chunk.text.replace('\r', "");
+    let cmd = text.find("$ python3 -q\n").expect("the command text");
+    let typed = text.find("print(6*7)\n").expect("the input typed");
+    assert!(cmd < typed, "{text:?}");
+    assert!(text[typed..].contains("42\n"), "{text:?}");
+    for plumbing in ["__rr_sdir", "__rr_cdir", "\x1b[?2004h", "\x1bkrr-"] {
+        assert!(!text.contains(plumbing), "{plumbing:?} in {text:?}");
+    }
+    b.finish().await;
+}
