@@ -157,6 +157,7 @@ fn session_file_and_run_examples_in_the_docs_work_as_written() {
                 assert!(r.stdout.contains("answered y"), "{}", r.stdout);
                 assert!(r.stdout.contains("130\ntrue\n"), "{}", r.stdout);
                 assert!(r.stdout.contains("tick 3"), "{}", r.stdout);
+                assert!(r.stdout.contains("bg got hello"), "{}", r.stdout);
             }
             "## File commands" => assert_eq!(
                 std::fs::read_to_string(scratch.join("downloaded.txt")).unwrap(),

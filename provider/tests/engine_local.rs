@@ -31,6 +31,7 @@ macro_rules! local_tests {
 }
 
 local_tests!(
+    background_command_with_stdin,
     transcript_is_what_a_person_saw,
     exec_returns_waiting_input,
     stop_records_interrupt,

@@ -24,6 +24,7 @@ macro_rules! ssh_tests {
 }
 
 ssh_tests!(
+    background_command_with_stdin,
     transcript_is_what_a_person_saw,
     exec_returns_waiting_input,
     stop_records_interrupt,

@@ -140,6 +140,10 @@ pub struct ExecArgs {
     pub cwd: Option<String>,
     #[arg(long, value_enum, default_value_t = ExecMode::Wait)]
     pub mode: ExecMode,
+    /// With --mode background: give the command a terminal of its own (a tmux window of the
+    /// session) as its stdin, to type into with `session send --command-id` (else /dev/null)
+    #[arg(long)]
+    pub stdin: bool,
     /// Exit with the remote command's own exit status (signal N -> 128+N) instead of 1 on failure
     #[arg(long)]
     pub exit_code: bool,
@@ -202,6 +206,9 @@ pub struct SendArgs {
     /// Wait until no new output came for this many milliseconds
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     pub quiet: Option<u64>,
+    /// Type into this background command's own terminal (started with --stdin)
+    #[arg(long, value_name = "COMMAND_ID")]
+    pub command_id: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -40,6 +40,9 @@ pub struct ExecRequest {
     /// `export` typed there would), without being part of its text, its record or the
     /// terminal's view of it. Names that are not shell names are ignored.
     pub env: Vec<(String, String)>,
+    /// Background only: run it in a terminal of its own (a tmux window of the session) so that
+    /// `session send` with its command id can type into it; otherwise its stdin is /dev/null.
+    pub stdin: bool,
 }
 
 impl ExecRequest {
@@ -214,6 +217,12 @@ impl Engine {
     ) -> Result<CommandRecord> {
         self.explained(session_id, async {
             let text = prepare_command(command)?;
+            if req.stdin && req.mode != CommandMode::Background {
+                return Err(Error::invalid(
+                    "stdin is for background commands (a foreground command already reads the \
+                     session's terminal); add --mode background, or drop --stdin",
+                ));
+            }
             if let Some(cwd) = &req.cwd
                 && (!cwd.starts_with('/') || cwd.contains('\0'))
             {
@@ -263,6 +272,7 @@ impl Engine {
                         text: inline.then_some(text.as_str()),
                         cwd: req.cwd.as_deref(),
                         env: &req.env,
+                        window: req.stdin,
                     },
                     first_wait,
                 )

@@ -46,6 +46,9 @@ pub struct SendRequest {
     pub quiet: Option<Duration>,
     /// Bound on the whole wait; always applied.
     pub timeout: Duration,
+    /// Type into this background command's own terminal (started with `stdin`) instead of
+    /// the session's.
+    pub command_id: Option<String>,
 }
 
 impl Default for SendRequest {
@@ -57,6 +60,7 @@ impl Default for SendRequest {
             wait_for: None,
             quiet: None,
             timeout: DEFAULT_SEND_TIMEOUT,
+            command_id: None,
         }
     }
 }
@@ -230,11 +234,27 @@ impl Engine {
         }
         // Enter with no text and no keys presses Enter alone.
         let enter = req.enter && (!input.is_empty() || keys.is_empty());
+        let target = match &req.command_id {
+            Some(id) => {
+                let rec = self.load_command(session_id, id)?;
+                if rec.mode != super::CommandMode::Background {
+                    return Err(Error::invalid(format!(
+                        "command {id} runs in the session's terminal; send to it without a \
+                         command id"
+                    )));
+                }
+                Some(id.as_str())
+            }
+            None => None,
+        };
         self.explained(session_id, async {
             let (_, driver) = self.active_driver(session_id).await?;
             let started = Instant::now();
             let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-            let mark = match driver.send_keys(input.as_bytes(), enter, &key_refs).await {
+            let sent = driver
+                .send_keys_to(target, input.as_bytes(), enter, &key_refs)
+                .await;
+            let mark = match sent {
                 Err(e) if e.code == ErrorCode::SessionLost => {
                     self.mark_lost(session_id, "the tmux session is gone")?;
                     return Err(self.explain_lost(session_id, e).await);
@@ -282,8 +302,10 @@ impl Engine {
                         None => break SendEnd::Quiet,
                     }
                 }
+                let bg_dir = target.map(|id| paths.command_dir(id));
                 let w = driver
-                    .watch(
+                    .watch_in(
+                        bg_dir.as_deref(),
                         [
                             (files[0].0.as_str(), offsets[0]),
                             (files[1].0.as_str(), offsets[1]),

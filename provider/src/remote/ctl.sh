@@ -271,11 +271,13 @@ rr_take_lock() {
 }
 
 # The foreground process group of the session shell's terminal into rr_fg (the shell's own
-# pid when it is at its prompt); rr_p is the shell's pid.
+# pid when it is at its prompt); rr_p is the shell's pid. (LEADPID: the pid file of another
+# terminal's first process instead: a background command's own window.)
 rr_terminal_group() {
   rr_fg=
   rr_p=
-  [ -r "$SD/shell.pid" ] && read -r rr_p <"$SD/shell.pid" && [ -r "/proc/$rr_p/stat" ] || return 1
+  rr_lead=${LEADPID:-$SD/shell.pid}
+  [ -r "$rr_lead" ] && read -r rr_p <"$rr_lead" && [ -r "/proc/$rr_p/stat" ] || return 1
   read -r rr_st <"/proc/$rr_p/stat" || return 1
   rr_st=${rr_st##*) }
   # shellcheck disable=SC2086 # fields of /proc/PID/stat
@@ -383,6 +385,7 @@ rr_start_command() {
   fi
   rr_take_lock
   if [ "$HASCWD" = 1 ]; then printf '%s' "$CWD" >"$D/cwd"; fi
+  if [ "${BGWIN-}" = 1 ]; then : >"$D/window.want"; fi
   if [ -n "${CMDENV-}" ]; then printf '%s' "$CMDENV" >"$D/env.sh"; fi
   if rr_terminal_group; then
     rr_i=0
@@ -555,7 +558,8 @@ rr_reads_terminal() {
 
 # rr_input_wait: what holds the session's terminal (its foreground process group: the session
 # shell itself for a builtin such as `read`, else a program's group) sleeps reading it: the
-# group's leader or one of its children. Decided from the process state, never from output.
+# group's leader, one of its children or their children. Decided from the process state,
+# never from output.
 rr_input_wait() {
   rr_terminal_group || return 1
   [ "$rr_fg" -gt 0 ] 2>/dev/null || return 1
@@ -564,6 +568,11 @@ rr_input_wait() {
   read -r rr_kids <"/proc/$rr_fg/task/$rr_fg/children" 2>/dev/null
   for rr_k in $rr_kids; do
     rr_reads_terminal "$rr_k" && return 0
+    rr_gk=
+    read -r rr_gk <"/proc/$rr_k/task/$rr_k/children" 2>/dev/null
+    for rr_g in $rr_gk; do
+      rr_reads_terminal "$rr_g" && return 0
+    done
   done
   return 1
 }
@@ -574,7 +583,16 @@ rr_input_wait() {
 # `--` so none is read as an option).
 rr_send() {
   rr_tmux has-session -t "=$SID" 2>/dev/null || exit 5
-  rr_read_lock
+  rr_target="=$SID:"
+  if [ -n "${BGDIR-}" ]; then
+    # A background command's own window (`--stdin`): its id, as tmux printed it at the start.
+    rr_win=
+    [ ! -s "$BGDIR/exit" ] && read -r rr_win <"$BGDIR/window" 2>/dev/null
+    case $rr_win in @[0-9]*) rr_target=$rr_win ;; *) exit 7 ;; esac
+    rr_o=${BGDIR##*/}
+  else
+    rr_read_lock
+  fi
   if [ -n "$rr_o" ] && [ -d "$CD/$rr_o" ] && [ ! -s "$CD/$rr_o/exit" ]; then
     echo "owner=$rr_o"
     rr_size "$CD/$rr_o/stdout"
@@ -585,9 +603,9 @@ rr_send() {
   rr_size "$SD/transcript.raw"
   echo "tr=$rr_sz"
   if [ "$HASDATA" = 1 ]; then
-    rr_tmux load-buffer -b "$BUF" - \; paste-buffer -d -b "$BUF" -t "=$SID:" || exit 6
+    rr_tmux load-buffer -b "$BUF" - \; paste-buffer -d -b "$BUF" -t "$rr_target" || exit 6
   fi
-  if [ "$ENTER" = 1 ]; then rr_tmux send-keys -t "=$SID:" Enter || exit 6; fi
+  if [ "$ENTER" = 1 ]; then rr_tmux send-keys -t "$rr_target" Enter || exit 6; fi
   if [ -n "${KEYS-}" ]; then
     rr_ifs=$IFS IFS='
 '
@@ -596,7 +614,7 @@ rr_send() {
     set -- $KEYS
     set +f
     IFS=$rr_ifs
-    rr_tmux send-keys -t "=$SID:" -- "$@" || exit 6
+    rr_tmux send-keys -t "$rr_target" -- "$@" || exit 6
   fi
   exit 0
 }

@@ -169,6 +169,8 @@ pub struct CommandStart<'a> {
     pub cwd: Option<&'a str>,
     /// Extra environment for this command only.
     pub env: &'a [(String, String)],
+    /// Background: run in a tmux window of its own (its stdin that window's terminal).
+    pub window: bool,
 }
 
 /// Largest command text carried in the start call; a larger one is written over SFTP (the
@@ -313,7 +315,12 @@ impl TmuxDriver {
         start: &CommandStart<'_>,
         wait: Duration,
     ) -> Result<StartOutcome> {
-        let CommandStart { text, cwd, env } = *start;
+        let CommandStart {
+            text,
+            cwd,
+            env,
+            window,
+        } = *start;
         let dir = self.paths.command_dir(command_id);
         let (verb, channel) = match mode {
             RunMode::Foreground => ("run", format!("rr-{command_id}")),
@@ -333,6 +340,7 @@ impl TmuxDriver {
             .param("LINE", line)
             .param("CH", channel.as_str())
             .param("HASCWD", if cwd.is_some() { "1" } else { "0" })
+            .param("BGWIN", if window { "1" } else { "0" })
             .param("CWD", cwd.unwrap_or(""))
             .param("CMDENV", script::posix_exports(env));
         let call = match text {
@@ -477,9 +485,23 @@ impl TmuxDriver {
     /// that first notes where output stands: the foreground command and its output sizes, and
     /// the transcript's size.
     pub async fn send_keys(&self, data: &[u8], enter: bool, keys: &[&str]) -> Result<SendMark> {
+        self.send_keys_to(None, data, enter, keys).await
+    }
+
+    /// [`TmuxDriver::send_keys`] into the window of the background command `command_id`
+    /// (started with its own terminal) when given, else into the session's pane.
+    pub async fn send_keys_to(
+        &self,
+        command_id: Option<&str>,
+        data: &[u8],
+        enter: bool,
+        keys: &[&str],
+    ) -> Result<SendMark> {
         let buffer = format!("rr-send-{}", uuid::Uuid::new_v4().simple());
+        let dir = command_id.map(|id| self.paths.command_dir(id));
         let out = self
             .call("send")
+            .param("BGDIR", dir.as_deref().unwrap_or(""))
             .param("BUF", buffer)
             .param("HASDATA", if data.is_empty() { "0" } else { "1" })
             .param("ENTER", if enter { "1" } else { "0" })
@@ -488,6 +510,14 @@ impl TmuxDriver {
             .max_output(1 << 16)
             .run(self.transport.as_ref())
             .await?;
+        if out.status.code() == Some(7) {
+            return Err(Error::invalid(format!(
+                "command {} has no terminal of its own (it was not started with --mode \
+                 background --stdin, or it has ended); type into the session with send \
+                 without a command id",
+                command_id.unwrap_or("")
+            )));
+        }
         self.check_pane_op(&out, "send input to")?;
         let mut mark = SendMark::default();
         for line in out.stdout_lossy().lines() {
@@ -512,6 +542,20 @@ impl TmuxDriver {
         end_on_input: bool,
         wait: Duration,
     ) -> Result<Watch> {
+        self.watch_in(None, files, exit_file, end_on_input, wait)
+            .await
+    }
+
+    /// [`TmuxDriver::watch`], the input wait seen in the terminal of the background command
+    /// whose directory is `bg_dir` (started with its own window) when given.
+    pub async fn watch_in(
+        &self,
+        bg_dir: Option<&str>,
+        files: [(&str, u64); 2],
+        exit_file: Option<&str>,
+        end_on_input: bool,
+        wait: Duration,
+    ) -> Result<Watch> {
         let ms = wait.as_millis() as u64;
         let ticks = if ms <= 500 {
             ms / 20
@@ -526,6 +570,10 @@ impl TmuxDriver {
             .param("O2", files[1].1.to_string())
             .param("EXIT", exit_file.unwrap_or(""))
             .param("INPUT", if end_on_input { "1" } else { "0" })
+            .param(
+                "LEADPID",
+                bg_dir.map(|d| format!("{d}/pid")).unwrap_or_default(),
+            )
             .param("TICKS", ticks.to_string())
             .limit(wait + Duration::from_secs(30))
             .max_output(1 << 16)

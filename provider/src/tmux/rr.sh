@@ -226,8 +226,18 @@ replaced)
   ;;
 bg)
   __rr_arm
-  \command -p setsid -f "$BASH" --noprofile --norc "$__rr_sdir/rr.sh" bgrun "$2" \
-    </dev/null >/dev/null 2>&1
+  if [ -e "$2/window.want" ]; then
+    # `--stdin`: a tmux window of its own, whose terminal is its stdin (`session send
+    # --command-id` types there). The window gets the shell's directory and exported
+    # environment as data (tmux gives a new window the server's environment, not ours).
+    [ -f "$2/cwd" ] || \builtin printf '%s' "$PWD" >|"$2/cwd"
+    \builtin export -p >|"$2/env.all" 2>/dev/null
+    "$__rr_tmux" -L "$__rr_sock" new-window -d -P -F '#{window_id}' -t "=$__rr_sid:" -- \
+      "$BASH" --noprofile --norc "$__rr_sdir/rr.sh" bgrun "$2" >|"$2/window" 2>/dev/null
+  else
+    \command -p setsid -f "$BASH" --noprofile --norc "$__rr_sdir/rr.sh" bgrun "$2" \
+      </dev/null >/dev/null 2>&1
+  fi
   \command -p rm -f -- "$__rr_sdir/busy"
   "$__rr_tmux" -L "$__rr_sock" wait-for -S "rr-${2##*/}-go" >/dev/null 2>&1
   IFS= \builtin read -r -d '' -N 4096 __rr_t <"$2/cmd.sh"
@@ -244,8 +254,14 @@ bgrun)
     __rr_fin 1 cd_failed
   else
     __rr_started "$2"
+    if [ -f "$2/env.all" ]; then . "$2/env.all" 2>/dev/null; fi
     if [ -f "$2/env.sh" ]; then . "$2/env.sh" 2>/dev/null; fi
-    "$BASH" --noprofile --norc -- "$2/cmd.sh" </dev/null >"$2/stdout" 2>"$2/stderr"
+    if [ -e "$2/window.want" ]; then
+      # Its own window: stdin is that terminal.
+      "$BASH" --noprofile --norc -- "$2/cmd.sh" >"$2/stdout" 2>"$2/stderr"
+    else
+      "$BASH" --noprofile --norc -- "$2/cmd.sh" </dev/null >"$2/stdout" 2>"$2/stderr"
+    fi
     __rr_fin $? normal
   fi
   ;;

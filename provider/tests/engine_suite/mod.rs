@@ -2121,3 +2121,74 @@ pub async fn transcript_is_what_a_person_saw(t: Arc<dyn Transport>, dir: &str) {
     }
     b.finish().await;
 }
+
+/// A background command started with `stdin` has a terminal of its own (a window of the
+/// session): `session_send` with its id types there and gets its reply, while the session's
+/// shell stays free; it has the shell's directory and exported environment.
+pub async fn background_command_with_stdin(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    b.run("export RR_BG_VAR=from-shell").await;
+    let rec = b
+        .engine
+        .exec(
+            b.sid(),
+            "python3 -q",
+            ExecRequest {
+                stdin: true,
+                ..ExecRequest::background()
+            },
+        )
+        .await
+        .unwrap();
+    // Its first prompt, before typing (else it could come within the reply's first check).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while b
+        .engine
+        .read_output(b.sid(), &rec.command_id, OutputStream::Stderr, 0, 64)
+        .await
+        .unwrap()
+        .is_empty()
+    {
+        assert!(Instant::now() < deadline, "python3 never prompted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut req = send_req(
+        Some("import os; print(os.environ.get('RR_BG_VAR'), os.getcwd())"),
+        &[],
+    );
+    req.command_id = Some(rec.command_id.clone());
+    req.wait_for = Some(">>> $".into());
+    let out = b.engine.session_send(b.sid(), req).await.unwrap();
+    assert_eq!(out.output, format!("from-shell {dir}\n>>> "), "{out:?}");
+    assert_eq!(b.run("echo shell-free").await.stdout, "shell-free\n");
+    let mut req = send_req(Some("print(6*7)"), &[]);
+    req.command_id = Some(rec.command_id.clone());
+    let out = b.engine.session_send(b.sid(), req).await.unwrap();
+    assert_eq!(
+        (out.output.as_str(), out.ended_by),
+        ("42\n>>> ", SendEnd::WaitingInput)
+    );
+    let mut req = send_req(None, &["C-d"]);
+    req.command_id = Some(rec.command_id.clone());
+    let out = b.engine.session_send(b.sid(), req).await.unwrap();
+    assert_eq!(out.status, Some(CommandStatus::Completed), "{out:?}");
+    // Ended (or never given a terminal): refused with what to do.
+    let mut req = send_req(Some("x"), &[]);
+    req.command_id = Some(rec.command_id.clone());
+    let e = b.engine.session_send(b.sid(), req).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidArgument, "{e}");
+    let e = b
+        .engine
+        .exec(
+            b.sid(),
+            "cat",
+            ExecRequest {
+                stdin: true,
+                ..ExecRequest::wait()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidArgument, "{e}");
+    b.finish().await;
+}

@@ -31,6 +31,7 @@ pub async fn exec(ctx: &Context, args: ExecArgs) -> Result<Report> {
         cwd: args.cwd.clone(),
         timeout: ctx.timeout,
         env: Vec::new(),
+        stdin: args.stdin,
     };
     let text = command_text(&args)?;
     let rec = wired.engine.exec(&args.session, &text, request).await?;

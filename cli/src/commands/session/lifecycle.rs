@@ -103,6 +103,7 @@ pub async fn send(ctx: &Context, args: SendArgs) -> Result<Report> {
         wait_for: args.wait_for.clone(),
         quiet: args.quiet.map(Duration::from_millis),
         timeout: ctx.timeout.unwrap_or(DEFAULT_SEND_TIMEOUT),
+        command_id: args.command_id.clone(),
     };
     // The wait ends at the timeout with what came (`timed_out`); a machine that stops answering
     // altogether ends the call a little later with the error `timeout`.
