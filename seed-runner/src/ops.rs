@@ -672,7 +672,7 @@ async fn refresh_pending(ctx: &Ctx, session_id: &str) -> Result<bool> {
                 .map_err(|e| {
                     SeedError::engine(e, "checking the running command", (TMUX, "tmux_failed"))
                 })?;
-            if rec.status == CommandStatus::Running {
+            if !rec.status.is_final() {
                 return Ok(true);
             }
             Some(rec.exit_code)
@@ -944,7 +944,7 @@ async fn run_exec(
                 )
             }
         })?;
-    if rec.status == CommandStatus::Running {
+    if !rec.status.is_final() {
         return Ok(Ran::TimedOut {
             engine_command_id: rec.command_id,
         });

@@ -135,12 +135,13 @@ pub async fn wait(ctx: &Context, args: CommandRef) -> Result<Report> {
                 .engine
                 .command_wait(&args.session, &args.command_id, WAIT_ROUND)
                 .await?;
-            if rec.status.is_final() {
+            // A command waiting for input is reported at once: nothing ends it but `send`.
+            if rec.status.is_final() || rec.status == CommandStatus::WaitingInput {
                 break rec;
             }
         },
     };
-    let code = if rec.wait_timed_out {
+    let code = if rec.wait_timed_out || rec.status == CommandStatus::WaitingInput {
         exit::for_error(ErrorCode::Timeout)
     } else {
         0
@@ -215,7 +216,7 @@ fn record_report(rec: &CommandRecord, code: u8) -> Result<Report> {
         }
         human.push(Block::Raw(body));
     }
-    if rec.status == CommandStatus::Running {
+    if !rec.status.is_final() {
         human.push(follow_hint(rec));
     }
     Ok(Report::new(to_json(rec)?).human(human).exit_code(code))
