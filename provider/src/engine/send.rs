@@ -38,7 +38,8 @@ pub struct SendRequest {
     /// tmux key names pressed after the text: `C-c`, `C-d`, `Escape`, `Up`, `Tab`, `Enter`,
     /// `F1`...; checked against [`key_name`].
     pub keys: Vec<String>,
-    /// Press Enter after the text (ignored without text).
+    /// Press Enter after the text (with neither text nor keys: Enter alone; with keys and no
+    /// text: none).
     pub enter: bool,
     /// Wait until the new output matches this regular expression (Rust `regex` syntax).
     pub wait_for: Option<String>,
@@ -288,6 +289,7 @@ impl Engine {
             let mut truncated = false;
             let mut last_growth = Instant::now();
             let mut waiting_input = false;
+            let mut rounds = 0u32;
             let end = loop {
                 let now = Instant::now();
                 let Some(mut wait) = deadline
@@ -303,9 +305,14 @@ impl Engine {
                     }
                 }
                 let bg_dir = target.map(|id| paths.command_dir(id));
+                // The first round gives the typed input 100 ms to reach the program before
+                // a read of the terminal counts as waiting for more.
+                let calm = if rounds == 0 { 5 } else { 2 };
+                rounds += 1;
                 let w = driver
                     .watch_in(
                         bg_dir.as_deref(),
+                        calm,
                         [
                             (files[0].0.as_str(), offsets[0]),
                             (files[1].0.as_str(), offsets[1]),

@@ -620,8 +620,9 @@ rr_send() {
 }
 
 # watch: wait up to TICKS checks (0.02 s apart for the first 25, then 0.1 s) until file F1 or
-# F2 grows past O1 or O2, the exit file EXIT appears, or (INPUT=1, after two checks without
-# growth) the terminal's program waits for input; then print the sizes and what was seen.
+# F2 grows past O1 or O2, the exit file EXIT appears, or (INPUT=1, after CALM checks without
+# growth: time for typed input to reach the program) the terminal's program waits for input;
+# then print the sizes and what was seen.
 rr_watch() {
   rr_i=0
   rr_calm=0
@@ -638,7 +639,7 @@ rr_watch() {
     rr_s1=$rr_sz
     if [ "$rr_s1" -gt "$O1" ] || [ "$rr_s2" -gt "$O2" ] || [ "$rr_x" = 1 ]; then break; fi
     rr_calm=$((rr_calm + 1))
-    if [ "$INPUT" = 1 ] && [ "$rr_calm" -ge 2 ] && rr_input_wait; then rr_in=1; break; fi
+    if [ "$INPUT" = 1 ] && [ "$rr_calm" -ge "${CALM:-2}" ] && rr_input_wait; then rr_in=1; break; fi
     [ "$rr_i" -ge "$TICKS" ] && break
     if [ "$rr_i" -lt 25 ]; then sleep 0.02; else sleep 0.1; fi
     rr_i=$((rr_i + 1))

@@ -542,15 +542,19 @@ impl TmuxDriver {
         end_on_input: bool,
         wait: Duration,
     ) -> Result<Watch> {
-        self.watch_in(None, files, exit_file, end_on_input, wait)
+        self.watch_in(None, 2, files, exit_file, end_on_input, wait)
             .await
     }
 
     /// [`TmuxDriver::watch`], the input wait seen in the terminal of the background command
-    /// whose directory is `bg_dir` (started with its own window) when given.
+    /// whose directory is `bg_dir` (started with its own window) when given; `calm`: how many
+    /// checks without growth come before the input wait is looked at (more right after typing,
+    /// so the typed input has reached the program).
+    #[allow(clippy::too_many_arguments)]
     pub async fn watch_in(
         &self,
         bg_dir: Option<&str>,
+        calm: u32,
         files: [(&str, u64); 2],
         exit_file: Option<&str>,
         end_on_input: bool,
@@ -570,6 +574,7 @@ impl TmuxDriver {
             .param("O2", files[1].1.to_string())
             .param("EXIT", exit_file.unwrap_or(""))
             .param("INPUT", if end_on_input { "1" } else { "0" })
+            .param("CALM", calm.to_string())
             .param(
                 "LEADPID",
                 bg_dir.map(|d| format!("{d}/pid")).unwrap_or_default(),
