@@ -313,6 +313,8 @@ macro_rules! per_shell {
                 send_ctrl_c_interrupts,
                 send_to_the_shell,
                 exec_returns_waiting_input,
+                background_command_with_stdin,
+                transcript_is_what_a_person_saw,
             );
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
