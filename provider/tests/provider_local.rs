@@ -489,6 +489,7 @@ fn a_turn_waiting_for_input_says_so_and_terminal_input_answers_it() {
     let mut host = provider(&dir, &[]);
     host.hello();
     assert_eq!(host.start(&work)["type"], "ready");
+    let begun = std::time::Instant::now();
     host.send(
         "turn",
         json!({"requestId": "turn:1", "turnId": "t1", "content": "read -p 'name? ' n; echo \"hi $n\""}),
@@ -501,6 +502,12 @@ fn a_turn_waiting_for_input_says_so_and_terminal_input_answers_it() {
                 .contains("[waiting for input: name?]")
     });
     assert_eq!(waiting["turnId"], "t1");
+    // Said as soon as it is seen, not at the end of an output wait (10 s).
+    assert!(
+        begun.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        begun.elapsed()
+    );
     host.send(
         "terminal_input",
         json!({"requestId": "ti:1", "generation": 1, "data": "bob\r"}),

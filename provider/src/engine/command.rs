@@ -900,7 +900,14 @@ impl Engine {
         let session = self.load_session(session_id)?;
         let driver = self.driver(&session).await?;
         driver
-            .wait_output(&rec.remote_state_dir, stdout_offset, stderr_offset, timeout)
+            .wait_output(
+                &rec.remote_state_dir,
+                stdout_offset,
+                stderr_offset,
+                timeout,
+                // Not when it is known to wait already: the wait would end at once.
+                rec.mode == CommandMode::Wait && rec.status != CommandStatus::WaitingInput,
+            )
             .await?;
         self.command_show(session_id, command_id).await
     }

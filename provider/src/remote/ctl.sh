@@ -513,6 +513,12 @@ rr_stop_command() {
 # Checks every 10 ms for the first 0.2 s (a reader that caught up with a fast writer), then
 # every 0.1 s.
 rr_wait_output() {
+  # INPUT=1 (a foreground command not yet known to wait for input): also end as soon as it
+  # sleeps reading the terminal (the `watch` loop, TICKS checks).
+  if [ "${INPUT-}" = 1 ]; then
+    F1=$D/stdout O1=$OUT F2=$D/stderr O2=$ERR EXIT=$D/exit CALM=2
+    rr_watch
+  fi
   # shellcheck disable=SC2016 # expanded by that sh
   timeout "$SECS" sh -c 'i=0; while [ ! -f "$1/exit" ] && [ "$(wc -c < "$1/stdout" 2>/dev/null || echo 0)" -le "$2" ] && [ "$(wc -c < "$1/stderr" 2>/dev/null || echo 0)" -le "$3" ]; do if [ $i -lt 20 ]; then sleep 0.01; else sleep 0.1; fi; i=$((i + 1)); done' _ "$D" "$OUT" "$ERR"
   exit 0

@@ -344,6 +344,19 @@ async fn pump(
                 send_progress(shared, turn_id, &mut tail, &chunk);
             }
         }
+        // The start's record or the latest refresh says it waits for input: said once per
+        // wait, after the output that came with it (its prompt).
+        let waiting = record.status == CommandStatus::WaitingInput;
+        if waiting && !told_waiting && !cancel.is_cancelled() {
+            let prompt = record.last_line.as_deref().unwrap_or("").trim();
+            send_progress(
+                shared,
+                turn_id,
+                &mut tail,
+                &format!("\n[waiting for input: {prompt}]\n"),
+            );
+        }
+        told_waiting = waiting;
         if record.status.is_final() && !got_data {
             for chunk in [out_text.finish(), err_text.finish()] {
                 send_progress(shared, turn_id, &mut tail, &chunk);
@@ -361,17 +374,6 @@ async fn pump(
         record = retry::run(retry::LINK, wait, retry::is_link_error)
             .await
             .map_err(|e| lost_while_streaming(e, started))?;
-        let waiting = record.status == CommandStatus::WaitingInput;
-        if waiting && !told_waiting && !cancel.is_cancelled() {
-            let prompt = record.last_line.as_deref().unwrap_or("").trim();
-            send_progress(
-                shared,
-                turn_id,
-                &mut tail,
-                &format!("\n[waiting for input: {prompt}]\n"),
-            );
-        }
-        told_waiting = waiting;
     }
 }
 

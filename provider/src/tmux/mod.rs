@@ -442,16 +442,20 @@ impl TmuxDriver {
         state::parse(&out)
     }
 
-    /// Wait (bounded) until a command ends or its output grows past the given sizes.
+    /// Wait (bounded) until a command ends or its output grows past the given sizes; with
+    /// `input` (a foreground command), also until it sleeps reading the session's terminal.
     pub async fn wait_output(
         &self,
         command_dir: &str,
         stdout_offset: u64,
         stderr_offset: u64,
         wait: Duration,
+        input: bool,
     ) -> Result<()> {
         let secs = wait.as_secs_f64().max(0.1);
         self.call("wait_output")
+            .param("INPUT", if input { "1" } else { "0" })
+            .param("TICKS", watch_ticks(wait).to_string())
             .param("D", command_dir)
             .param("OUT", stdout_offset.to_string())
             .param("ERR", stderr_offset.to_string())
@@ -560,12 +564,7 @@ impl TmuxDriver {
         end_on_input: bool,
         wait: Duration,
     ) -> Result<Watch> {
-        let ms = wait.as_millis() as u64;
-        let ticks = if ms <= 500 {
-            ms / 20
-        } else {
-            25 + (ms - 500) / 100
-        };
+        let ticks = watch_ticks(wait);
         let out = self
             .call("watch")
             .param("F1", files[0].0)
@@ -706,6 +705,17 @@ fn mode_param(mode: RunMode) -> &'static str {
     match mode {
         RunMode::Foreground => "fg",
         RunMode::Background => "bg",
+    }
+}
+
+/// How many checks of the `watch` loop make `wait` (20 ms apart for the first half second,
+/// then 100 ms).
+fn watch_ticks(wait: Duration) -> u64 {
+    let ms = wait.as_millis() as u64;
+    if ms <= 500 {
+        ms / 20
+    } else {
+        25 + (ms - 500) / 100
     }
 }
 
