@@ -182,6 +182,13 @@ fn last_line(rec: &CommandRecord) -> String {
     }
 }
 
+/// Neither output stream holds an unfinished line (a prompt).
+fn output_ends_a_line(rec: &CommandRecord) -> bool {
+    [&rec.stdout, &rec.stderr]
+        .iter()
+        .all(|t| t.is_empty() || t.ends_with('\n'))
+}
+
 /// Normalize and check a command's text: CRLF line endings become LF; NUL is refused.
 fn prepare_command(command: &str) -> Result<String> {
     if command.contains('\0') {
@@ -569,7 +576,16 @@ impl Engine {
             rec.wait_timed_out = waited;
         }
         self.copy_output(driver, rec).await?;
-        rec.last_line = (rec.status == CommandStatus::WaitingInput).then(|| last_line(rec));
+        rec.last_line = (rec.status == CommandStatus::WaitingInput).then(|| {
+            let line = last_line(rec);
+            match &state.screen_line {
+                // Its output ended a line: the prompt, if any, went to the terminal itself.
+                Some(screen) if line.is_empty() || output_ends_a_line(rec) => {
+                    screen.trim_end().to_string()
+                }
+                _ => line,
+            }
+        });
         if rec.status.is_final() {
             self.write_log(rec)?;
         }

@@ -327,7 +327,18 @@ rr_report() {
       # Sleeping on a read of the terminal: it waits for `send`.
       if [ "$rr_a" = 1 ] && [ -f "$D/started" ] && rr_input_wait; then
         rr_read_lock
-        if [ "$rr_o" = "${D##*/}" ]; then echo "input=1"; fi
+        if [ "$rr_o" = "${D##*/}" ]; then
+          echo "input=1"
+          # The line at the terminal's cursor: a prompt written to the terminal itself (a
+          # password prompt reads /dev/tty) is in neither output file.
+          rr_sl=$(rr_tmux display-message -p -t "=$SID:" '#{cursor_y}' 2>/dev/null)
+          case $rr_sl in
+          '' | *[!0-9]*) ;;
+          *) rr_tmux capture-pane -p -t "=$SID:" -S "$rr_sl" -E "$rr_sl" 2>/dev/null | {
+            IFS= read -r rr_l && printf 'screen=%s\n' "$rr_l"
+          } ;;
+          esac
+        fi
       fi
     fi
     echo "alive=$rr_a"

@@ -2057,6 +2057,25 @@ pub async fn exec_returns_waiting_input(t: Arc<dyn Transport>, dir: &str) {
         .session_send(b.sid(), send_req(None, &["C-d"]))
         .await
         .unwrap();
+    // A prompt written to the terminal itself (as password prompts are): in neither output
+    // file, so the line at the terminal's cursor is the one reported.
+    let rec = b
+        .engine
+        .exec(
+            b.sid(),
+            "printf 'Password: ' >/dev/tty; read -r p; echo \"got $p\"",
+            ExecRequest::wait().with_timeout(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rec.status, CommandStatus::WaitingInput, "{rec:?}");
+    assert_eq!(rec.last_line.as_deref(), Some("Password:"), "{rec:?}");
+    let out = b
+        .engine
+        .session_send(b.sid(), send_req(Some("s3cret"), &[]))
+        .await
+        .unwrap();
+    assert_eq!(out.output, "got s3cret\n");
     // A command that sleeps is not waiting for input.
     let rec = b
         .engine
