@@ -18,7 +18,8 @@
 //!   lock, holding the owner's command id).
 //! - `sessions/<session_id>/commands/<command_id>/`: `cmd.sh` (the command text), `cwd` (an
 //!   override), `started`, `pwd`, `stdout`, `stderr`, `pid` (background), `stop_requested`,
-//!   `waiters/`, and `exit` (written last).
+//!   `waiters/`, `window.want`/`window`/`env.all` (a background command with its own
+//!   terminal), and `exit` (written last).
 
 pub mod script;
 pub mod state;
