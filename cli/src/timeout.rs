@@ -77,7 +77,10 @@ const PER_COMMAND: &[(&str, &str)] = &[
     ("session command show", WHOLE),
     ("session command wait", WAIT),
     ("session command stop", WHOLE),
-    ("session send", WHOLE),
+    (
+        "session send",
+        "Bounds the wait for the reply (default 30 s); on expiry: `timed_out: true` with the output so far (exit 6), the program goes on",
+    ),
     ("session read", WHOLE),
     ("session logs", REFRESH),
     ("session destroy", WHOLE),
@@ -170,6 +173,7 @@ pub fn scope(command: &Command) -> Scope {
             SessionCommand::Exec(_)
             | SessionCommand::Show(_)
             | SessionCommand::Logs(_)
+            | SessionCommand::Send(_)
             | SessionCommand::Attach(_) => Scope::Own,
             SessionCommand::Command(CommandCommand::List(_) | CommandCommand::Wait(_)) => {
                 Scope::Own

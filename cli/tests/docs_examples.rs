@@ -122,6 +122,7 @@ fn session_file_and_run_examples_in_the_docs_work_as_written() {
     );
     for (from, to, min) in [
         ("## Session commands", "### `session create`", 10),
+        ("### Interactive programs", "### `session attach`", 10),
         ("## File commands", "## Run commands", 6),
         ("## Run commands", "## Completions and man", 6),
     ] {
@@ -148,6 +149,15 @@ fn session_file_and_run_examples_in_the_docs_work_as_written() {
                 assert!(r.stdout.contains("hello, world"), "{}", r.stdout);
                 assert!(r.stdout.contains("ls failed with 2"), "{}", r.stdout);
                 assert!(r.stdout.contains("typed by hand"), "{}", r.stdout);
+            }
+            "### Interactive programs" => {
+                for line in ["waiting_input\n>>> \n", "42\n>>> \n", "completed\n0\n"] {
+                    assert!(r.stdout.contains(line), "{line:?} in {}", r.stdout);
+                }
+                assert!(r.stdout.contains("answered y"), "{}", r.stdout);
+                assert!(r.stdout.contains("130\ntrue\n"), "{}", r.stdout);
+                assert!(r.stdout.contains("tick 3"), "{}", r.stdout);
+                assert!(r.stdout.contains("bg got hello"), "{}", r.stdout);
             }
             "## File commands" => assert_eq!(
                 std::fs::read_to_string(scratch.join("downloaded.txt")).unwrap(),

@@ -128,8 +128,13 @@ fn a_machine_that_stops_answering_bounds_every_call() {
     assert_eq!(v["commands"][0]["status"], "running");
     assert!(took < Duration::from_secs(10), "list took {took:?}");
 
-    assert_eq!(send.code, 6, "{send:?}");
-    assert_eq!(send.error()["code"], "timeout");
+    // `send`'s --timeout bounds its wait for the reply, connecting included: a machine that
+    // does not answer is an error within that bound.
+    assert!(matches!(send.code, 6 | 8), "{send:?}");
+    assert!(
+        ["timeout", "connection_failed"].contains(&send.error()["code"].as_str().unwrap()),
+        "{send:?}"
+    );
     assert!(
         send_took < Duration::from_secs(10),
         "send took {send_took:?}"
@@ -540,7 +545,7 @@ fn every_command_says_in_one_line_what_timeout_bounds() {
         ("session show", "Bounds the refresh"),
         ("session command show", "Bounds the whole call"),
         ("session command stop", "Bounds the whole call"),
-        ("session send", "Bounds the whole call"),
+        ("session send", "Bounds the wait"),
         ("session read", "Bounds the whole call"),
         ("session destroy", "Bounds the whole call"),
         ("session attach", "Bounds the SSH connect"),

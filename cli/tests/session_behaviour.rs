@@ -515,3 +515,60 @@ fn sparse_output_is_capped_and_streamed(bed: &Bed) {
     assert!(r.stderr.contains("REMOTE_RUNNER_OUTPUT_CAP"), "{r:?}");
 }
 both_machines!(sparse_output, sparse_output_is_capped_and_streamed);
+
+/// A prompt: `exec` and `command wait` (without --timeout: it would otherwise wait for ever)
+/// return at once with `waiting_input` (exit 6: the command goes on), and `send` answers it and
+/// returns the reply with the command's end.
+fn a_prompt_is_reported_and_answered(bed: &Bed) {
+    let s = bed.session();
+    let started = std::time::Instant::now();
+    let r = bed.exec(&s, "read -p 'name? ' n; echo \"hi $n\"", &[]);
+    assert_eq!(r.code, 6, "{r:?}");
+    let v = r.json();
+    assert_eq!(
+        (v["status"].as_str(), v["last_line"].as_str()),
+        (Some("waiting_input"), Some("name? "))
+    );
+    let c = v["command_id"].as_str().unwrap().to_string();
+    let w = bed.run(&[
+        "session",
+        "command",
+        "wait",
+        "--session",
+        &s,
+        "--command-id",
+        &c,
+        "--json",
+    ]);
+    assert_eq!(
+        (w.code, w.json()["status"].as_str()),
+        (6, Some("waiting_input")),
+        "{w:?}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    let sent = bed.json(&["session", "send", "--session", &s, "--input", "bob"]);
+    assert_eq!(
+        (
+            sent["output"].as_str(),
+            sent["status"].as_str(),
+            sent["exit_code"].as_i64()
+        ),
+        (Some("hi bob\n"), Some("completed"), Some(0)),
+        "{sent}"
+    );
+    let bad = bed.run(&[
+        "session",
+        "send",
+        "--session",
+        &s,
+        "--key",
+        "C-c;",
+        "--json",
+    ]);
+    assert_eq!(
+        (bad.code, bad.error()["code"].as_str()),
+        (2, Some("invalid_argument")),
+        "{bad:?}"
+    );
+}
+both_machines!(prompt_answered, a_prompt_is_reported_and_answered);

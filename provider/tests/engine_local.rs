@@ -31,6 +31,17 @@ macro_rules! local_tests {
 }
 
 local_tests!(
+    background_command_with_stdin,
+    transcript_is_what_a_person_saw,
+    exec_returns_waiting_input,
+    stop_records_interrupt,
+    send_python_repl,
+    send_answers_yes_no,
+    send_ctrl_c_interrupts,
+    send_quits_pager,
+    send_wait_for_times_out,
+    send_quiet_on_chatty_program,
+    send_to_the_shell,
     exec_exact_exit_codes,
     stdout_stderr_separated,
     shell_state_persists,

@@ -309,6 +309,12 @@ macro_rules! per_shell {
                 background_run_wait_stop,
                 exit_keeps_output_code_and_session,
                 git_repo_cwd_leaves_no_trace,
+                send_python_repl,
+                send_ctrl_c_interrupts,
+                send_to_the_shell,
+                exec_returns_waiting_input,
+                background_command_with_stdin,
+                transcript_is_what_a_person_saw,
             );
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

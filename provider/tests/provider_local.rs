@@ -479,3 +479,46 @@ fn invalid_configuration_fails_the_handshake_with_what_to_set() {
     host.send("status", json!({"requestId": "st:1"}));
     assert_eq!(host.next(T)["requestId"], "st:1");
 }
+
+/// A turn whose command stops at a prompt says so in its progress (from the command's process
+/// state on the machine), and the host's terminal input answers it.
+#[test]
+fn a_turn_waiting_for_input_says_so_and_terminal_input_answers_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = work_dir(&dir);
+    let mut host = provider(&dir, &[]);
+    host.hello();
+    assert_eq!(host.start(&work)["type"], "ready");
+    let begun = std::time::Instant::now();
+    host.send(
+        "turn",
+        json!({"requestId": "turn:1", "turnId": "t1", "content": "read -p 'name? ' n; echo \"hi $n\""}),
+    );
+    let waiting = host.wait_for(T, |v| {
+        v["type"] == "progress"
+            && v["content"]
+                .as_str()
+                .unwrap_or("")
+                .contains("[waiting for input: name?]")
+    });
+    assert_eq!(waiting["turnId"], "t1");
+    // Said as soon as it is seen, not at the end of an output wait (10 s).
+    assert!(
+        begun.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        begun.elapsed()
+    );
+    host.send(
+        "terminal_input",
+        json!({"requestId": "ti:1", "generation": 1, "data": "bob\r"}),
+    );
+    let fin = host.wait_for(T, |v| v["type"] == "final" || v["type"] == "failure");
+    assert_eq!(fin["type"], "final", "{fin}");
+    let said: String = host
+        .seen
+        .iter()
+        .filter(|v| v["type"] == "progress")
+        .map(|v| v["content"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert!(said.contains("hi bob\n"), "{said}");
+}

@@ -1052,7 +1052,7 @@ async fn refresh_pending(ctx: &Ctx, session_id: &str, products: bool) -> Result<
                 }
                 return Ok(false);
             };
-            if rec.status == CommandStatus::Running {
+            if !rec.status.is_final() {
                 let _ = if products {
                     bring_back(ctx, &wired, &session, &mount, &pending.log_filename, None)
                         .await
@@ -1500,7 +1500,7 @@ async fn run_exec(
             .await
             .map_err(not_started)?;
     };
-    if rec.status == CommandStatus::Running {
+    if !rec.status.is_final() {
         // The partial log now (the agent's first look after a timeout).
         let _ = fetch_log(&wired, session, mount, &pending.log_filename).await;
         return Ok(Ran::TimedOut {

@@ -48,9 +48,10 @@ pub enum SessionCommand {
         after_help = "Examples:\n  remote-runner session command list --session sess_abc123 --json\n  remote-runner session command wait --session sess_abc123 --command-id cmd_abc123 \\\n      --timeout 20 --json"
     )]
     Command(CommandCommand),
-    /// Type raw input into the session's shell (Enter pressed unless --no-enter)
+    /// Type into the session's terminal (a running program or the shell) and get the reply
     #[command(
-        after_help = "Examples:\n  remote-runner session send --session sess_abc123 --input python --json\n  remote-runner session send --session sess_abc123 --input 'y' --no-enter"
+        long_about = "Type text and/or keys into the session's terminal, then wait (bounded by --timeout, default 30 s) for the reply and print it: the new output of the running command (its stdout and stderr), or of the shell when nothing runs. The wait ends when the output matches --wait-for, when it is quiet for --quiet milliseconds, or by default when the program waits for input again (seen from its process state) or its command ends.",
+        after_help = "Examples:\n  remote-runner session send --session sess_abc123 --input 'print(6*7)' --wait-for '>>> $' --json\n  remote-runner session send --session sess_abc123 --input y              # answer a [y/N] prompt\n  remote-runner session send --session sess_abc123 --key C-c              # interrupt\n  remote-runner session send --session sess_abc123 --input 'make' --quiet 2000 --timeout 120"
     )]
     Send(SendArgs),
     /// Read the session transcript from a cursor
@@ -140,6 +141,10 @@ pub struct ExecArgs {
     pub cwd: Option<String>,
     #[arg(long, value_enum, default_value_t = ExecMode::Wait)]
     pub mode: ExecMode,
+    /// With --mode background: give the command a terminal of its own (a tmux window of the
+    /// session) as its stdin, to type into with `session send --command-id` (else /dev/null)
+    #[arg(long)]
+    pub stdin: bool,
     /// Exit with the remote command's own exit status (signal N -> 128+N) instead of 1 on failure
     #[arg(long)]
     pub exit_code: bool,
@@ -181,16 +186,30 @@ pub struct CommandRef {
 }
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).multiple(true).args(["input", "key"])))]
 pub struct SendArgs {
     /// Session id (sess_...; see `remote-runner session list`)
     #[arg(long, value_name = "SESSION_ID")]
     pub session: String,
-    /// Text to type into the shell
+    /// Text to type into the terminal (the running program or the shell), as is
     #[arg(long, value_name = "TEXT")]
-    pub input: String,
-    /// Do not press Enter after the text
+    pub input: Option<String>,
+    /// A key to press after the text, by its tmux name: C-c, C-d, Escape, Enter, Tab, Up,
+    /// Down, BSpace, PageDown, F1..F12, or a letter with C-, M-, S- (repeat for several)
+    #[arg(long = "key", value_name = "NAME")]
+    pub key: Vec<String>,
+    /// Do not press Enter after the text (Enter follows --input unless --key is given)
     #[arg(long)]
     pub no_enter: bool,
+    /// Wait until the new output matches this regular expression (e.g. '>>> $')
+    #[arg(long, value_name = "REGEX")]
+    pub wait_for: Option<String>,
+    /// Wait until no new output came for this many milliseconds
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub quiet: Option<u64>,
+    /// Type into this background command's own terminal (started with --stdin)
+    #[arg(long, value_name = "COMMAND_ID")]
+    pub command_id: Option<String>,
 }
 
 #[derive(Debug, Args)]

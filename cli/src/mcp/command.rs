@@ -93,6 +93,7 @@ pub async fn exec(call: &Call, args: ExecArgs) -> Result<Reply> {
             FIRST_WAIT
         })),
         env: Vec::new(),
+        ..ExecRequest::wait()
     };
     let engine = call.state.engine();
     let first = engine.exec(&args.session_id, &args.command, request);

@@ -1,12 +1,11 @@
 //! `session_send`: input for an interactive program in the session's terminal.
 //!
-//! The schema is the whole of the tool (input, keys, wait_for, quiet_ms, timeout_s); today's
-//! engine types text and presses Enter, so [`engine_send`] is the one place that calls it, and
-//! arguments it cannot honour yet get a clear `not_implemented` rather than being ignored.
+//! The CLI's `session send` (the engine's `session_send`): type text and/or keys, then wait for
+//! a pattern, quiet output, the program reading input again, or its end; the reply's output is
+//! cut to the server's `--max-output-bytes` (head and tail kept).
 
-use std::time::Duration;
-
-use remote_runner_provider::{Error, ErrorCode, Result};
+use remote_runner_provider::Result;
+use remote_runner_provider::engine::send::DEFAULT_SEND_TIMEOUT;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
@@ -15,74 +14,106 @@ use super::Call;
 use super::command::wait_bound;
 use super::reply::Reply;
 use crate::commands::session::{self as cli, SessionCommand};
-use crate::timeout::{self, Scope};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SendArgs {
     /// Session id (sess_...)
     pub session_id: String,
-    /// Text to type; Enter is pressed after it
+    /// Text to type; Enter is pressed after it unless keys are given
     pub input: Option<String>,
-    /// Named keys to press after the input, e.g. ["C-c"], ["Up", "Enter"]
+    /// tmux key names to press after the input, e.g. ["C-c"], ["Up", "Enter"], ["C-d"]
     pub keys: Option<Vec<String>>,
-    /// Wait until this text appears in the terminal before returning
+    /// Return when the new output matches this regular expression (e.g. ">>> $")
     pub wait_for: Option<String>,
-    /// Wait until the terminal has been quiet this many milliseconds before returning
+    /// Return when no new output came for this many milliseconds
     pub quiet_ms: Option<u64>,
-    /// Bound on the whole call in seconds [default: 60]
+    /// Bound on the wait in seconds [default: 30]; the program goes on past it
     pub timeout_s: Option<f64>,
 }
 
 pub async fn send(call: &Call, args: SendArgs) -> Result<Reply> {
     call.state.check_session(&args.session_id)?;
-    let bound = wait_bound(args.timeout_s)?;
-    for (given, name) in [
-        (args.keys.is_some(), "keys"),
-        (args.wait_for.is_some(), "wait_for"),
-        (args.quiet_ms.is_some(), "quiet_ms"),
-    ] {
-        if given {
-            return Err(Error::new(
-                ErrorCode::NotImplemented,
-                format!(
-                    "session_send cannot take {name} with this build yet (it types text and \
-                     presses Enter); send the text with input, then read the reply with \
-                     session_read"
-                ),
-            )
-            .retryable(false));
-        }
-    }
-    let Some(input) = args.input else {
-        return Err(Error::invalid(
-            "session_send needs input (the text to type); read the terminal with session_read",
-        ));
+    let bound = match args.timeout_s {
+        None => DEFAULT_SEND_TIMEOUT,
+        Some(_) => wait_bound(args.timeout_s)?,
     };
-    let json = engine_send(call, args.session_id, input, bound).await?;
-    let sid = json["session_id"].as_str().unwrap_or("?");
-    let text = format!(
-        "Sent {} bytes and Enter to {sid}. See the reply with session_read {{session_id: {sid}}}.",
-        json["bytes_sent"]
-    );
+    let ctx = call.state.context(Some(bound));
+    let keys = args.keys.unwrap_or_default();
+    let send = cli::SendArgs {
+        session: args.session_id,
+        input: args.input,
+        no_enter: false,
+        key: keys,
+        wait_for: args.wait_for,
+        quiet: args.quiet_ms,
+        command_id: None,
+    };
+    let mut json = cli::run(&ctx, SessionCommand::Send(send)).await?.json;
+    let output = json["output"].as_str().unwrap_or("").to_string();
+    let (shown, elided) = head_and_tail(&output, call.state.max_output);
+    if elided > 0 {
+        json["output"] = Value::String(shown.clone());
+        json["output_elided_bytes"] = Value::from(elided);
+    }
+    let sid = json["session_id"].as_str().unwrap_or("?").to_string();
+    let why = match json["ended_by"].as_str().unwrap_or("") {
+        "matched" => "the output matched wait_for".to_string(),
+        "quiet" => "the output went quiet".to_string(),
+        "waiting_input" => "the program waits for input".to_string(),
+        "ended" => format!(
+            "the command ended ({}, exit code {})",
+            json["status"].as_str().unwrap_or("ended"),
+            json["exit_code"]
+        ),
+        _ => "the wait ran out (timeout_s); the program goes on".to_string(),
+    };
+    let mut text = format!("Sent to {sid}; {why}.");
+    if elided > 0 {
+        text.push_str(&format!(
+            " {elided} bytes of the reply are elided in the middle; read them with session_read."
+        ));
+    }
+    text.push('\n');
+    text.push_str(&shown);
     Ok(Reply::new(json, text))
 }
 
-/// What the CLI's `session send` calls, with its JSON.
-async fn engine_send(
-    call: &Call,
-    session: String,
-    input: String,
-    bound: Duration,
-) -> Result<Value> {
-    let ctx = call.state.context(Some(bound));
-    let send = cli::SendArgs {
-        session,
-        input,
-        no_enter: false,
-    };
-    let report = cli::run(&ctx, SessionCommand::Send(send));
-    Ok(timeout::bounded(Scope::Whole, Some(bound), report)
-        .await?
-        .json)
+/// `text` cut to at most `max` bytes: the head and the tail, split on character boundaries,
+/// with a note between them; and how many bytes were left out.
+fn head_and_tail(text: &str, max: usize) -> (String, usize) {
+    if text.len() <= max {
+        return (text.to_string(), 0);
+    }
+    let mut head = max / 2;
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = text.len() - (max - head);
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    let elided = tail - head;
+    (
+        format!(
+            "{}\n[... {elided} bytes elided ...]\n{}",
+            &text[..head],
+            &text[tail..]
+        ),
+        elided,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::head_and_tail;
+
+    #[test]
+    fn head_and_tail_keeps_both_ends_on_char_boundaries() {
+        assert_eq!(head_and_tail("short", 10), ("short".to_string(), 0));
+        let (shown, elided) = head_and_tail("aaaa\u{e9}bbbbcccc", 8);
+        assert_eq!(elided, 5);
+        assert!(shown.starts_with("aaaa\n[... 5 bytes elided ...]\n"), "{shown}");
+        assert!(shown.ends_with("bcccc") || shown.ends_with("cccc"), "{shown}");
+    }
 }

@@ -306,15 +306,32 @@ async def progress_and_cancel(s, sid):
 
 
 async def send_and_read(s, sid):
-    _, rec = await exec_(s, sid, "read -r answer; echo got:$answer", timeout_s=0.5)
-    assert rec["status"] == "running", rec
+    _, rec = await exec_(s, sid, "read -r answer; echo got:$answer", timeout_s=5)
+    check(rec["status"] == "waiting_input", "session_exec returns waiting_input for a prompt")
     res = await ok(s, "session_send", {"session_id": sid, "input": "forty-two"})
-    check(res.structured_content["bytes_sent"] == len("forty-two"), "session_send types the input")
-    r = await ok(s, "command_wait", {"session_id": sid, "command_id": rec["command_id"], "timeout_s": 30})
-    check(r.structured_content["stdout"] == "got:forty-two\n", "the program got it")
-    for arg in ({"keys": ["C-c"]}, {"wait_for": "$"}, {"quiet_ms": 100}):
-        res = await tool_error(s, "session_send", {"session_id": sid, "input": "x", **arg}, "not_implemented")
-        check(list(arg)[0] in text(res), f"session_send says it cannot take {list(arg)[0]} yet")
+    c = res.structured_content
+    check(c["bytes_sent"] == len("forty-two"), "session_send types the input")
+    check(c["status"] == "completed" and c["exit_code"] == 0, "session_send returns with the command's end")
+    check("got:forty-two" in c["output"], "session_send returns the reply")
+    # A REPL: one call each to set and print, the reply waited for by a pattern.
+    _, rec = await exec_(s, sid, "python3 -q", timeout_s=5)
+    check(rec["status"] == "waiting_input", "python3 -q waits for input")
+    res = await ok(s, "session_send", {"session_id": sid, "input": "x = 6*7", "wait_for": ">>> $"})
+    check(res.structured_content["matched"], "the prompt came back")
+    res = await ok(s, "session_send", {"session_id": sid, "input": "print(x)", "wait_for": ">>> $"})
+    check("42" in res.structured_content["output"], "print(x) answers 42")
+    res = await ok(s, "session_send", {"session_id": sid, "keys": ["C-d"]})
+    check(res.structured_content["status"] == "completed", "C-d ends the REPL")
+    # Ctrl-C interrupts; a pattern that never comes times out with what came.
+    _, rec = await exec_(s, sid, "sleep 100", timeout_s=0.5)
+    res = await ok(s, "session_send", {"session_id": sid, "keys": ["C-c"], "timeout_s": 10})
+    check(res.structured_content["exit_code"] == 130, "C-c interrupts with exit code 130")
+    _, rec = await exec_(s, sid, "while :; do echo tick; sleep 0.05; done", timeout_s=0.5)
+    res = await ok(s, "session_send", {"session_id": sid, "input": "", "wait_for": "never-printed", "timeout_s": 1})
+    check(res.structured_content["timed_out"] and not res.structured_content["matched"], "wait_for times out")
+    check("tick" in res.structured_content["output"], "the output that came is returned")
+    await ok(s, "session_send", {"session_id": sid, "keys": ["C-c"], "timeout_s": 10})
+    await tool_error(s, "session_send", {"session_id": sid, "keys": ["; kill-server"]}, "invalid_argument")
     r = await ok(s, "session_read", {"session_id": sid})
     c = r.structured_content
     check(c["since"] == 0 and c["cursor"] == c["bytes"] and "hello" in c["text"], "session_read from the start")

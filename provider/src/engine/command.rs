@@ -40,6 +40,9 @@ pub struct ExecRequest {
     /// `export` typed there would), without being part of its text, its record or the
     /// terminal's view of it. Names that are not shell names are ignored.
     pub env: Vec<(String, String)>,
+    /// Background only: run it in a terminal of its own (a tmux window of the session) so that
+    /// `session send` with its command id can type into it; otherwise its stdin is /dev/null.
+    pub stdin: bool,
 }
 
 impl ExecRequest {
@@ -159,6 +162,33 @@ fn run_mode(rec: &CommandRecord) -> RunMode {
     }
 }
 
+/// The last line a command waiting for input printed: its prompt, usually. A stream whose
+/// output ends without a newline holds the prompt (stderr first: `read -p`, Python's `>>> `);
+/// else the last line of stderr, then of stdout.
+fn last_line(rec: &CommandRecord) -> String {
+    let tail = |t: &str| -> String {
+        let t = t.strip_suffix('\n').unwrap_or(t);
+        t.rsplit('\n').next().unwrap_or("").to_string()
+    };
+    let open = |t: &str| !t.is_empty() && !t.ends_with('\n');
+    if open(&rec.stderr) {
+        tail(&rec.stderr)
+    } else if open(&rec.stdout) {
+        tail(&rec.stdout)
+    } else if !rec.stderr.is_empty() {
+        tail(&rec.stderr)
+    } else {
+        tail(&rec.stdout)
+    }
+}
+
+/// Neither output stream holds an unfinished line (a prompt).
+fn output_ends_a_line(rec: &CommandRecord) -> bool {
+    [&rec.stdout, &rec.stderr]
+        .iter()
+        .all(|t| t.is_empty() || t.ends_with('\n'))
+}
+
 /// Normalize and check a command's text: CRLF line endings become LF; NUL is refused.
 fn prepare_command(command: &str) -> Result<String> {
     if command.contains('\0') {
@@ -194,6 +224,12 @@ impl Engine {
     ) -> Result<CommandRecord> {
         self.explained(session_id, async {
             let text = prepare_command(command)?;
+            if req.stdin && req.mode != CommandMode::Background {
+                return Err(Error::invalid(
+                    "stdin is for background commands (a foreground command already reads the \
+                     session's terminal); add --mode background, or drop --stdin",
+                ));
+            }
             if let Some(cwd) = &req.cwd
                 && (!cwd.starts_with('/') || cwd.contains('\0'))
             {
@@ -243,6 +279,7 @@ impl Engine {
                         text: inline.then_some(text.as_str()),
                         cwd: req.cwd.as_deref(),
                         env: &req.env,
+                        window: req.stdin,
                     },
                     first_wait,
                 )
@@ -340,7 +377,12 @@ impl Engine {
         let mode = run_mode(rec);
         loop {
             let gone = state.missing && !recently_created(rec);
-            if state.exit.is_some() || !state.alive || gone || state.never_started {
+            if state.exit.is_some()
+                || !state.alive
+                || gone
+                || state.never_started
+                || state.waiting_input
+            {
                 return Ok(state);
             }
             let left = match timeout {
@@ -425,6 +467,8 @@ impl Engine {
             end_reason: None,
             error: None,
             shell_restarted: false,
+            last_line: None,
+            interrupted: false,
         }
     }
 
@@ -463,6 +507,8 @@ impl Engine {
                 rec.duration_ms = Some(((b - a).max(0.0) * 1000.0).round() as u64);
             }
             rec.wait_timed_out = false;
+            rec.last_line = None;
+            rec.interrupted = exit.code == 130;
             // `exit N`, `kill -9 $$`, `exec bash`: the command ended its shell; the session
             // goes on in a fresh one with the same directory and exported environment.
             rec.shell_restarted = matches!(
@@ -538,11 +584,24 @@ impl Engine {
                 }
             };
             rec.error = Some(why.to_string());
+        } else if state.waiting_input {
+            rec.status = CommandStatus::WaitingInput;
+            rec.wait_timed_out = false;
         } else {
             rec.status = CommandStatus::Running;
             rec.wait_timed_out = waited;
         }
         self.copy_output(driver, rec).await?;
+        rec.last_line = (rec.status == CommandStatus::WaitingInput).then(|| {
+            let line = last_line(rec);
+            match &state.screen_line {
+                // Its output ended a line: the prompt, if any, went to the terminal itself.
+                Some(screen) if line.is_empty() || output_ends_a_line(rec) => {
+                    screen.trim_end().to_string()
+                }
+                _ => line,
+            }
+        });
         if rec.status.is_final() {
             self.write_log(rec)?;
         }
@@ -904,7 +963,14 @@ impl Engine {
         let session = self.load_session(session_id)?;
         let driver = self.driver(&session).await?;
         driver
-            .wait_output(&rec.remote_state_dir, stdout_offset, stderr_offset, timeout)
+            .wait_output(
+                &rec.remote_state_dir,
+                stdout_offset,
+                stderr_offset,
+                timeout,
+                // Not when it is known to wait already: the wait would end at once.
+                rec.mode == CommandMode::Wait && rec.status != CommandStatus::WaitingInput,
+            )
             .await?;
         self.command_show(session_id, command_id).await
     }

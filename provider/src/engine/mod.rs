@@ -14,8 +14,10 @@ pub mod code;
 pub mod command;
 pub mod output;
 pub mod run;
+pub mod send;
 pub mod session;
 pub mod slurm;
+pub mod transcript;
 pub mod transfer;
 pub mod turn_dir;
 
@@ -33,6 +35,7 @@ use crate::transport::local::LocalTransport;
 
 pub use crate::records::{CommandMode, CommandRecord, CommandStatus, SessionRecord, SessionStatus};
 pub use command::{ExecRequest, Freshness, LogEntry, OutputStream, StopOutcome};
+pub use send::{SendEnd, SendOutcome, SendRequest};
 pub use session::{DestroyOptions, DestroyResult, Screen, SendResult, TranscriptChunk};
 pub use slurm::CreateOptions;
 

@@ -373,6 +373,14 @@ impl Engine {
                 break CommandEnd::TimedOut;
             }
             let slice = remaining.unwrap_or(WAIT_SLICE).min(WAIT_SLICE);
+            if rec.status == CommandStatus::WaitingInput {
+                // A wait returns at once while the command waits for input (someone may answer
+                // it in the session's terminal): look again in a second, not in a loop.
+                tokio::select! {
+                    _ = tokio::time::sleep(slice.min(Duration::from_secs(1))) => {}
+                    _ = cancel.cancelled() => break CommandEnd::Cancelled,
+                }
+            }
             tokio::select! {
                 r = self.command_wait(session_id, &rec.command_id, slice) => {
                     rec = match r {

@@ -410,7 +410,7 @@ impl Engine {
             session_id: session_id.to_string(),
             since,
             cursor,
-            text: String::from_utf8_lossy(&data).into_owned(),
+            text: super::transcript::clean(&String::from_utf8_lossy(&data)),
             bytes: data.len() as u64,
             more: output::local_len(&local) > cursor,
             transcript_file_local: rec.transcript_file_local.clone(),

@@ -95,6 +95,9 @@ impl CommandMode {
 #[serde(rename_all = "snake_case")]
 pub enum CommandStatus {
     Running,
+    /// Running, and sleeping on a read of the session's terminal (seen from its process state
+    /// on the machine): it waits for `session send`.
+    WaitingInput,
     /// Ended with exit code 0.
     Completed,
     /// Ended with a non-zero exit code.
@@ -112,6 +115,7 @@ impl CommandStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             CommandStatus::Running => "running",
+            CommandStatus::WaitingInput => "waiting_input",
             CommandStatus::Completed => "completed",
             CommandStatus::Failed => "failed",
             CommandStatus::Stopped => "stopped",
@@ -121,7 +125,7 @@ impl CommandStatus {
     }
 
     pub fn is_final(self) -> bool {
-        self != CommandStatus::Running
+        !matches!(self, CommandStatus::Running | CommandStatus::WaitingInput)
     }
 }
 
@@ -184,4 +188,10 @@ pub struct CommandRecord {
     /// in a fresh shell with the same directory and exported environment.
     #[serde(default)]
     pub shell_restarted: bool,
+    /// For `waiting_input`: the last line the command printed (its prompt, usually).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_line: Option<String>,
+    /// It ended on an interrupt (Ctrl-C: exit code 130), sent as a key or by a stop.
+    #[serde(default)]
+    pub interrupted: bool,
 }

@@ -284,11 +284,13 @@ rr_take_lock() {
 }
 
 # The foreground process group of the session shell's terminal into rr_fg (the shell's own
-# pid when it is at its prompt); rr_p is the shell's pid.
+# pid when it is at its prompt); rr_p is the shell's pid. (LEADPID: the pid file of another
+# terminal's first process instead: a background command's own window.)
 rr_terminal_group() {
   rr_fg=
   rr_p=
-  [ -r "$SD/shell.pid" ] && read -r rr_p <"$SD/shell.pid" && [ -r "/proc/$rr_p/stat" ] || return 1
+  rr_lead=${LEADPID:-$SD/shell.pid}
+  [ -r "$rr_lead" ] && read -r rr_p <"$rr_lead" && [ -r "/proc/$rr_p/stat" ] || return 1
   read -r rr_st <"/proc/$rr_p/stat" || return 1
   rr_st=${rr_st##*) }
   # shellcheck disable=SC2086 # fields of /proc/PID/stat
@@ -343,6 +345,22 @@ rr_report() {
       if [ -f "$D/pid" ]; then read -r rr_pid <"$D/pid"; kill -0 "$rr_pid" 2>/dev/null || rr_a=0; fi
     else
       rr_tmux has-session -t "=$SID" 2>/dev/null || rr_a=0
+      # Sleeping on a read of the terminal: it waits for `send`.
+      if [ "$rr_a" = 1 ] && [ -f "$D/started" ] && rr_input_wait; then
+        rr_read_lock
+        if [ "$rr_o" = "${D##*/}" ]; then
+          echo "input=1"
+          # The line at the terminal's cursor: a prompt written to the terminal itself (a
+          # password prompt reads /dev/tty) is in neither output file.
+          rr_sl=$(rr_tmux display-message -p -t "=$SID:" '#{cursor_y}' 2>/dev/null)
+          case $rr_sl in
+          '' | *[!0-9]*) ;;
+          *) rr_tmux capture-pane -p -t "=$SID:" -S "$rr_sl" -E "$rr_sl" 2>/dev/null | {
+            IFS= read -r rr_l && printf 'screen=%s\n' "$rr_l"
+          } ;;
+          esac
+        fi
+      fi
     fi
     echo "alive=$rr_a"
     if [ ! -f "$D/started" ]; then
@@ -368,6 +386,24 @@ rr_report() {
   exit 0
 }
 
+# rr_input_watch CHANNEL DELAY: in the background, once the foreground command in $D sleeps
+# reading the terminal, signal CHANNEL (a waiting caller then reports `waiting_input`), checking
+# every 0.1 s after DELAY; its pid in rr_watcher. Stopped by the caller with KILL (the caller
+# ignores TERM, and so would it).
+rr_input_watch() {
+  (
+    sleep "$2"
+    while ! rr_ended "$D"; do
+      if [ -f "$D/started" ] && rr_input_wait; then
+        rr_tmux wait-for -S "$1" 2>/dev/null
+        exit 0
+      fi
+      sleep 0.1
+    done
+  ) </dev/null >/dev/null 2>&1 &
+  rr_watcher=$!
+}
+
 # start_command: lock, check the terminal is at the shell, type the fixed line, wait for the
 # command's end (foreground) or launch (background) on its channel, report. The command text is
 # already in $D/cmd.sh, or comes as CMDTEXT; a cwd override goes to $D/cwd and extra environment (export lines the
@@ -381,6 +417,7 @@ rr_start_command() {
   fi
   rr_take_lock
   if [ "$HASCWD" = 1 ]; then printf '%s' "$CWD" >"$D/cwd"; fi
+  if [ "${BGWIN-}" = 1 ]; then : >"$D/window.want"; fi
   if [ -n "${CMDENV-}" ]; then printf '%s' "$CMDENV" >"$D/env.sh"; fi
   if rr_terminal_group; then
     rr_i=0
@@ -403,9 +440,12 @@ rr_start_command() {
       exit 0
     fi
   fi
+  rr_watcher=
+  if [ "$MODE" != bg ]; then rr_input_watch "$CH" 0.3; fi
   rr_tmux send-keys -t "=$SID:" C-e C-u \; send-keys -t "=$SID:" -l -- "$LINE" \; \
     send-keys -t "=$SID:" Enter \; wait-for "$CH" 2>/dev/null
   rr_w=$?
+  if [ -n "$rr_watcher" ]; then kill -KILL "$rr_watcher" 2>/dev/null; fi
   if [ $rr_w -ne 0 ] && [ ! -e "$D/started" ] && ! rr_tmux has-session -t "=$SID" 2>/dev/null; then
     rm -rf -- "$SD/busy" "$D"
     echo @lost
@@ -436,9 +476,14 @@ rr_wait_command() {
     rr_read_lock
     [ "$rr_o" = "${D##*/}" ] || rr_over=1
   fi
-  if [ -d "$D" ] && [ "$rr_over" = 0 ] && ! rr_ended "$D" && rr_running; then
+  rr_watcher=
+  if [ "$MODE" != bg ] && [ "$rr_over" = 0 ] && [ -f "$D/started" ] && ! rr_ended "$D" && rr_input_wait; then
+    : # waiting for input already: report at once
+  elif [ -d "$D" ] && [ "$rr_over" = 0 ] && ! rr_ended "$D" && rr_running; then
+    if [ "$MODE" != bg ]; then rr_input_watch "$rr_ch" 0.1; fi
     timeout "$SECS" "$T" -L "$S" wait-for "$rr_ch" 2>/dev/null
     rr_w=$?
+    if [ -n "$rr_watcher" ]; then kill -KILL "$rr_watcher" 2>/dev/null; fi
     if [ $rr_w -ne 0 ] && [ $rr_w -ne 124 ] && ! rr_ended "$D" && [ -f "$D/pid" ]; then
       read -r rr_pid <"$D/pid"
       # shellcheck disable=SC2016 # expanded by that sh
@@ -506,18 +551,149 @@ rr_stop_command() {
 # Checks every 10 ms for the first 0.2 s (a reader that caught up with a fast writer), then
 # every 0.1 s.
 rr_wait_output() {
+  # INPUT=1 (a foreground command not yet known to wait for input): also end as soon as it
+  # sleeps reading the terminal (the `watch` loop, TICKS checks).
+  if [ "${INPUT-}" = 1 ]; then
+    F1=$D/stdout O1=$OUT F2=$D/stderr O2=$ERR EXIT=$D/exit CALM=2
+    rr_watch
+  fi
   # shellcheck disable=SC2016 # expanded by that sh
   timeout "$SECS" sh -c 'i=0; while [ ! -f "$1/exit" ] && [ "$(wc -c < "$1/stdout" 2>/dev/null || echo 0)" -le "$2" ] && [ "$(wc -c < "$1/stderr" 2>/dev/null || echo 0)" -le "$3" ]; do if [ $i -lt 20 ]; then sleep 0.01; else sleep 0.1; fi; i=$((i + 1)); done' _ "$D" "$OUT" "$ERR"
   exit 0
 }
 
-# send: paste stdin into the pane as typed input (never in argv), then Enter if asked.
+# rr_size FILE: its size in bytes into rr_sz (0 when it is missing).
+rr_size() {
+  rr_sz=0
+  [ -f "$1" ] && rr_sz=$(wc -c <"$1" 2>/dev/null)
+  rr_sz=$((${rr_sz:-0} + 0))
+}
+
+# rr_reads_terminal PID: the process sleeps reading the session's terminal. Its kernel wait
+# channel says where it sleeps: in a read (n_tty_read, or wait_woken inside it), or in a
+# select/poll (a readline prompt: bash's, python's). Where /proc/PID/syscall is readable (not
+# under Yama's ptrace restriction) it must also be the terminal that is waited on: a read's file
+# descriptor is the terminal (a file opened as /dev/tty shows as the terminal itself), or a
+# select watches only descriptor 0 (nfds 1) and that is the terminal; this rules out a socket
+# read, which also sleeps in wait_woken, and a program polling sockets. (`-ef` is not POSIX,
+# but dash, bash and busybox sh all have it.)
+rr_reads_terminal() {
+  rr_wc=
+  IFS= read -r rr_wc <"/proc/$1/wchan" 2>/dev/null
+  case $rr_wc in
+  n_tty_read | wait_woken) rr_kind=tty_read ;;
+  poll_schedule_timeout* | do_select | core_sys_select* | do_sys_poll) rr_kind=select ;;
+  *) return 1 ;;
+  esac
+  rr_a0=
+  IFS=' ' read -r _ rr_a0 _ <"/proc/$1/syscall" 2>/dev/null
+  case $rr_a0 in
+  '') [ "$rr_kind" = tty_read ] && return 0 ;;
+  0x[0-9a-f] | 0x[0-9a-f][0-9a-f] | 0x[0-9a-f][0-9a-f][0-9a-f]) ;;
+  *) return 1 ;;
+  esac
+  if [ "$rr_kind" = select ]; then
+    [ "$rr_a0" = 0x1 ] || return 1
+    rr_a0=0
+  fi
+  # shellcheck disable=SC3013
+  [ "/proc/$1/fd/$((rr_a0))" -ef "/proc/$rr_p/fd/0" ]
+}
+
+# rr_input_wait: what holds the session's terminal (its foreground process group: the session
+# shell itself for a builtin such as `read`, else a program's group) sleeps reading it: the
+# group's leader, one of its children or their children. Decided from the process state,
+# never from output.
+rr_input_wait() {
+  rr_terminal_group || return 1
+  [ "$rr_fg" -gt 0 ] 2>/dev/null || return 1
+  rr_reads_terminal "$rr_fg" && return 0
+  rr_kids=
+  read -r rr_kids <"/proc/$rr_fg/task/$rr_fg/children" 2>/dev/null
+  for rr_k in $rr_kids; do
+    rr_reads_terminal "$rr_k" && return 0
+    rr_gk=
+    read -r rr_gk <"/proc/$rr_k/task/$rr_k/children" 2>/dev/null
+    for rr_g in $rr_gk; do
+      rr_reads_terminal "$rr_g" && return 0
+    done
+  done
+  return 1
+}
+
+# send: report where output stands (the foreground command and its output sizes, the
+# transcript's size), then paste stdin into the pane as typed input (never in argv), then Enter
+# if asked, then the tmux key names in KEYS (one a line, checked by the engine against its list;
+# `--` so none is read as an option).
 rr_send() {
   rr_tmux has-session -t "=$SID" 2>/dev/null || exit 5
-  if [ "$HASDATA" = 1 ]; then
-    rr_tmux load-buffer -b "$BUF" - \; paste-buffer -d -b "$BUF" -t "=$SID:" || exit 6
+  rr_target="=$SID:"
+  if [ -n "${BGDIR-}" ]; then
+    # A background command's own window (`--stdin`): its id, as tmux printed it at the start.
+    rr_win=
+    ! rr_ended "$BGDIR" && read -r rr_win <"$BGDIR/window" 2>/dev/null
+    case $rr_win in @[0-9]*) rr_target=$rr_win ;; *) exit 7 ;; esac
+    rr_o=${BGDIR##*/}
+  else
+    rr_read_lock
   fi
-  if [ "$ENTER" = 1 ]; then rr_tmux send-keys -t "=$SID:" Enter || exit 6; fi
+  if [ -n "$rr_o" ] && [ -d "$CD/$rr_o" ] && ! rr_ended "$CD/$rr_o"; then
+    echo "owner=$rr_o"
+    rr_size "$CD/$rr_o/stdout"
+    echo "out=$rr_sz"
+    rr_size "$CD/$rr_o/stderr"
+    echo "err=$rr_sz"
+  fi
+  rr_size "$SD/transcript.raw"
+  echo "tr=$rr_sz"
+  if [ "$HASDATA" = 1 ]; then
+    rr_tmux load-buffer -b "$BUF" - \; paste-buffer -d -b "$BUF" -t "$rr_target" || exit 6
+  fi
+  if [ "$ENTER" = 1 ]; then rr_tmux send-keys -t "$rr_target" Enter || exit 6; fi
+  if [ -n "${KEYS-}" ]; then
+    rr_ifs=$IFS IFS='
+'
+    set -f
+    # shellcheck disable=SC2086 # one key name a line
+    set -- $KEYS
+    set +f
+    IFS=$rr_ifs
+    rr_tmux send-keys -t "$rr_target" -- "$@" || exit 6
+  fi
+  exit 0
+}
+
+# watch: wait up to TICKS checks (0.02 s apart for the first 25, then 0.1 s) until file F1 or
+# F2 grows past O1 or O2, the exit file EXIT appears, or (INPUT=1, after CALM checks without
+# growth: time for typed input to reach the program) the terminal's program waits for input;
+# then print the sizes and what was seen.
+rr_watch() {
+  rr_i=0
+  rr_calm=0
+  rr_in=0
+  while :; do
+    # The exit file first: it is written after the output, so sizes read after it are final.
+    # Then F2 (stderr) before F1 (stdout): a program that answers on stdout and then prompts
+    # on stderr (Python's REPL) is never seen with the prompt but without the answer.
+    rr_x=0
+    if [ -n "$EXIT" ] && [ -s "$EXIT" ]; then rr_x=1; fi
+    rr_s2=0
+    if [ -n "$F2" ]; then rr_size "$F2"; rr_s2=$rr_sz; fi
+    rr_size "$F1"
+    rr_s1=$rr_sz
+    if [ "$rr_s1" -gt "$O1" ] || [ "$rr_s2" -gt "$O2" ] || [ "$rr_x" = 1 ]; then break; fi
+    rr_calm=$((rr_calm + 1))
+    if [ "$INPUT" = 1 ] && [ "$rr_calm" -ge "${CALM:-2}" ] && rr_input_wait; then rr_in=1; break; fi
+    [ "$rr_i" -ge "$TICKS" ] && break
+    if [ "$rr_i" -lt 25 ]; then sleep 0.02; else sleep 0.1; fi
+    rr_i=$((rr_i + 1))
+  done
+  if [ "$rr_in" = 0 ] && [ "$rr_x" = 0 ] && rr_input_wait; then rr_in=1; fi
+  echo @watch
+  echo "s1=$rr_s1"
+  echo "s2=$rr_s2"
+  echo "exit=$rr_x"
+  echo "input=$rr_in"
   exit 0
 }
 
@@ -605,6 +781,7 @@ rr_dispatch() {
   stop_command) rr_stop_command ;;
   wait_output) rr_wait_output ;;
   send) rr_send ;;
+  watch) rr_watch ;;
   capture) rr_capture ;;
   resize) rr_resize ;;
   alive) rr_alive ;;

@@ -307,6 +307,8 @@ async fn pump(
     // A stream is read while it yields data, or when the latest record says it grew; an idle
     // stderr costs no round trip per chunk of stdout.
     let (mut more_out, mut more_err) = (true, true);
+    // Said once each time the command starts waiting for input (it sleeps reading the terminal).
+    let mut told_waiting = false;
     loop {
         // Memory stays bounded whatever the host's reading speed.
         shared.out.room(QUEUED_OUTPUT_LIMIT).await;
@@ -344,6 +346,19 @@ async fn pump(
                 send_progress(shared, turn_id, &mut tail, &chunk);
             }
         }
+        // The start's record or the latest refresh says it waits for input: said once per
+        // wait, after the output that came with it (its prompt).
+        let waiting = record.status == CommandStatus::WaitingInput;
+        if waiting && !told_waiting && !cancel.is_cancelled() {
+            let prompt = record.last_line.as_deref().unwrap_or("").trim();
+            send_progress(
+                shared,
+                turn_id,
+                &mut tail,
+                &format!("\n[waiting for input: {prompt}]\n"),
+            );
+        }
+        told_waiting = waiting;
         if record.status.is_final() && !got_data {
             for chunk in [out_text.finish(), err_text.finish()] {
                 send_progress(shared, turn_id, &mut tail, &chunk);

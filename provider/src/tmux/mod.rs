@@ -18,7 +18,8 @@
 //!   lock, holding the owner's command id).
 //! - `sessions/<session_id>/commands/<command_id>/`: `cmd.sh` (the command text), `cwd` (an
 //!   override), `started`, `pwd`, `stdout`, `stderr`, `pid` (background), `stop_requested`,
-//!   `waiters/`, and `exit` (written last).
+//!   `waiters/`, `window.want`/`window`/`env.all` (a background command with its own
+//!   terminal), and `exit` (written last).
 
 pub mod script;
 pub mod state;
@@ -96,6 +97,27 @@ pub enum StartOutcome {
     Lost,
 }
 
+/// Where output stood just before [`TmuxDriver::send_keys`] typed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SendMark {
+    /// The foreground command running then (it holds the session's lock, no exit file yet).
+    pub command_id: Option<String>,
+    pub stdout_size: u64,
+    pub stderr_size: u64,
+    pub transcript_size: u64,
+}
+
+/// What one [`TmuxDriver::watch`] saw.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Watch {
+    /// The two files' sizes at the end.
+    pub sizes: [u64; 2],
+    /// The exit file is there.
+    pub ended: bool,
+    /// The terminal's program sleeps reading the terminal.
+    pub waiting_input: bool,
+}
+
 /// Drives one tmux session through a transport.
 #[derive(Clone)]
 pub struct TmuxDriver {
@@ -148,6 +170,8 @@ pub struct CommandStart<'a> {
     pub cwd: Option<&'a str>,
     /// Extra environment for this command only.
     pub env: &'a [(String, String)],
+    /// Background: run in a tmux window of its own (its stdin that window's terminal).
+    pub window: bool,
 }
 
 /// Largest command text carried in the start call; a larger one is written over SFTP (the
@@ -289,7 +313,12 @@ impl TmuxDriver {
         start: &CommandStart<'_>,
         wait: Duration,
     ) -> Result<StartOutcome> {
-        let CommandStart { text, cwd, env } = *start;
+        let CommandStart {
+            text,
+            cwd,
+            env,
+            window,
+        } = *start;
         let dir = self.paths.command_dir(command_id);
         let (verb, channel) = match mode {
             RunMode::Foreground => ("run", format!("rr-{command_id}")),
@@ -309,6 +338,7 @@ impl TmuxDriver {
             .param("LINE", line)
             .param("CH", channel.as_str())
             .param("HASCWD", if cwd.is_some() { "1" } else { "0" })
+            .param("BGWIN", if window { "1" } else { "0" })
             .param("CWD", cwd.unwrap_or(""))
             .param("CMDENV", script::posix_exports(env));
         let call = match text {
@@ -410,16 +440,20 @@ impl TmuxDriver {
         state::parse(&out)
     }
 
-    /// Wait (bounded) until a command ends or its output grows past the given sizes.
+    /// Wait (bounded) until a command ends or its output grows past the given sizes; with
+    /// `input` (a foreground command), also until it sleeps reading the session's terminal.
     pub async fn wait_output(
         &self,
         command_dir: &str,
         stdout_offset: u64,
         stderr_offset: u64,
         wait: Duration,
+        input: bool,
     ) -> Result<()> {
         let secs = wait.as_secs_f64().max(0.1);
         self.call("wait_output")
+            .param("INPUT", if input { "1" } else { "0" })
+            .param("TICKS", watch_ticks(wait).to_string())
             .param("D", command_dir)
             .param("OUT", stdout_offset.to_string())
             .param("ERR", stderr_offset.to_string())
@@ -445,17 +479,130 @@ impl TmuxDriver {
     /// Paste `data` into the pane as typed input (through a tmux buffer fed on stdin, so the
     /// text never appears in a process's argv), optionally followed by Enter.
     pub async fn send_input(&self, data: &[u8], enter: bool) -> Result<()> {
+        self.send_keys(data, enter, &[]).await.map(|_| ())
+    }
+
+    /// [`TmuxDriver::send_input`], then the tmux key names `keys` (the caller checked them
+    /// against its list: tmux types a string it does not know as a key literally), in one call
+    /// that first notes where output stands: the foreground command and its output sizes, and
+    /// the transcript's size.
+    pub async fn send_keys(&self, data: &[u8], enter: bool, keys: &[&str]) -> Result<SendMark> {
+        self.send_keys_to(None, data, enter, keys).await
+    }
+
+    /// [`TmuxDriver::send_keys`] into the window of the background command `command_id`
+    /// (started with its own terminal) when given, else into the session's pane.
+    pub async fn send_keys_to(
+        &self,
+        command_id: Option<&str>,
+        data: &[u8],
+        enter: bool,
+        keys: &[&str],
+    ) -> Result<SendMark> {
         let buffer = format!("rr-send-{}", uuid::Uuid::new_v4().simple());
+        let dir = command_id.map(|id| self.paths.command_dir(id));
         let out = self
             .call("send")
+            .param("BGDIR", dir.as_deref().unwrap_or(""))
             .param("BUF", buffer)
             .param("HASDATA", if data.is_empty() { "0" } else { "1" })
             .param("ENTER", if enter { "1" } else { "0" })
+            .param("KEYS", keys.join("\n"))
             .data(data)
             .max_output(1 << 16)
             .run(self.transport.as_ref())
             .await?;
-        self.check_pane_op(&out, "send input to")
+        if out.status.code() == Some(7) {
+            return Err(Error::invalid(format!(
+                "command {} has no terminal of its own (it was not started with --mode \
+                 background --stdin, or it has ended); type into the session with send \
+                 without a command id",
+                command_id.unwrap_or("")
+            )));
+        }
+        self.check_pane_op(&out, "send input to")?;
+        let mut mark = SendMark::default();
+        for line in out.stdout_lossy().lines() {
+            match line.split_once('=') {
+                Some(("owner", v)) if !v.is_empty() => mark.command_id = Some(v.to_string()),
+                Some(("out", v)) => mark.stdout_size = v.trim().parse().unwrap_or(0),
+                Some(("err", v)) => mark.stderr_size = v.trim().parse().unwrap_or(0),
+                Some(("tr", v)) => mark.transcript_size = v.trim().parse().unwrap_or(0),
+                _ => {}
+            }
+        }
+        Ok(mark)
+    }
+
+    /// Wait up to `wait` until `files[0]` or `files[1]` grows past its offset, `exit_file`
+    /// appears, or (with `end_on_input`) the terminal's program sleeps reading the terminal; one
+    /// call, checking every 20 ms for the first half second, then every 100 ms.
+    pub async fn watch(
+        &self,
+        files: [(&str, u64); 2],
+        exit_file: Option<&str>,
+        end_on_input: bool,
+        wait: Duration,
+    ) -> Result<Watch> {
+        self.watch_in(None, 2, files, exit_file, end_on_input, wait)
+            .await
+    }
+
+    /// [`TmuxDriver::watch`], the input wait seen in the terminal of the background command
+    /// whose directory is `bg_dir` (started with its own window) when given; `calm`: how many
+    /// checks without growth come before the input wait is looked at (more right after typing,
+    /// so the typed input has reached the program).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn watch_in(
+        &self,
+        bg_dir: Option<&str>,
+        calm: u32,
+        files: [(&str, u64); 2],
+        exit_file: Option<&str>,
+        end_on_input: bool,
+        wait: Duration,
+    ) -> Result<Watch> {
+        let ticks = watch_ticks(wait);
+        let out = self
+            .call("watch")
+            .param("F1", files[0].0)
+            .param("O1", files[0].1.to_string())
+            .param("F2", files[1].0)
+            .param("O2", files[1].1.to_string())
+            .param("EXIT", exit_file.unwrap_or(""))
+            .param("INPUT", if end_on_input { "1" } else { "0" })
+            .param("CALM", calm.to_string())
+            .param(
+                "LEADPID",
+                bg_dir.map(|d| format!("{d}/pid")).unwrap_or_default(),
+            )
+            .param("TICKS", ticks.to_string())
+            .limit(wait + Duration::from_secs(30))
+            .max_output(1 << 16)
+            .run(self.transport.as_ref())
+            .await?;
+        let text = out.stdout_lossy();
+        let Some((_, report)) = text.split_once("@watch\n") else {
+            return Err(Error::new(
+                ErrorCode::RemoteError,
+                format!(
+                    "could not watch the session's output on {}: {}",
+                    self.transport.describe(),
+                    crate::util::printable_excerpt(&out.stderr, 400).trim()
+                ),
+            ));
+        };
+        let mut w = Watch::default();
+        for line in report.lines() {
+            match line.split_once('=') {
+                Some(("s1", v)) => w.sizes[0] = v.parse().unwrap_or(0),
+                Some(("s2", v)) => w.sizes[1] = v.parse().unwrap_or(0),
+                Some(("exit", v)) => w.ended = v == "1",
+                Some(("input", v)) => w.waiting_input = v == "1",
+                _ => {}
+            }
+        }
+        Ok(w)
     }
 
     fn check_pane_op(&self, out: &ExecOutput, what: &str) -> Result<()> {
@@ -556,6 +703,17 @@ fn mode_param(mode: RunMode) -> &'static str {
     match mode {
         RunMode::Foreground => "fg",
         RunMode::Background => "bg",
+    }
+}
+
+/// How many checks of the `watch` loop make `wait` (20 ms apart for the first half second,
+/// then 100 ms).
+fn watch_ticks(wait: Duration) -> u64 {
+    let ms = wait.as_millis() as u64;
+    if ms <= 500 {
+        ms / 20
+    } else {
+        25 + (ms - 500) / 100
     }
 }
 

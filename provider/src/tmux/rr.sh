@@ -136,12 +136,18 @@ __rr_read_cwd() {
   if [ -f "$1/cwd" ]; then IFS= \builtin read -r -d '' __rr_cd <"$1/cwd"; fi
 }
 
-# Show a finished command in the terminal as a person would have seen it: its text, its output
-# (capped) and how it ended. Builtins only: the terminal stays at the shell.
+# Show a command's text in the terminal as it starts, as a person typing it would have seen it
+# (what the terminal echoed before is the engine's own line: `session read` leaves it out).
+__rr_show_text() {
+  local t
+  IFS= \builtin read -r -d '' -N 4096 t <"$1/cmd.sh"
+  \builtin printf '\r\033[K$ %s\n' "${t%$'\n'}"
+}
+
+# Show a finished command's output (capped) and how it ended. Builtins only: the terminal
+# stays at the shell.
 __rr_show() {
   local d=$1 code=$2 f t n
-  IFS= \builtin read -r -d '' -N 4096 t <"$d/cmd.sh"
-  \builtin printf '\r\033[K$ %s\n' "${t%$'\n'}"
   for f in stdout stderr; do
     [ -s "$d/$f" ] || continue
     IFS= \builtin read -r -d '' -N 65537 t <"$d/$f"
@@ -176,11 +182,13 @@ run)
   \builtin set --
   if [ -n "$__rr_cd" ] && ! \builtin cd -- "$__rr_cd" 2>|"$__rr_cur/stderr"; then
     __rr_started "$__rr_cur"
+    if [ -t 1 ]; then __rr_show_text "$__rr_cur"; fi
     : >|"$__rr_cur/stdout"
     __rr_fin 1 cd_failed
     __rr_s=1
   else
     __rr_started "$__rr_cur"
+    if [ -t 1 ]; then __rr_show_text "$__rr_cur"; fi
     if __rr_parses "$__rr_cur"; then
       if [ -f "$__rr_cur/env.sh" ]; then \builtin . "$__rr_cur/env.sh" 2>/dev/null; fi
       case $__rr_uf in *u*) \builtin set -u ;; esac
@@ -218,8 +226,18 @@ replaced)
   ;;
 bg)
   __rr_arm
-  \command -p setsid -f "$BASH" --noprofile --norc "$__rr_sdir/rr.sh" bgrun "$2" \
-    </dev/null >/dev/null 2>&1
+  if [ -e "$2/window.want" ]; then
+    # `--stdin`: a tmux window of its own, whose terminal is its stdin (`session send
+    # --command-id` types there). The window gets the shell's directory and exported
+    # environment as data (tmux gives a new window the server's environment, not ours).
+    [ -f "$2/cwd" ] || \builtin printf '%s' "$PWD" >|"$2/cwd"
+    \builtin export -p >|"$2/env.all" 2>/dev/null
+    "$__rr_tmux" -L "$__rr_sock" new-window -d -P -F '#{window_id}' -t "=$__rr_sid:" -- \
+      "$BASH" --noprofile --norc "$__rr_sdir/rr.sh" bgrun "$2" >|"$2/window" 2>/dev/null
+  else
+    \command -p setsid -f "$BASH" --noprofile --norc "$__rr_sdir/rr.sh" bgrun "$2" \
+      </dev/null >/dev/null 2>&1
+  fi
   \command -p rm -f -- "$__rr_sdir/busy"
   "$__rr_tmux" -L "$__rr_sock" wait-for -S "rr-${2##*/}-go" >/dev/null 2>&1
   IFS= \builtin read -r -d '' -N 4096 __rr_t <"$2/cmd.sh"
@@ -236,8 +254,14 @@ bgrun)
     __rr_fin 1 cd_failed
   else
     __rr_started "$2"
+    if [ -f "$2/env.all" ]; then . "$2/env.all" 2>/dev/null; fi
     if [ -f "$2/env.sh" ]; then . "$2/env.sh" 2>/dev/null; fi
-    "$BASH" --noprofile --norc -- "$2/cmd.sh" </dev/null >"$2/stdout" 2>"$2/stderr"
+    if [ -e "$2/window.want" ]; then
+      # Its own window: stdin is that terminal.
+      "$BASH" --noprofile --norc -- "$2/cmd.sh" >"$2/stdout" 2>"$2/stderr"
+    else
+      "$BASH" --noprofile --norc -- "$2/cmd.sh" </dev/null >"$2/stdout" 2>"$2/stderr"
+    fi
     __rr_fin $? normal
   fi
   ;;
@@ -285,6 +309,9 @@ pane)
 '')
   set +H
   bind 'set bell-style none' 2>/dev/null
+  # No bracketed-paste mode switches (ESC[?2004h before every prompt) in the terminal and its
+  # transcript; input is pasted by tmux without paste brackets anyway.
+  bind 'set enable-bracketed-paste off' 2>/dev/null
   unset HISTFILE PROMPT_COMMAND TMUX TMUX_PANE __rr_shell_pid
   # The environment a login shell of the user's own shell has (PATH, conda, nvm, ...).
   if [ -s "$__rr_sdir/login.env" ]; then

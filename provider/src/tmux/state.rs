@@ -39,6 +39,10 @@ pub struct CommandState {
     /// The command was written but never typed (its caller died before starting it) and nothing
     /// holds it any more: it will never run.
     pub never_started: bool,
+    /// A foreground command that sleeps reading the session's terminal (it waits for input).
+    pub waiting_input: bool,
+    /// Then: the terminal's line at the cursor (a prompt written to the terminal itself).
+    pub screen_line: Option<String>,
 }
 
 /// Parse the output of the control script's `report` (anything before `@report` is ignored).
@@ -58,12 +62,14 @@ pub fn parse(out: &ExecOutput) -> Result<CommandState> {
     let mut how = String::new();
     let mut state = String::new();
     let mut ended = None;
-    // The directory the command started in comes last, raw (it may hold any character).
-    let (report, pwd) = match report.split_once("@pwd\n") {
+    // The directory the command started in comes last, raw (it may hold any character). The
+    // markers are whole lines: a terminal line in the report (`screen=`) cannot imitate them.
+    let report = format!("\n{report}");
+    let (report, pwd) = match report.split_once("\n@pwd\n") {
         Some((r, p)) => (r, Some(p.strip_suffix('\n').unwrap_or(p))),
-        None => (report, None),
+        None => (report.as_str(), None),
     };
-    let (report, sizes) = report.split_once("@sizes\n").unwrap_or((report, ""));
+    let (report, sizes) = report.split_once("\n@sizes\n").unwrap_or((report, ""));
     for line in sizes.lines() {
         // `wc -c` lines: "<size> <path>"; the total line ends in "total".
         let Some((n, path)) = line.trim_start().split_once(' ') else {
@@ -95,6 +101,14 @@ pub fn parse(out: &ExecOutput) -> Result<CommandState> {
             "never" => st.never_started = true,
             "garbled" => st.exit_garbled = true,
             "holds" => st.holds_lock = true,
+            "input" => st.waiting_input = v == "1",
+            "screen" => {
+                let line: String = pair["screen=".len()..]
+                    .chars()
+                    .filter(|c| !c.is_control())
+                    .collect();
+                st.screen_line = Some(line);
+            }
             "alive" => st.alive = v == "1",
             "code" => code = v.parse::<i32>().ok(),
             "how" => how = v.to_string(),
@@ -178,6 +192,17 @@ mod tests {
             st.pwd.as_deref(),
             Some("/tmp/x\ncode=0 how=normal state=done")
         );
+    }
+
+    #[test]
+    fn a_terminal_line_cannot_forge_the_markers() {
+        let st = parse(&out(
+            "@report\ninput=1\nscreen=Password: @sizes\nalive=1\nstarted=1.5\n@sizes\n  3 /x/stdout\n@pwd\n/w\n",
+        ))
+        .unwrap();
+        assert!(st.waiting_input && st.alive);
+        assert_eq!(st.screen_line.as_deref(), Some("Password: @sizes"));
+        assert_eq!((st.stdout_size, st.pwd.as_deref()), (3, Some("/w")));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use remote_runner_provider::ErrorCode;
 use remote_runner_provider::engine::{
     CommandRecord, CommandStatus, Engine, EngineOptions, ExecRequest, FixedConnector, OutputStream,
-    SessionRecord, SessionStatus,
+    SendEnd, SendRequest, SessionRecord, SessionStatus,
 };
 use remote_runner_provider::machine::Machine;
 use remote_runner_provider::transport::{ExecOptions, Transport};
@@ -582,12 +582,13 @@ pub async fn read_answered_by_send(t: Arc<dyn Transport>, dir: &str) {
         .exec(
             b.sid(),
             "read x; echo got=$x",
-            ExecRequest::wait().with_timeout(Duration::from_secs(1)),
+            ExecRequest::wait().with_timeout(Duration::from_secs(30)),
         )
         .await
         .unwrap();
-    assert_eq!(rec.status, CommandStatus::Running);
-    assert!(rec.wait_timed_out);
+    // The wait ends as the shell's `read` sleeps on the terminal, long before its bound.
+    assert_eq!(rec.status, CommandStatus::WaitingInput);
+    assert!(!rec.wait_timed_out);
     b.engine.send(b.sid(), "hello there", true).await.unwrap();
     let rec = b
         .engine
@@ -1940,5 +1941,418 @@ pub async fn garbled_exit_file_is_not_a_lost_session(t: Arc<dyn Transport>, dir:
         "{read:?}"
     );
     assert_eq!(b.run("echo after").await.stdout, "after\n");
+    b.finish().await;
+}
+
+// ---------------------------------------------------------------- interactive programs (send)
+
+/// A wait-mode command left running (its wait bounded at 1 s), for `session_send` cases.
+async fn started(b: &Bed, cmd: &str) -> CommandRecord {
+    let rec = b
+        .engine
+        .exec(
+            b.sid(),
+            cmd,
+            ExecRequest::wait().with_timeout(Duration::from_secs(1)),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("exec {cmd:?}: {e}"));
+    assert!(!rec.status.is_final(), "{cmd:?} ended early: {rec:?}");
+    rec
+}
+
+fn send_req(input: Option<&str>, keys: &[&str]) -> SendRequest {
+    SendRequest {
+        input: input.map(str::to_string),
+        keys: keys.iter().map(|k| k.to_string()).collect(),
+        enter: keys.is_empty(),
+        timeout: Duration::from_secs(20),
+        ..Default::default()
+    }
+}
+
+/// A Python REPL driven one call per line: each reply comes back in the call that typed it.
+pub async fn send_python_repl(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    let rec = started(&b, "python3 -q").await;
+    let mut req = send_req(Some("x = 6*7"), &[]);
+    req.wait_for = Some(">>> $".into());
+    let out = b.engine.session_send(b.sid(), req).await.unwrap();
+    assert!(out.matched && !out.timed_out, "{out:?}");
+    assert_eq!(out.command_id.as_deref(), Some(rec.command_id.as_str()));
+    assert_eq!(out.output, ">>> ");
+    let mut req = send_req(Some("print(x)"), &[]);
+    req.wait_for = Some(">>> $".into());
+    let out = b.engine.session_send(b.sid(), req).await.unwrap();
+    assert_eq!((out.output.as_str(), out.matched), ("42\n>>> ", true));
+    // Without a pattern the call returns once Python reads its terminal again.
+    let out = b
+        .engine
+        .session_send(b.sid(), send_req(Some("print(x + 1)"), &[]))
+        .await
+        .unwrap();
+    assert_eq!(out.output, "43\n>>> ");
+    assert_eq!(out.ended_by, SendEnd::WaitingInput);
+    let out = b
+        .engine
+        .session_send(b.sid(), send_req(None, &["C-d"]))
+        .await
+        .unwrap();
+    assert_eq!(out.ended_by, SendEnd::Ended, "{out:?}");
+    assert_eq!(
+        (out.status, out.exit_code),
+        (Some(CommandStatus::Completed), Some(0))
+    );
+    b.finish().await;
+}
+
+/// A `[y/N]` question answered: the answer's effect comes back and the command ends.
+pub async fn send_answers_yes_no(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    started(
+        &b,
+        "printf 'Continue? [y/N] ' >&2; read a; if [ \"$a\" = y ]; then echo went-on; else exit 3; fi",
+    )
+    .await;
+    let out = b
+        .engine
+        .session_send(b.sid(), send_req(Some("y"), &[]))
+        .await
+        .unwrap();
+    assert_eq!(out.ended_by, SendEnd::Ended, "{out:?}");
+    assert_eq!(out.output, "went-on\n");
+    assert_eq!(out.status, Some(CommandStatus::Completed));
+    b.finish().await;
+}
+
+/// Ctrl-C as a key interrupts the foreground program: exit code 130, and the session goes on.
+pub async fn send_ctrl_c_interrupts(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    let rec = started(&b, "sleep 100").await;
+    let out = b
+        .engine
+        .session_send(b.sid(), send_req(None, &["C-c"]))
+        .await
+        .unwrap();
+    assert_eq!(out.ended_by, SendEnd::Ended, "{out:?}");
+    assert_eq!(out.exit_code, Some(130));
+    let rec = b
+        .engine
+        .command_show(b.sid(), &rec.command_id)
+        .await
+        .unwrap();
+    assert_eq!(rec.exit_code, Some(130));
+    assert!(rec.interrupted, "{rec:?}");
+    let after = b.run("echo still-here").await;
+    assert_eq!(after.stdout, "still-here\n");
+    b.finish().await;
+}
+
+/// A pager showing on the terminal is quit with `q`.
+pub async fn send_quits_pager(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    let pager = if b.sh("command -v less || true").await.trim().is_empty() {
+        "more"
+    } else {
+        "less"
+    };
+    started(
+        &b,
+        &format!("seq 1 500 | {pager} >/dev/tty; echo pager-done"),
+    )
+    .await;
+    let out = b
+        .engine
+        .session_send(b.sid(), send_req(None, &["q"]))
+        .await
+        .unwrap();
+    assert_eq!(out.ended_by, SendEnd::Ended, "{out:?}");
+    assert_eq!(out.output, "pager-done\n");
+    b.finish().await;
+}
+
+/// A pattern that never matches: the wait runs out at its bound, with every byte that came.
+pub async fn send_wait_for_times_out(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    started(&b, "cat").await;
+    let mut req = send_req(Some("hello"), &[]);
+    req.wait_for = Some("never-printed".into());
+    req.timeout = Duration::from_secs(2);
+    let begun = Instant::now();
+    let out = b.engine.session_send(b.sid(), req).await.unwrap();
+    assert!(out.timed_out && !out.matched, "{out:?}");
+    assert_eq!(out.ended_by, SendEnd::TimedOut);
+    assert_eq!(out.output, "hello\n");
+    assert!(begun.elapsed() < Duration::from_secs(10));
+    assert_eq!(out.status, Some(CommandStatus::WaitingInput));
+    let out = b
+        .engine
+        .session_send(b.sid(), send_req(None, &["C-d"]))
+        .await
+        .unwrap();
+    assert_eq!(out.status, Some(CommandStatus::Completed), "{out:?}");
+    b.finish().await;
+}
+
+/// `quiet` on a chatty program: the call returns once the output stops, with all of it.
+pub async fn send_quiet_on_chatty_program(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    started(
+        &b,
+        "read go; for i in 1 2 3 4 5 6 7 8; do echo line$i; sleep 0.1; done; sleep 30",
+    )
+    .await;
+    let mut req = send_req(Some("go"), &[]);
+    req.quiet = Some(Duration::from_millis(1500));
+    let out = b.engine.session_send(b.sid(), req).await.unwrap();
+    assert_eq!(out.ended_by, SendEnd::Quiet, "{out:?}");
+    let want: String = (1..=8).map(|i| format!("line{i}\n")).collect();
+    assert_eq!(out.output, want);
+    assert_eq!(out.status, Some(CommandStatus::Running));
+    b.engine
+        .session_send(b.sid(), send_req(None, &["C-c"]))
+        .await
+        .unwrap();
+    b.finish().await;
+}
+
+/// With nothing running, the input goes to the shell and the reply is the terminal's text,
+/// without its control sequences; an unknown key name is refused before anything is typed.
+pub async fn send_to_the_shell(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    let out = b
+        .engine
+        .session_send(b.sid(), send_req(Some("echo $((20+22))"), &[]))
+        .await
+        .unwrap();
+    assert_eq!(out.command_id, None);
+    assert_eq!(out.ended_by, SendEnd::WaitingInput, "{out:?}");
+    assert!(out.output.contains("\n42\n"), "{out:?}");
+    assert!(!out.output.contains('\x1b'), "{out:?}");
+    for bad in ["C-c;", "Enter kill-server", "-l"] {
+        let e = b
+            .engine
+            .session_send(b.sid(), send_req(None, &[bad]))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidArgument, "{bad:?}");
+    }
+    let rec = b.run("echo fine").await;
+    assert_eq!(rec.stdout, "fine\n");
+    b.finish().await;
+}
+
+/// A command that stops to read its terminal is noticed from its process state: `exec` and
+/// `command wait` return promptly with `waiting_input` and the prompt, and the command goes on
+/// waiting for `send` (a shell builtin `read -p`, and a program: Python's REPL).
+pub async fn exec_returns_waiting_input(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    let begun = Instant::now();
+    let rec = b
+        .engine
+        .exec(
+            b.sid(),
+            "read -p 'name? ' n; echo \"hi $n\"",
+            ExecRequest::wait().with_timeout(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rec.status, CommandStatus::WaitingInput, "{rec:?}");
+    assert_eq!(rec.last_line.as_deref(), Some("name? "));
+    assert!(!rec.wait_timed_out);
+    assert!(
+        begun.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        begun.elapsed()
+    );
+    let begun = Instant::now();
+    let waited = b
+        .engine
+        .command_wait(b.sid(), &rec.command_id, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(waited.status, CommandStatus::WaitingInput);
+    assert!(
+        begun.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        begun.elapsed()
+    );
+    let out = b
+        .engine
+        .session_send(b.sid(), send_req(Some("bob"), &[]))
+        .await
+        .unwrap();
+    assert_eq!(
+        (out.output.as_str(), out.status),
+        ("hi bob\n", Some(CommandStatus::Completed))
+    );
+    // A program reading its terminal: the same.
+    let rec = b
+        .engine
+        .exec(
+            b.sid(),
+            "python3 -q",
+            ExecRequest::wait().with_timeout(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rec.status, CommandStatus::WaitingInput, "{rec:?}");
+    assert_eq!(rec.last_line.as_deref(), Some(">>> "));
+    b.engine
+        .session_send(b.sid(), send_req(None, &["C-d"]))
+        .await
+        .unwrap();
+    // A prompt written to the terminal itself (as password prompts are): in neither output
+    // file, so the line at the terminal's cursor is the one reported.
+    let rec = b
+        .engine
+        .exec(
+            b.sid(),
+            "printf 'Password: ' >/dev/tty; read -r p; echo \"got $p\"",
+            ExecRequest::wait().with_timeout(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rec.status, CommandStatus::WaitingInput, "{rec:?}");
+    assert_eq!(rec.last_line.as_deref(), Some("Password:"), "{rec:?}");
+    let out = b
+        .engine
+        .session_send(b.sid(), send_req(Some("s3cret"), &[]))
+        .await
+        .unwrap();
+    assert_eq!(out.output, "got s3cret\n");
+    // A command that sleeps is not waiting for input.
+    let rec = b
+        .engine
+        .exec(
+            b.sid(),
+            "sleep 2; echo slept",
+            ExecRequest::wait().with_timeout(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (rec.status, rec.stdout.as_str()),
+        (CommandStatus::Completed, "slept\n")
+    );
+    b.finish().await;
+}
+
+/// `command stop` interrupts a foreground program with Ctrl-C: the record says so.
+pub async fn stop_records_interrupt(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    let rec = started(&b, "sleep 100").await;
+    let rec = b
+        .engine
+        .command_stop(b.sid(), &rec.command_id)
+        .await
+        .unwrap();
+    assert_eq!(
+        (rec.status, rec.exit_code, rec.interrupted),
+        (CommandStatus::Stopped, Some(130), true),
+        "{rec:?}"
+    );
+    assert_eq!(b.run("echo usable").await.stdout, "usable\n");
+    b.finish().await;
+}
+
+/// The transcript is what a person at the terminal saw: the command's text as it started, the
+/// input typed into it, its output; never the line the engine types or its mode switches.
+pub async fn transcript_is_what_a_person_saw(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    let rec = started(&b, "python3 -q").await;
+    let mut req = send_req(Some("print(6*7)"), &[]);
+    req.wait_for = Some(">>> $".into());
+    b.engine.session_send(b.sid(), req).await.unwrap();
+    b.engine
+        .session_send(b.sid(), send_req(None, &["C-d"]))
+        .await
+        .unwrap();
+    let done = b
+        .engine
+        .command_wait(b.sid(), &rec.command_id, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(done.status, CommandStatus::Completed);
+    let chunk = read_until(&b, 0, "42").await;
+    let text = chunk.text.replace('\r', "");
+    let cmd = text.find("$ python3 -q\n").expect("the command text");
+    let typed = text.find("print(6*7)\n").expect("the input typed");
+    assert!(cmd < typed, "{text:?}");
+    assert!(text[typed..].contains("42\n"), "{text:?}");
+    for plumbing in ["__rr_sdir", "__rr_cdir", "\x1b[?2004h", "\x1bkrr-"] {
+        assert!(!text.contains(plumbing), "{plumbing:?} in {text:?}");
+    }
+    b.finish().await;
+}
+
+/// A background command started with `stdin` has a terminal of its own (a window of the
+/// session): `session_send` with its id types there and gets its reply, while the session's
+/// shell stays free; it has the shell's directory and exported environment.
+pub async fn background_command_with_stdin(t: Arc<dyn Transport>, dir: &str) {
+    let b = bed(t, dir).await;
+    b.run("export RR_BG_VAR=from-shell").await;
+    let rec = b
+        .engine
+        .exec(
+            b.sid(),
+            "python3 -q",
+            ExecRequest {
+                stdin: true,
+                ..ExecRequest::background()
+            },
+        )
+        .await
+        .unwrap();
+    // Its first prompt, before typing (else it could come within the reply's first check).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while b
+        .engine
+        .read_output(b.sid(), &rec.command_id, OutputStream::Stderr, 0, 64)
+        .await
+        .unwrap()
+        .is_empty()
+    {
+        assert!(Instant::now() < deadline, "python3 never prompted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut req = send_req(
+        Some("import os; print(os.environ.get('RR_BG_VAR'), os.getcwd())"),
+        &[],
+    );
+    req.command_id = Some(rec.command_id.clone());
+    req.wait_for = Some(">>> $".into());
+    let out = b.engine.session_send(b.sid(), req).await.unwrap();
+    assert_eq!(out.output, format!("from-shell {dir}\n>>> "), "{out:?}");
+    assert_eq!(b.run("echo shell-free").await.stdout, "shell-free\n");
+    let mut req = send_req(Some("print(6*7)"), &[]);
+    req.command_id = Some(rec.command_id.clone());
+    let out = b.engine.session_send(b.sid(), req).await.unwrap();
+    assert_eq!(
+        (out.output.as_str(), out.ended_by),
+        ("42\n>>> ", SendEnd::WaitingInput)
+    );
+    let mut req = send_req(None, &["C-d"]);
+    req.command_id = Some(rec.command_id.clone());
+    let out = b.engine.session_send(b.sid(), req).await.unwrap();
+    assert_eq!(out.status, Some(CommandStatus::Completed), "{out:?}");
+    // Ended (or never given a terminal): refused with what to do.
+    let mut req = send_req(Some("x"), &[]);
+    req.command_id = Some(rec.command_id.clone());
+    let e = b.engine.session_send(b.sid(), req).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidArgument, "{e}");
+    let e = b
+        .engine
+        .exec(
+            b.sid(),
+            "cat",
+            ExecRequest {
+                stdin: true,
+                ..ExecRequest::wait()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidArgument, "{e}");
     b.finish().await;
 }

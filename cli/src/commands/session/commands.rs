@@ -33,6 +33,7 @@ pub async fn exec(ctx: &Context, args: ExecArgs) -> Result<Report> {
         cwd: args.cwd.clone(),
         timeout: ctx.timeout,
         env: Vec::new(),
+        stdin: args.stdin,
     };
     let text = command_text(&args)?;
     let rec = wired.engine.exec(&args.session, &text, request).await?;
@@ -136,12 +137,13 @@ pub async fn wait(ctx: &Context, args: CommandRef) -> Result<Report> {
                 .engine
                 .command_wait(&args.session, &args.command_id, WAIT_ROUND)
                 .await?;
-            if rec.status.is_final() {
+            // A command waiting for input is reported at once: nothing ends it but `send`.
+            if rec.status.is_final() || rec.status == CommandStatus::WaitingInput {
                 break rec;
             }
         },
     };
-    let code = if rec.wait_timed_out {
+    let code = if rec.wait_timed_out || rec.status == CommandStatus::WaitingInput {
         exit::for_error(ErrorCode::Timeout)
     } else {
         0
@@ -216,7 +218,7 @@ fn record_report(rec: &CommandRecord, code: u8) -> Result<Report> {
         }
         human.push(Block::Raw(body));
     }
-    if rec.status == CommandStatus::Running {
+    if !rec.status.is_final() {
         human.push(follow_hint(rec));
     }
     Ok(Report::new(to_json(rec)?).human(human).exit_code(code))
@@ -237,7 +239,9 @@ fn follow_hint(rec: &CommandRecord) -> Block {
 fn exit_code(rec: &CommandRecord, passthrough: bool) -> u8 {
     match rec.status {
         CommandStatus::Running if rec.mode == CommandMode::Background => exit::SUCCESS,
+        // The wait ended before the command, which goes on (waiting for `session send`).
         CommandStatus::Running if rec.wait_timed_out => exit::for_error(ErrorCode::Timeout),
+        CommandStatus::WaitingInput => exit::for_error(ErrorCode::Timeout),
         CommandStatus::Running | CommandStatus::Completed => exit::SUCCESS,
         CommandStatus::Failed
         | CommandStatus::Stopped
@@ -324,6 +328,15 @@ fn status_line(ctx: &Context, rec: &CommandRecord) {
                 "… still running after the --timeout wait; the command goes on. Follow it with: \
                  remote-runner session command wait --session {} --command-id {}",
                 rec.session_id, rec.command_id
+            ),
+            Tone::Warn,
+        ),
+        CommandStatus::WaitingInput => Cell::new(
+            format!(
+                "… waits for input ({:?}); answer with: remote-runner session send --session {} \
+                 --input TEXT",
+                rec.last_line.as_deref().unwrap_or(""),
+                rec.session_id
             ),
             Tone::Warn,
         ),

@@ -5,7 +5,9 @@ use std::io::IsTerminal;
 use remote_runner_provider::Result;
 use remote_runner_provider::engine::CreateOptions;
 use remote_runner_provider::engine::DestroyOptions;
+use remote_runner_provider::engine::send::DEFAULT_SEND_TIMEOUT;
 use remote_runner_provider::engine::session::MAX_READ;
+use remote_runner_provider::engine::{SendEnd, SendRequest};
 use remote_runner_provider::slurm;
 use serde_json::json;
 use std::sync::Arc;
@@ -14,6 +16,9 @@ use std::time::Duration;
 /// Time `session create` on a Slurm machine gets past `--timeout` to start the shell once the
 /// allocation is granted.
 const SLURM_START_SLACK: Duration = Duration::from_secs(60);
+
+/// Time `session send` gets past its wait's bound before the call itself is given up.
+const SEND_SLACK: Duration = Duration::from_secs(5);
 
 use super::{CreateArgs, DestroyArgs, ListArgs, ReadArgs, SendArgs, SessionArg, render};
 use crate::context::Context;
@@ -91,16 +96,60 @@ pub async fn show(ctx: &Context, args: SessionArg) -> Result<Report> {
 
 pub async fn send(ctx: &Context, args: SendArgs) -> Result<Report> {
     let wired = ctx.engine()?;
-    let sent = wired
-        .engine
-        .send(&args.session, &args.input, !args.no_enter)
-        .await?;
-    let enter = if sent.enter { " and Enter" } else { "" };
-    let line = format!(
-        "Sent {} bytes{enter} to {}. See the reply with: remote-runner session read --session {}",
-        sent.bytes_sent, sent.session_id, sent.session_id
-    );
-    Ok(Report::new(to_json(&sent)?).human(vec![Block::Line(Cell::plain(line))]))
+    let req = SendRequest {
+        input: args.input.clone(),
+        keys: args.key.clone(),
+        enter: !args.no_enter && args.key.is_empty(),
+        wait_for: args.wait_for.clone(),
+        quiet: args.quiet.map(Duration::from_millis),
+        timeout: ctx.timeout.unwrap_or(DEFAULT_SEND_TIMEOUT),
+        command_id: args.command_id.clone(),
+    };
+    // The wait ends at the timeout with what came (`timed_out`); a machine that stops answering
+    // altogether ends the call a little later with the error `timeout`.
+    let bound = req.timeout + SEND_SLACK;
+    let sent = timeout::bounded(
+        Scope::Whole,
+        Some(bound),
+        wired.engine.session_send(&args.session, req),
+    )
+    .await?;
+    let code = if sent.timed_out {
+        crate::exit::for_error(remote_runner_provider::ErrorCode::Timeout)
+    } else {
+        crate::exit::SUCCESS
+    };
+    if !ctx.out.json {
+        let why = match sent.ended_by {
+            SendEnd::Matched => "the output matched --wait-for".to_string(),
+            SendEnd::Quiet => "the output went quiet".to_string(),
+            SendEnd::WaitingInput => "the program waits for input".to_string(),
+            SendEnd::Ended => format!(
+                "the command ended ({})",
+                sent.status.map(|s| s.as_str()).unwrap_or("ended")
+            ),
+            SendEnd::TimedOut => "the wait ran out (--timeout); the program goes on".to_string(),
+        };
+        ctx.out.note(&format!(
+            "sent {} bytes{}{} to {}; {why}",
+            sent.bytes_sent,
+            if sent.enter { " and Enter" } else { "" },
+            if sent.keys.is_empty() {
+                String::new()
+            } else {
+                format!(" and keys {}", sent.keys.join(" "))
+            },
+            sent.session_id,
+        ));
+    }
+    let text = if std::io::stdout().is_terminal() {
+        neutralize(&sent.output)
+    } else {
+        sent.output.clone()
+    };
+    Ok(Report::new(to_json(&sent)?)
+        .human(vec![Block::Raw(text)])
+        .exit_code(code))
 }
 
 /// Human mode prints the transcript text; on a terminal every control sequence is made visible

@@ -20,7 +20,7 @@ pub fn session_status(status: SessionStatus) -> Cell {
 pub fn command_status(status: CommandStatus) -> Cell {
     let tone = match status {
         CommandStatus::Completed => Tone::Good,
-        CommandStatus::Running => Tone::Warn,
+        CommandStatus::Running | CommandStatus::WaitingInput => Tone::Warn,
         CommandStatus::Failed | CommandStatus::Lost | CommandStatus::TimedOut => Tone::Bad,
         CommandStatus::Stopped => Tone::Dim,
     };
