@@ -452,3 +452,74 @@ fn a_key_revoked_in_ssh_configs_user_known_hosts_file_retires_the_keeper() {
     let pid = keeper_pid(&bed);
     a_revocation_in(&bed, &s, pid, &user);
 }
+
+/// A host key revoked while the keeper is still logging in is not served. The keeper checks the
+/// host key during the key exchange, then logs in; a hostile host can hold the login as long
+/// as it likes. The sshd here holds it through an `AuthorizedKeysCommand` that waits for the
+/// test: the key is revoked after the keeper's check and before its login ends. The keeper
+/// must not take the trust it sees after the login for the trust it checked.
+#[test]
+fn a_key_revoked_while_the_keeper_logs_in_is_not_served() {
+    if not_root() {
+        eprintln!("skipped: sshd runs an AuthorizedKeysCommand only from a root-owned path");
+        return;
+    }
+    // sshd runs the command only from a path no one but root can write, /tmp excluded.
+    let gate = tempfile::Builder::new()
+        .prefix("rr-keeper-gate")
+        .tempdir_in("/root")
+        .unwrap();
+    let g = gate.path().display().to_string();
+    let akc = gate.path().join("akc");
+    std::fs::write(
+        &akc,
+        format!(
+            "#!/bin/sh\n\
+             if [ -e {g}/armed ] && [ ! -e {g}/release ]; then\n\
+             : >{g}/waiting\n\
+             while [ ! -e {g}/release ]; do sleep 0.05; done\n\
+             fi\n\
+             printf '%s %s\\n' \"$1\" \"$2\"\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&akc, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bed = Bed::ssh_with(
+        remote_runner_testkit::SshdBuilder::new()
+            .config_line(format!("AuthorizedKeysCommand {} %t %k", akc.display()))
+            .config_line("AuthorizedKeysCommandUser root")
+            // sshd reads the authorized_keys file before the command: only the command says.
+            .config_line(format!("Match User {}", remote_runner_testkit::TEST_USER))
+            .config_line("    AuthorizedKeysFile none"),
+    );
+    let _k = Keepers(&bed);
+    let s = bed.session();
+    // The keeper the session started goes; the next one is started here, held at its login.
+    let first = keeper_pid(&bed);
+    bed.json(&["machine", "disconnect", "--all"]);
+    wait_gone(first);
+    std::fs::write(gate.path().join("armed"), "").unwrap();
+    let mut keeper = bed.spawn(&["keeper-daemon", "--machine", "bed", "--idle-secs", "60"]);
+    eventually(
+        "the keeper to pass the host key check and wait at its login",
+        || gate.path().join("waiting").exists().then_some(()),
+    );
+    revoke_in(&bed, &bed.sshd().unwrap().known_hosts);
+    std::fs::write(gate.path().join("release"), "").unwrap();
+    // The keeper either serves (its socket is up) or gave up.
+    eventually("the keeper to serve or end", || {
+        let serving = std::fs::read_dir(keepers_dir(&bed))
+            .ok()?
+            .flatten()
+            .any(|e| e.path().extension().is_some_and(|x| x == "sock"));
+        (serving || keeper.try_wait().ok()?.is_some()).then_some(())
+    });
+    let r = bed.exec(&s, "echo after", &[]);
+    assert_ne!(
+        r.code, 0,
+        "a host key revoked during the keeper's login was served: {r:?}"
+    );
+    assert_eq!(r.error()["code"], "host_key_changed", "{r:?}");
+    let _ = keeper.kill();
+    let _ = keeper.wait();
+}

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use remote_runner_testkit::slurm::{self, SharedDir};
-use remote_runner_testkit::{Sshd, TEST_USER};
+use remote_runner_testkit::{Sshd, SshdBuilder, TEST_USER};
 use serde_json::Value;
 
 use crate::common::{self, Run, Sandbox};
@@ -63,8 +63,14 @@ impl Bed {
     /// The sshd test bed as machine `bed` (key auth, strict host keys against the bed's
     /// known_hosts), with a work directory owned by the login user.
     pub fn ssh() -> Bed {
-        let sshd =
-            Sshd::start().unwrap_or_else(|e| panic!("cannot start the sshd test bed: {e:#}"));
+        Bed::ssh_with(SshdBuilder::new())
+    }
+
+    /// [`Bed::ssh`] on an sshd started from `builder` (extra `sshd_config` lines).
+    pub fn ssh_with(builder: SshdBuilder) -> Bed {
+        let sshd = builder
+            .start()
+            .unwrap_or_else(|e| panic!("cannot start the sshd test bed: {e:#}"));
         let work = sshd.remote_dir("work").unwrap();
         let mut bed = Bed {
             sb: Sandbox::new(),

@@ -111,18 +111,7 @@ pub async fn serve(options: KeeperOptions) -> Result<()> {
         ));
         return Ok(());
     };
-    let connector = MachineConnector::new(
-        options.state_dir.clone(),
-        ConnectOptions {
-            // No terminal: a key that needs a passphrase is not served (the CLI goes direct).
-            passphrase: PassphraseSource::Never,
-            ..ConnectOptions::default()
-        },
-    );
-    let machine = connector.machine(&options.machine_id)?;
-    let transport = connector.connect(&options.machine_id).await?;
-    // After the connect: an accept-new host key it recorded is part of what it serves.
-    let record = paths::record_hash(&machine);
+    let (machine, transport, record) = connect_under_stable_trust(&options).await?;
     let listener = bind(&paths.socket)?;
     let socket_ino = std::fs::metadata(&paths.socket)
         .map(|m| m.ino())
@@ -158,6 +147,51 @@ pub async fn serve(options: KeeperOptions) -> Result<()> {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     Ok(())
+}
+
+/// How many times the keeper connects before it gives up on host trust that keeps changing.
+const CONNECT_TRIES: usize = 3;
+
+/// Connect to the machine, and return it with the record hash it serves: the hash of the host
+/// trust the connect checked. The host key is checked early in the connect and the login comes
+/// after, which a hostile host can hold as long as it likes; a key revoked in that time would be
+/// in a hash taken only after the connect, and the keeper would serve the revoked host. So the
+/// hash is taken before and after: when they differ (a revocation, an edited ssh_config, or the
+/// key an accept-new connect just recorded), the connect is thrown away and made again under
+/// the trust as it is now.
+async fn connect_under_stable_trust(
+    options: &KeeperOptions,
+) -> Result<(crate::machine::Machine, Arc<dyn Transport>, String)> {
+    for _ in 0..CONNECT_TRIES {
+        // A fresh connector each time: it caches the connection it made.
+        let connector = MachineConnector::new(
+            options.state_dir.clone(),
+            ConnectOptions {
+                // No terminal: a key that needs a passphrase is not served (the CLI goes direct).
+                passphrase: PassphraseSource::Never,
+                ..ConnectOptions::default()
+            },
+        );
+        let machine = connector.machine(&options.machine_id)?;
+        let before = paths::record_hash(&machine);
+        let transport = connector.connect(&options.machine_id).await?;
+        let record = paths::record_hash(&machine);
+        if record == before {
+            return Ok((machine, transport, record));
+        }
+        log(
+            "the machine's host trust (known_hosts, ssh_config) changed while connecting; connecting again",
+        );
+    }
+    Err(Error::new(
+        ErrorCode::ConnectionFailed,
+        format!(
+            "the host trust of {} (known_hosts, ssh_config) changed during each of {CONNECT_TRIES} \
+             connects; the keeper serves only a connection checked against trust that held \
+             throughout",
+            options.machine_id
+        ),
+    ))
 }
 
 /// The accept loop; returns why it ended.
