@@ -59,6 +59,12 @@ pub struct CodeArgs {
 
 pub async fn once(call: &Call, args: OnceArgs) -> Result<Reply> {
     call.state.check_machine(&args.machine)?;
+    for local in args.inputs.iter().flatten().map(|u| &u.local) {
+        call.state.check_local(local)?;
+    }
+    for local in args.artifacts.iter().flatten().map(|d| &d.local) {
+        call.state.check_local(local)?;
+    }
     let state = call.state.clone();
     let once = CliOnce {
         machine: args.machine,

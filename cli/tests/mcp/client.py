@@ -11,7 +11,8 @@ Run by cli/tests/mcp.rs, which sets the environment:
                 at RUST_LOG=trace that uses the machine.
 
 `client.py suite` checks every tool, error shape, truncation, progress, cancel, a server
-restart and the scope flags; `client.py bench N` prints the latency of `session_exec` of `true`
+restart and the scope flags; `client.py guard` that the state dir and ~/.ssh are out of reach of
+the local side of file_put, file_get and run_once; `client.py bench N` prints the latency of `session_exec` of `true`
 on a warm session as one JSON line. Any failed check raises, so the exit code says it all.
 """
 
@@ -467,6 +468,52 @@ async def secrets():
     check(secret not in log, "nor in the server's log")
 
 
+async def local_guard():
+    """The state dir and ~/.ssh are out of reach of file_put, file_get and run_once."""
+    home = os.environ["HOME"]
+    async with server() as s:
+        r = await ok(s, "session_create", {"machine": MACHINE, "cwd": WORK})
+        sid = r.structured_content["session_id"]
+        with tempfile.TemporaryDirectory() as d:
+            link = os.path.join(d, "link")
+            os.symlink(STATE, link)
+            for tool, local in [
+                ("file_put", STATE),
+                ("file_put", os.path.join(STATE, "credentials.json")),
+                ("file_put", os.path.join(STATE, "logs", "..", "state.sqlite3")),
+                ("file_put", link),
+                ("file_put", home),
+                ("file_get", os.path.join(STATE, "state.sqlite3")),
+                ("file_get", os.path.join(link, "new.txt")),
+                ("file_get", os.path.join(home, ".ssh", "known_hosts")),
+            ]:
+                res = await tool_error(
+                    s, tool, {"session_id": sid, "local": local, "remote": "x"}, "permission_denied"
+                )
+                check(local in text(res), f"{tool} refuses {local}")
+            await tool_error(
+                s,
+                "run_once",
+                {"machine": MACHINE, "command": "true", "inputs": [{"local": STATE, "remote": "s"}]},
+                "permission_denied",
+            )
+            await tool_error(
+                s,
+                "run_once",
+                {"machine": MACHINE, "command": "true", "artifacts": [{"remote": "x", "local": os.path.join(STATE, "y")}]},
+                "permission_denied",
+            )
+            check(True, "run_once refuses them as inputs and artifacts")
+            src = os.path.join(d, "fine.txt")
+            with open(src, "w") as f:
+                f.write("fine\n")
+            await ok(s, "file_put", {"session_id": sid, "local": src, "remote": "fine.txt"})
+            await ok(s, "file_get", {"session_id": sid, "local": os.path.join(d, "back.txt"), "remote": "fine.txt"})
+            check(True, "other local paths still transfer")
+        await ok(s, "session_destroy", {"session_id": sid})
+    print("guard passed")
+
+
 async def bench(n):
     async with server() as s:
         r = await ok(s, "session_create", {"machine": MACHINE, "cwd": WORK})
@@ -493,5 +540,7 @@ async def bench(n):
 if __name__ == "__main__":
     if sys.argv[1] == "suite":
         asyncio.run(suite())
+    elif sys.argv[1] == "guard":
+        asyncio.run(local_guard())
     else:
         asyncio.run(bench(int(sys.argv[2])))
