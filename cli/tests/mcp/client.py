@@ -155,6 +155,7 @@ async def initialize_and_list(s):
         "session_exec is destructive and not idempotent",
     )
     check(ann["command_stop"].idempotent_hint, "command_stop is idempotent")
+    check(ann["session_destroy"].idempotent_hint, "session_destroy is idempotent")
 
 
 async def basics(s):
@@ -395,6 +396,11 @@ async def resources(s, sid):
 async def destroy(s, sid):
     r = await ok(s, "session_destroy", {"session_id": sid})
     check(r.structured_content["status"] == "destroyed", "session_destroy")
+    again = await ok(s, "session_destroy", {"session_id": sid})
+    check(
+        again.structured_content["status"] == "destroyed" and again.structured_content["stopped_commands"] == [],
+        "destroying it again changes nothing (as its idempotent annotation says)",
+    )
     st = [x["status"] for x in cli("session", "list")["sessions"] if x["session_id"] == sid]
     check(st == ["destroyed"], "the CLI sees it destroyed")
 
