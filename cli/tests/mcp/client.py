@@ -283,6 +283,23 @@ async def progress_and_cancel(s, sid):
     check(all(b[0] > a[0] for a, b in zip(seen, seen[1:])), "progress increases")
     check(any("line" in (m or "") and "bytes" in (m or "") for _, m in seen), "with bytes so far and the last line")
 
+    quiet = []
+
+    async def on_quiet(progress, total, message):
+        quiet.append((progress, message))
+
+    res = await ok(
+        s,
+        "session_exec",
+        {"session_id": sid, "command": "sleep 11; echo woke", "timeout_s": 30},
+        progress_callback=on_quiet,
+    )
+    check(res.structured_content["stdout"] == "woke\n", "a silent command ran to its end")
+    check(
+        len(quiet) >= 2 and all("0 bytes of stdout" in (m or "") for _, m in quiet),
+        f"progress every few seconds while it printed nothing: {quiet}",
+    )
+
     marker = f"{WORK}/cancelled-marker"
     t = time.perf_counter()
     try:
