@@ -529,8 +529,13 @@ pub async fn mount_destroy(ctx: &Ctx, mount_id: &str, cleanup: bool) -> Result<V
         .map(|s| s.session_id.clone())
         .collect();
     for sid in session_ids {
-        if let Err(e) = session_destroy(ctx, &sid).await {
-            warnings.push(format!("session {sid}: {}", e.message));
+        match session_destroy(ctx, &sid).await {
+            Ok(out) => {
+                if let Some(w) = out["warning"].as_str() {
+                    warnings.push(format!("session {sid}: {w}"));
+                }
+            }
+            Err(e) => warnings.push(format!("session {sid}: {}", e.message)),
         }
     }
     if cleanup {
@@ -1002,7 +1007,12 @@ fn find_engine_command(ctx: &Ctx, session: &Session, mount: &Mount, p: &Pending)
 /// says so), bring its log and the artifacts back and record its end. One still running has its
 /// partial log fetched (and the artifacts too with `products`). Returns whether it is still
 /// pending.
-async fn refresh_pending(ctx: &Ctx, session_id: &str, products: bool) -> Result<bool> {
+async fn refresh_pending(
+    ctx: &Ctx,
+    session_id: &str,
+    products: bool,
+    notes: &mut Vec<String>,
+) -> Result<bool> {
     let (session, mount) = {
         let locked = state::lock(&ctx.state_dir)?;
         let s = locked.state.session(session_id)?.clone();
@@ -1053,13 +1063,14 @@ async fn refresh_pending(ctx: &Ctx, session_id: &str, products: bool) -> Result<
                 return Ok(false);
             };
             if rec.status == CommandStatus::Running {
-                let _ = if products {
-                    bring_back(ctx, &wired, &session, &mount, &pending.log_filename, None)
-                        .await
-                        .map(|_| ())
+                let fetched = if products {
+                    bring_back(ctx, &wired, &session, &mount, &pending.log_filename, None).await
                 } else {
-                    fetch_log(&wired, &session, &mount, &pending.log_filename).await
+                    fetch_log(&wired, &session, &mount, &pending.log_filename)
+                        .await
+                        .map(|()| None)
                 };
+                note(notes, &pending.log_filename, fetched);
                 if pending.engine_command_id.is_none() {
                     let mut locked = state::lock(&ctx.state_dir)?;
                     if let Ok(s) = locked.state.session_mut(session_id)
@@ -1079,14 +1090,18 @@ async fn refresh_pending(ctx: &Ctx, session_id: &str, products: bool) -> Result<
     let exit_code = match engine_exit {
         None => None,
         Some(engine_code) => {
-            match bring_back_retried(ctx, &wired, &session, &mount, &pending.log_filename, None)
-                .await
-            {
-                Ok(_) => exit_code_from_log(
+            let fetched =
+                bring_back_retried(ctx, &wired, &session, &mount, &pending.log_filename, None)
+                    .await;
+            let fetched_log = fetched.is_ok();
+            note(notes, &pending.log_filename, fetched);
+            if fetched_log {
+                exit_code_from_log(
                     &local_log_dir(&mount, &session.session_name).join(&pending.log_filename),
                 )
-                .or(engine_code),
-                Err(_) => engine_code,
+                .or(engine_code)
+            } else {
+                engine_code
             }
         }
     };
@@ -1103,6 +1118,19 @@ async fn refresh_pending(ctx: &Ctx, session_id: &str, products: bool) -> Result<
     Ok(false)
 }
 
+/// A pending command's fetch, as a note for the answer: the artifacts it could not fetch, or
+/// why nothing came back.
+fn note(notes: &mut Vec<String>, log_filename: &str, fetched: Result<Option<String>>) {
+    match fetched {
+        Ok(None) => {}
+        Ok(Some(w)) => notes.push(format!("{log_filename}: {w}")),
+        Err(e) => notes.push(format!(
+            "{log_filename}: its log and artifacts could not be fetched: error {}: {}",
+            e.code, e.message
+        )),
+    }
+}
+
 async fn refresh_pending_all(ctx: &Ctx) {
     let ids: Vec<String> = match state::lock(&ctx.state_dir) {
         Ok(l) => l
@@ -1115,7 +1143,7 @@ async fn refresh_pending_all(ctx: &Ctx) {
         Err(_) => return,
     };
     for id in ids {
-        let _ = refresh_pending(ctx, &id, false).await;
+        let _ = refresh_pending(ctx, &id, false, &mut Vec::new()).await;
     }
 }
 
@@ -1133,7 +1161,7 @@ pub async fn session_exec(
         }
         locked.state.session(session_id)?;
     }
-    if refresh_pending(ctx, session_id, false).await? {
+    if refresh_pending(ctx, session_id, false, &mut Vec::new()).await? {
         return Err(busy(session_id));
     }
     // Claim the session and a log number.
@@ -1554,7 +1582,7 @@ async fn run_exec(
 /// `session status`: a live look at the machine (a tmux session that died is `error` now, not
 /// at the next exec).
 pub async fn session_status(ctx: &Ctx, session_id: &str) -> Result<Value> {
-    let unreachable = match refresh_pending(ctx, session_id, false).await {
+    let unreachable = match refresh_pending(ctx, session_id, false, &mut Vec::new()).await {
         Ok(true) => None,
         Ok(false) => {
             let s = state::lock(&ctx.state_dir)?
@@ -1636,11 +1664,17 @@ pub async fn session_destroy(ctx: &Ctx, session_id: &str) -> Result<Value> {
         let m = locked.state.mount(&s.mount_id).ok().cloned();
         (s, m)
     };
-    let mut warning = None;
-    if session.pending.is_some() {
-        // A command that timed out: its log and products (and its exit code, if it ended) come
-        // back before its shell goes.
-        let _ = refresh_pending(ctx, session_id, true).await;
+    // A command that timed out: its log and products (and its exit code, if it ended) come
+    // back before its shell goes; what could not is named in the warning (a `mount destroy
+    // --cleanup` next removes the remote copy).
+    let mut notes = Vec::new();
+    if session.pending.is_some()
+        && let Err(e) = refresh_pending(ctx, session_id, true, &mut notes).await
+    {
+        notes.push(format!(
+            "the pending command's log and artifacts could not be fetched: error {}: {}",
+            e.code, e.message
+        ));
     }
     let gone = async {
         let wired = ctx.wire(&session.machine, None)?;
@@ -1676,8 +1710,9 @@ pub async fn session_destroy(ctx: &Ctx, session_id: &str) -> Result<Value> {
     }
     .await;
     if let Err(e) = gone {
-        warning = Some(format!("error {}: {}", e.code, e.message));
+        notes.push(format!("error {}: {}", e.code, e.message));
     }
+    let warning = (!notes.is_empty()).then(|| notes.join("; "));
     let mut locked = state::lock(&ctx.state_dir)?;
     locked.state.sessions.retain(|s| s.session_id != session_id);
     locked.state.destroyed_sessions.push(session_id.to_string());
