@@ -430,6 +430,37 @@ struct Prepared {
 }
 
 /// Create the remote work dir and its `artifacts/` (`~` is the login user's home).
+/// `mkdir -p` of a mount's (absolute) remote work dir, nothing in it.
+async fn remake_bare_dir(wired: &Wired, remote_path: &str) -> Result<()> {
+    let t = wired.transport().await?;
+    let out = t
+        .exec(
+            &format!("mkdir -p -- {}", shell_quote(remote_path)),
+            ExecOptions::default(),
+        )
+        .await
+        .map_err(|e| {
+            SeedError::engine(
+                e,
+                &format!("making the remote work dir {remote_path} again"),
+                (SYNC, "remote_dir_missing"),
+            )
+        })?;
+    if !out.status.success() {
+        return Err(SeedError::new(
+            SYNC,
+            "remote_dir_missing",
+            format!(
+                "the remote work dir {remote_path} on {} is gone and cannot be made again: {}; \
+                 check its parent's permissions, or destroy the mount and create another",
+                wired.machine.machine_id,
+                out.stderr_lossy().trim()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 async fn prepare_remote_dir(wired: &Wired, remote_dir: &str) -> Result<Prepared> {
     let t = wired.transport().await?;
     let target = if remote_dir == "~" {
@@ -625,17 +656,28 @@ pub async fn session_create(
         )
     })?;
     let wired = ctx.wire(machine_id, None)?;
-    let rec = wired
-        .engine
-        .create_session(&wired.machine, Some(&mount.remote_path))
-        .await
-        .map_err(|e| {
-            SeedError::engine(
-                e,
-                &format!("creating the tmux session on {machine_id}"),
-                (TMUX, "tmux_failed"),
-            )
-        })?;
+    let create = || {
+        wired
+            .engine
+            .create_session(&wired.machine, Some(&mount.remote_path))
+    };
+    let rec = match create().await {
+        Err(e) if e.code == ErrorCode::RemoteNotFound => {
+            // The remote work dir is gone (the mount says `error`): make it again, bare, so
+            // that the first exec finds it without `artifacts/` and sends every input, as
+            // after any loss of the work dir.
+            remake_bare_dir(&wired, &mount.remote_path).await?;
+            create().await
+        }
+        other => other,
+    };
+    let rec = rec.map_err(|e| {
+        SeedError::engine(
+            e,
+            &format!("creating the tmux session on {machine_id}"),
+            (TMUX, "tmux_failed"),
+        )
+    })?;
     // The spec's `tmux_session` name, as a real tmux session: one grouped with the engine's
     // (same window and pane) on the engine's socket. An id whose name another state dir uses
     // on that machine is skipped, so names never clash there.

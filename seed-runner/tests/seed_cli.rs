@@ -1445,6 +1445,19 @@ fn a_deleted_remote_work_dir_is_recreated() {
     assert_eq!(st["status"], "active");
     let m = bed.ok(&["mount", "status", "--mount-id", &mount_id]);
     assert_eq!(m["status"], "mounted");
+
+    // Gone again, and the next call is a new session: it starts (the dir is made again), and
+    // its first exec sends the inputs, as above.
+    std::fs::remove_dir_all(&remote).unwrap();
+    let second = bed.session(&mount_id, "h");
+    let r = bed.exec(&second, "cat data/in.txt; ls -d artifacts");
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let lines = log_lines(&ws.join("artifacts/logs/h/cmd_001.log"));
+    assert!(lines.contains(&"input".to_string()), "{lines:?}");
+    assert_eq!(
+        bed.ok(&["mount", "status", "--mount-id", &mount_id])["status"],
+        "mounted"
+    );
 }
 
 /// The session's `tmux_session` is a real tmux session on the engine's socket (the pane the
