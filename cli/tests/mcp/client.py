@@ -389,6 +389,20 @@ async def runs(s):
         check(m["exit_code"] == 4 and not r.is_error, "run_once: the exit code, not a tool error")
         with open(out) as f:
             check(f.read() == "input\nmade\n", "run_once: inputs up, artifacts down")
+    with tempfile.TemporaryDirectory() as d:
+        res = await s.call_tool(
+            "run_once",
+            {"machine": MACHINE, "cwd": WORK, "command": "true", "inputs": [{"local": f"{d}/absent", "remote": "a"}]},
+        )
+        check(
+            res.is_error and "error [" in text(res) and res.structured_content["status"] == "failed",
+            "run_once that cannot upload its input is a tool error, with the manifest",
+        )
+    cli("machine", "add", "mcp-down", "--host", "127.0.0.1", "--port", "1", "--user", "nobody", "--default-cwd", "/tmp")
+    await tool_error(s, "run_once", {"machine": "mcp-down", "command": "true"}, "connection_failed")
+    await tool_error(s, "session_create", {"machine": "mcp-down"}, "connection_failed")
+    check(True, "an unreachable machine is a tool error for run_once and session_create")
+    cli("machine", "remove", "mcp-down")
     r = await ok(s, "code_run", {"machine": MACHINE, "language": "python", "program": "print('hi')\nreturn 6 * 7"})
     check(r.structured_content.get("value") == 42 and r.structured_content["logs"] == ["hi"], "code_run")
     r = await ok(s, "code_run", {"machine": MACHINE, "language": "python", "program": "raise ValueError('no')"})
