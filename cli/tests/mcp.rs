@@ -128,6 +128,22 @@ fn mcp_client_suite_ssh_keeps_the_password_secret() {
     assert!(text.contains("suite passed"), "{text}");
 }
 
+/// The local side of `file_put`, `file_get` and `run_once` never reaches the state dir (stored
+/// passwords, machine records) or `~/.ssh` (keys, known hosts): not by name, through `..`, a
+/// symlink, or a parent directory; other paths still transfer.
+fn local_guard(bed: &Bed) {
+    let (ok, text) = client(bed, &["guard"]);
+    println!("{text}");
+    assert!(
+        ok,
+        "the MCP client's checks failed on {}:\n{text}",
+        bed.machine
+    );
+    assert!(text.contains("guard passed"), "{text}");
+}
+
+both_machines!(mcp_local_paths_keep_out_of_the_state_dir, local_guard);
+
 /// `session_exec` of `true` on a warm session through the server, as the Python client sees
 /// it. The bound is loose (a debug build on a shared machine); docs/benchmarks.md has the
 /// release build's number.

@@ -430,6 +430,37 @@ struct Prepared {
 }
 
 /// Create the remote work dir and its `artifacts/` (`~` is the login user's home).
+/// `mkdir -p` of a mount's (absolute) remote work dir, nothing in it.
+async fn remake_bare_dir(wired: &Wired, remote_path: &str) -> Result<()> {
+    let t = wired.transport().await?;
+    let out = t
+        .exec(
+            &format!("mkdir -p -- {}", shell_quote(remote_path)),
+            ExecOptions::default(),
+        )
+        .await
+        .map_err(|e| {
+            SeedError::engine(
+                e,
+                &format!("making the remote work dir {remote_path} again"),
+                (SYNC, "remote_dir_missing"),
+            )
+        })?;
+    if !out.status.success() {
+        return Err(SeedError::new(
+            SYNC,
+            "remote_dir_missing",
+            format!(
+                "the remote work dir {remote_path} on {} is gone and cannot be made again: {}; \
+                 check its parent's permissions, or destroy the mount and create another",
+                wired.machine.machine_id,
+                out.stderr_lossy().trim()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 async fn prepare_remote_dir(wired: &Wired, remote_dir: &str) -> Result<Prepared> {
     let t = wired.transport().await?;
     let target = if remote_dir == "~" {
@@ -529,8 +560,13 @@ pub async fn mount_destroy(ctx: &Ctx, mount_id: &str, cleanup: bool) -> Result<V
         .map(|s| s.session_id.clone())
         .collect();
     for sid in session_ids {
-        if let Err(e) = session_destroy(ctx, &sid).await {
-            warnings.push(format!("session {sid}: {}", e.message));
+        match session_destroy(ctx, &sid).await {
+            Ok(out) => {
+                if let Some(w) = out["warning"].as_str() {
+                    warnings.push(format!("session {sid}: {w}"));
+                }
+            }
+            Err(e) => warnings.push(format!("session {sid}: {}", e.message)),
         }
     }
     if cleanup {
@@ -620,17 +656,28 @@ pub async fn session_create(
         )
     })?;
     let wired = ctx.wire(machine_id, None)?;
-    let rec = wired
-        .engine
-        .create_session(&wired.machine, Some(&mount.remote_path))
-        .await
-        .map_err(|e| {
-            SeedError::engine(
-                e,
-                &format!("creating the tmux session on {machine_id}"),
-                (TMUX, "tmux_failed"),
-            )
-        })?;
+    let create = || {
+        wired
+            .engine
+            .create_session(&wired.machine, Some(&mount.remote_path))
+    };
+    let rec = match create().await {
+        Err(e) if e.code == ErrorCode::RemoteNotFound => {
+            // The remote work dir is gone (the mount says `error`): make it again, bare, so
+            // that the first exec finds it without `artifacts/` and sends every input, as
+            // after any loss of the work dir.
+            remake_bare_dir(&wired, &mount.remote_path).await?;
+            create().await
+        }
+        other => other,
+    };
+    let rec = rec.map_err(|e| {
+        SeedError::engine(
+            e,
+            &format!("creating the tmux session on {machine_id}"),
+            (TMUX, "tmux_failed"),
+        )
+    })?;
     // The spec's `tmux_session` name, as a real tmux session: one grouped with the engine's
     // (same window and pane) on the engine's socket. An id whose name another state dir uses
     // on that machine is skipped, so names never clash there.
@@ -1002,7 +1049,12 @@ fn find_engine_command(ctx: &Ctx, session: &Session, mount: &Mount, p: &Pending)
 /// says so), bring its log and the artifacts back and record its end. One still running has its
 /// partial log fetched (and the artifacts too with `products`). Returns whether it is still
 /// pending.
-async fn refresh_pending(ctx: &Ctx, session_id: &str, products: bool) -> Result<bool> {
+async fn refresh_pending(
+    ctx: &Ctx,
+    session_id: &str,
+    products: bool,
+    notes: &mut Vec<String>,
+) -> Result<bool> {
     let (session, mount) = {
         let locked = state::lock(&ctx.state_dir)?;
         let s = locked.state.session(session_id)?.clone();
@@ -1053,13 +1105,14 @@ async fn refresh_pending(ctx: &Ctx, session_id: &str, products: bool) -> Result<
                 return Ok(false);
             };
             if !rec.status.is_final() {
-                let _ = if products {
-                    bring_back(ctx, &wired, &session, &mount, &pending.log_filename, None)
-                        .await
-                        .map(|_| ())
+                let fetched = if products {
+                    bring_back(ctx, &wired, &session, &mount, &pending.log_filename, None).await
                 } else {
-                    fetch_log(&wired, &session, &mount, &pending.log_filename).await
+                    fetch_log(&wired, &session, &mount, &pending.log_filename)
+                        .await
+                        .map(|()| None)
                 };
+                note(notes, &pending.log_filename, fetched);
                 if pending.engine_command_id.is_none() {
                     let mut locked = state::lock(&ctx.state_dir)?;
                     if let Ok(s) = locked.state.session_mut(session_id)
@@ -1079,14 +1132,18 @@ async fn refresh_pending(ctx: &Ctx, session_id: &str, products: bool) -> Result<
     let exit_code = match engine_exit {
         None => None,
         Some(engine_code) => {
-            match bring_back_retried(ctx, &wired, &session, &mount, &pending.log_filename, None)
-                .await
-            {
-                Ok(_) => exit_code_from_log(
+            let fetched =
+                bring_back_retried(ctx, &wired, &session, &mount, &pending.log_filename, None)
+                    .await;
+            let fetched_log = fetched.is_ok();
+            note(notes, &pending.log_filename, fetched);
+            if fetched_log {
+                exit_code_from_log(
                     &local_log_dir(&mount, &session.session_name).join(&pending.log_filename),
                 )
-                .or(engine_code),
-                Err(_) => engine_code,
+                .or(engine_code)
+            } else {
+                engine_code
             }
         }
     };
@@ -1103,6 +1160,19 @@ async fn refresh_pending(ctx: &Ctx, session_id: &str, products: bool) -> Result<
     Ok(false)
 }
 
+/// A pending command's fetch, as a note for the answer: the artifacts it could not fetch, or
+/// why nothing came back.
+fn note(notes: &mut Vec<String>, log_filename: &str, fetched: Result<Option<String>>) {
+    match fetched {
+        Ok(None) => {}
+        Ok(Some(w)) => notes.push(format!("{log_filename}: {w}")),
+        Err(e) => notes.push(format!(
+            "{log_filename}: its log and artifacts could not be fetched: error {}: {}",
+            e.code, e.message
+        )),
+    }
+}
+
 async fn refresh_pending_all(ctx: &Ctx) {
     let ids: Vec<String> = match state::lock(&ctx.state_dir) {
         Ok(l) => l
@@ -1115,7 +1185,7 @@ async fn refresh_pending_all(ctx: &Ctx) {
         Err(_) => return,
     };
     for id in ids {
-        let _ = refresh_pending(ctx, &id, false).await;
+        let _ = refresh_pending(ctx, &id, false, &mut Vec::new()).await;
     }
 }
 
@@ -1133,7 +1203,7 @@ pub async fn session_exec(
         }
         locked.state.session(session_id)?;
     }
-    if refresh_pending(ctx, session_id, false).await? {
+    if refresh_pending(ctx, session_id, false, &mut Vec::new()).await? {
         return Err(busy(session_id));
     }
     // Claim the session and a log number.
@@ -1554,7 +1624,7 @@ async fn run_exec(
 /// `session status`: a live look at the machine (a tmux session that died is `error` now, not
 /// at the next exec).
 pub async fn session_status(ctx: &Ctx, session_id: &str) -> Result<Value> {
-    let unreachable = match refresh_pending(ctx, session_id, false).await {
+    let unreachable = match refresh_pending(ctx, session_id, false, &mut Vec::new()).await {
         Ok(true) => None,
         Ok(false) => {
             let s = state::lock(&ctx.state_dir)?
@@ -1636,11 +1706,17 @@ pub async fn session_destroy(ctx: &Ctx, session_id: &str) -> Result<Value> {
         let m = locked.state.mount(&s.mount_id).ok().cloned();
         (s, m)
     };
-    let mut warning = None;
-    if session.pending.is_some() {
-        // A command that timed out: its log and products (and its exit code, if it ended) come
-        // back before its shell goes.
-        let _ = refresh_pending(ctx, session_id, true).await;
+    // A command that timed out: its log and products (and its exit code, if it ended) come
+    // back before its shell goes; what could not is named in the warning (a `mount destroy
+    // --cleanup` next removes the remote copy).
+    let mut notes = Vec::new();
+    if session.pending.is_some()
+        && let Err(e) = refresh_pending(ctx, session_id, true, &mut notes).await
+    {
+        notes.push(format!(
+            "the pending command's log and artifacts could not be fetched: error {}: {}",
+            e.code, e.message
+        ));
     }
     let gone = async {
         let wired = ctx.wire(&session.machine, None)?;
@@ -1676,8 +1752,9 @@ pub async fn session_destroy(ctx: &Ctx, session_id: &str) -> Result<Value> {
     }
     .await;
     if let Err(e) = gone {
-        warning = Some(format!("error {}: {}", e.code, e.message));
+        notes.push(format!("error {}: {}", e.code, e.message));
     }
+    let warning = (!notes.is_empty()).then(|| notes.join("; "));
     let mut locked = state::lock(&ctx.state_dir)?;
     locked.state.sessions.retain(|s| s.session_id != session_id);
     locked.state.destroyed_sessions.push(session_id.to_string());

@@ -1261,6 +1261,59 @@ fn timed_out_commands_keep_their_log_and_products() {
     assert_eq!(meta["sessions"][1]["commands"][0]["exit_code"], Value::Null);
 }
 
+/// A timed-out command's artifact that cannot be fetched at `session destroy` (or at `mount
+/// destroy --cleanup`, which then removes the remote copy) is named in the answer's warning, as
+/// an exec names it; the rest still comes back.
+#[test]
+fn a_timed_out_commands_unfetched_artifact_is_named_at_destroy() {
+    let bed = Bed::new();
+    let ws = bed.local("ws");
+    let remote = format!("{}/work", bed.remote("unfetched"));
+    let mount = bed.mount(&ws, &remote);
+    let mount_id = mount["mount_id"].as_str().unwrap().to_string();
+    let cmd = "while [ ! -e gate ]; do sleep 0.2; done; mkdir -p artifacts/logs/{name} && \
+               echo forged > artifacts/logs/{name}/x.log; echo fine > artifacts/{name}.txt";
+    let timed_out = |name: &str| {
+        let sess = bed.session(&mount_id, name);
+        let cmd = cmd.replace("{name}", name);
+        bed.err(
+            &[
+                "session",
+                "exec",
+                "--session",
+                &sess,
+                "--cmd",
+                &cmd,
+                "--timeout",
+                "1",
+            ],
+            2007,
+        );
+        sess
+    };
+    let d = timed_out("d");
+    timed_out("m");
+    std::fs::write(Path::new(&remote).join("gate"), "").unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+
+    let out = bed.ok(&["session", "destroy", "--session", &d]);
+    let warning = out["warning"].as_str().unwrap_or_default();
+    assert!(warning.contains("logs/d/x.log"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("artifacts/d.txt")).unwrap(),
+        "fine\n"
+    );
+
+    let out = bed.ok(&["mount", "destroy", "--mount-id", &mount_id, "--cleanup"]);
+    let warning = out["warning"].as_str().unwrap_or_default();
+    assert!(warning.contains("logs/m/x.log"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("artifacts/m.txt")).unwrap(),
+        "fine\n"
+    );
+    assert!(!Path::new(&remote).exists());
+}
+
 /// The remote `artifacts/` exists from the start, so a first `> artifacts/x` works.
 #[test]
 fn remote_artifacts_dir_exists() {
@@ -1392,6 +1445,19 @@ fn a_deleted_remote_work_dir_is_recreated() {
     assert_eq!(st["status"], "active");
     let m = bed.ok(&["mount", "status", "--mount-id", &mount_id]);
     assert_eq!(m["status"], "mounted");
+
+    // Gone again, and the next call is a new session: it starts (the dir is made again), and
+    // its first exec sends the inputs, as above.
+    std::fs::remove_dir_all(&remote).unwrap();
+    let second = bed.session(&mount_id, "h");
+    let r = bed.exec(&second, "cat data/in.txt; ls -d artifacts");
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let lines = log_lines(&ws.join("artifacts/logs/h/cmd_001.log"));
+    assert!(lines.contains(&"input".to_string()), "{lines:?}");
+    assert_eq!(
+        bed.ok(&["mount", "status", "--mount-id", &mount_id])["status"],
+        "mounted"
+    );
 }
 
 /// The session's `tmux_session` is a real tmux session on the engine's socket (the pane the

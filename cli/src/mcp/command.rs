@@ -26,8 +26,8 @@ const FIRST_WAIT: Duration = Duration::from_secs(2);
 /// The first wait when the client asked for progress: the output is reported from then on.
 const FIRST_WAIT_WITH_PROGRESS: Duration = Duration::from_millis(300);
 
-/// Longest single wait while progress is reported (a notification at least this often while
-/// the output grows).
+/// Longest single wait while progress is reported (a notification at least this often, output
+/// or not).
 const PROGRESS_ROUND: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -162,7 +162,7 @@ fn record_reply(rec: &CommandRecord) -> Result<Reply> {
 async fn follow(call: &Call, mut rec: CommandRecord, deadline: Instant) -> Result<CommandRecord> {
     let engine = call.state.engine();
     let (sid, cid) = (rec.session_id.clone(), rec.command_id.clone());
-    let mut reported = None;
+    let began = Instant::now();
     loop {
         if rec.status.is_final() {
             if call.progress.is_some() {
@@ -202,10 +202,13 @@ async fn follow(call: &Call, mut rec: CommandRecord, deadline: Instant) -> Resul
                 return Ok(rec);
             }
         };
-        let bytes = rec.stdout_bytes + rec.stderr_bytes;
-        if call.progress.is_some() && reported != Some(bytes) && !rec.status.is_final() {
-            reported = Some(bytes);
-            call.progress(bytes as f64, progress_message(&rec)).await;
+        // Each round ends when the output grew or PROGRESS_ROUND passed: a notification
+        // either way, so that a command that prints nothing for minutes still shows life (and
+        // a client that resets its request timeout on progress keeps waiting). `progress` is
+        // the seconds waited, which always increases, as the protocol requires.
+        if call.progress.is_some() && !rec.status.is_final() {
+            call.progress(began.elapsed().as_secs_f64(), progress_message(&rec))
+                .await;
         }
     }
 }

@@ -141,6 +141,7 @@ pub async fn write(call: &Call, args: WriteArgs) -> Result<Reply> {
 
 pub async fn transfer(call: &Call, args: TransferArgs, upload: bool) -> Result<Reply> {
     call.state.check_session(&args.session_id)?;
+    call.state.check_local(&args.local)?;
     let state = call.state.clone();
     let transfer = cli::TransferArgs {
         session: args.session_id,

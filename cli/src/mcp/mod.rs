@@ -151,6 +151,35 @@ impl State {
         .retryable(false))
     }
 
+    /// Refuse a path on the server's host (`file_put` / `file_get`'s `local`, `run_once`'s
+    /// inputs and artifacts) that is, holds or lies in the state dir or `~/.ssh`. Those hold the
+    /// stored passwords, the machine records, the keys and the known hosts: uploading them would
+    /// put secrets in reach of a tool result, and downloading over them would add machines,
+    /// credentials or host keys, which no tool may do (and with `--machine` leaving out `local`,
+    /// these tools are the model's only reach into the host).
+    fn check_local(&self, path: &str) -> Result<()> {
+        let resolved = resolve(std::path::Path::new(path));
+        let mut guarded = vec![("the state dir", resolve(&self.state_dir))];
+        if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+            guarded.push(("~/.ssh", resolve(&std::path::Path::new(&home).join(".ssh"))));
+        }
+        for (what, dir) in guarded {
+            if resolved.starts_with(&dir) || dir.starts_with(&resolved) {
+                return Err(Error::new(
+                    ErrorCode::PermissionDenied,
+                    format!(
+                        "local path {path} is or holds {what} ({}), which holds credentials, \
+                         machines or host keys and is never read or written by an MCP tool; \
+                         pick a path outside it",
+                        dir.display()
+                    ),
+                )
+                .retryable(false));
+            }
+        }
+        Ok(())
+    }
+
     /// Refuse a session on a machine outside `--machine` (`unknown_session` when there is none).
     fn check_session(&self, session_id: &str) -> Result<()> {
         if self.machines.is_empty() {
@@ -159,6 +188,30 @@ impl State {
         let rec = self.engine().session_show(session_id)?;
         self.check_machine(&rec.machine_id)
     }
+}
+
+/// `path` made absolute with its existing part's symlinks, `.` and `..` resolved (the rest need
+/// not exist yet), so that no spelling of a guarded directory slips past [`State::check_local`].
+fn resolve(path: &std::path::Path) -> std::path::PathBuf {
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut existing = abs.clone();
+    let mut rest = Vec::new();
+    while std::fs::symlink_metadata(&existing).is_err() {
+        let Some(name) = existing.file_name().map(|n| n.to_os_string()) else {
+            break;
+        };
+        rest.push(name);
+        existing.pop();
+    }
+    let mut out = std::fs::canonicalize(&existing).unwrap_or(existing);
+    for name in rest.into_iter().rev() {
+        if name == ".." {
+            out.pop();
+        } else if name != "." {
+            out.push(name);
+        }
+    }
+    out
 }
 
 /// Run a CLI handler whose future the compiler cannot prove `Send` (the transfers' tree walks)

@@ -59,6 +59,12 @@ pub struct CodeArgs {
 
 pub async fn once(call: &Call, args: OnceArgs) -> Result<Reply> {
     call.state.check_machine(&args.machine)?;
+    for local in args.inputs.iter().flatten().map(|u| &u.local) {
+        call.state.check_local(local)?;
+    }
+    for local in args.artifacts.iter().flatten().map(|d| &d.local) {
+        call.state.check_local(local)?;
+    }
     let state = call.state.clone();
     let once = CliOnce {
         machine: args.machine,
@@ -92,12 +98,28 @@ pub async fn once(call: &Call, args: OnceArgs) -> Result<Reply> {
         cli::run(&ctx, RunCommand::Once(once)).await.map(|r| r.json)
     })
     .await?;
-    let mut text = format!(
+    // A command that ran and failed is a result; a run that could not do its part (reach the
+    // machine, upload an input, bring an artifact back) is a tool error, with its code.
+    let ran = json["exit_code"].is_i64();
+    let moved = ["inputs", "artifacts"].iter().all(|k| {
+        json[*k]
+            .as_array()
+            .is_none_or(|a| a.iter().all(|t| t["status"] == "succeeded"))
+    });
+    let failed = json["error"].is_object() && !(ran && moved);
+    let mut text = String::new();
+    if failed {
+        text.push_str(&format!(
+            "error [{}]: ",
+            json["error"]["code"].as_str().unwrap_or("internal")
+        ));
+    }
+    text.push_str(&format!(
         "Run {} {} on {}.",
         json["run_id"].as_str().unwrap_or("?"),
         json["status"].as_str().unwrap_or("?"),
         json["machine_id"].as_str().unwrap_or("?"),
-    );
+    ));
     if let Some(err) = json["error"]["message"].as_str() {
         text.push_str(&format!(" {err}"));
     }
@@ -105,7 +127,9 @@ pub async fn once(call: &Call, args: OnceArgs) -> Result<Reply> {
         text.push('\n');
         text.push_str(&command_text(&rec));
     }
-    Ok(Reply::new(json, text))
+    let mut reply = Reply::new(json, text);
+    reply.is_error = failed;
+    Ok(reply)
 }
 
 pub async fn code(call: &Call, args: CodeArgs) -> Result<Reply> {

@@ -107,11 +107,11 @@ const SPECS: &[Spec] = &[
     },
     Spec {
         name: "session_destroy",
-        description: "Stop the session's shell and its running commands; records, logs and transcript are kept.",
+        description: "Stop the session's shell and its running commands; records, logs and transcript are kept. Repeating it is safe: a destroyed session is returned as it is.",
         schema: schema::<session::DestroyArgs>,
         read_only: false,
         destructive: true,
-        idempotent: false,
+        idempotent: true,
     },
     Spec {
         name: "file_read",

@@ -11,7 +11,8 @@ Run by cli/tests/mcp.rs, which sets the environment:
                 at RUST_LOG=trace that uses the machine.
 
 `client.py suite` checks every tool, error shape, truncation, progress, cancel, a server
-restart and the scope flags; `client.py bench N` prints the latency of `session_exec` of `true`
+restart and the scope flags; `client.py guard` that the state dir and ~/.ssh are out of reach of
+the local side of file_put, file_get and run_once; `client.py bench N` prints the latency of `session_exec` of `true`
 on a warm session as one JSON line. Any failed check raises, so the exit code says it all.
 """
 
@@ -154,6 +155,7 @@ async def initialize_and_list(s):
         "session_exec is destructive and not idempotent",
     )
     check(ann["command_stop"].idempotent_hint, "command_stop is idempotent")
+    check(ann["session_destroy"].idempotent_hint, "session_destroy is idempotent")
 
 
 async def basics(s):
@@ -281,6 +283,23 @@ async def progress_and_cancel(s, sid):
     check(all(b[0] > a[0] for a, b in zip(seen, seen[1:])), "progress increases")
     check(any("line" in (m or "") and "bytes" in (m or "") for _, m in seen), "with bytes so far and the last line")
 
+    quiet = []
+
+    async def on_quiet(progress, total, message):
+        quiet.append((progress, message))
+
+    res = await ok(
+        s,
+        "session_exec",
+        {"session_id": sid, "command": "sleep 11; echo woke", "timeout_s": 30},
+        progress_callback=on_quiet,
+    )
+    check(res.structured_content["stdout"] == "woke\n", "a silent command ran to its end")
+    check(
+        len(quiet) >= 2 and all("0 bytes of stdout" in (m or "") for _, m in quiet),
+        f"progress every few seconds while it printed nothing: {quiet}",
+    )
+
     marker = f"{WORK}/cancelled-marker"
     t = time.perf_counter()
     try:
@@ -387,6 +406,20 @@ async def runs(s):
         check(m["exit_code"] == 4 and not r.is_error, "run_once: the exit code, not a tool error")
         with open(out) as f:
             check(f.read() == "input\nmade\n", "run_once: inputs up, artifacts down")
+    with tempfile.TemporaryDirectory() as d:
+        res = await s.call_tool(
+            "run_once",
+            {"machine": MACHINE, "cwd": WORK, "command": "true", "inputs": [{"local": f"{d}/absent", "remote": "a"}]},
+        )
+        check(
+            res.is_error and "error [" in text(res) and res.structured_content["status"] == "failed",
+            "run_once that cannot upload its input is a tool error, with the manifest",
+        )
+    cli("machine", "add", "mcp-down", "--host", "127.0.0.1", "--port", "1", "--user", "nobody", "--default-cwd", "/tmp")
+    await tool_error(s, "run_once", {"machine": "mcp-down", "command": "true"}, "connection_failed")
+    await tool_error(s, "session_create", {"machine": "mcp-down"}, "connection_failed")
+    check(True, "an unreachable machine is a tool error for run_once and session_create")
+    cli("machine", "remove", "mcp-down")
     r = await ok(s, "code_run", {"machine": MACHINE, "language": "python", "program": "print('hi')\nreturn 6 * 7"})
     check(r.structured_content.get("value") == 42 and r.structured_content["logs"] == ["hi"], "code_run")
     r = await ok(s, "code_run", {"machine": MACHINE, "language": "python", "program": "raise ValueError('no')"})
@@ -411,6 +444,11 @@ async def resources(s, sid):
 async def destroy(s, sid):
     r = await ok(s, "session_destroy", {"session_id": sid})
     check(r.structured_content["status"] == "destroyed", "session_destroy")
+    again = await ok(s, "session_destroy", {"session_id": sid})
+    check(
+        again.structured_content["status"] == "destroyed" and again.structured_content["stopped_commands"] == [],
+        "destroying it again changes nothing (as its idempotent annotation says)",
+    )
     st = [x["status"] for x in cli("session", "list")["sessions"] if x["session_id"] == sid]
     check(st == ["destroyed"], "the CLI sees it destroyed")
 
@@ -484,6 +522,52 @@ async def secrets():
     check(secret not in log, "nor in the server's log")
 
 
+async def local_guard():
+    """The state dir and ~/.ssh are out of reach of file_put, file_get and run_once."""
+    home = os.environ["HOME"]
+    async with server() as s:
+        r = await ok(s, "session_create", {"machine": MACHINE, "cwd": WORK})
+        sid = r.structured_content["session_id"]
+        with tempfile.TemporaryDirectory() as d:
+            link = os.path.join(d, "link")
+            os.symlink(STATE, link)
+            for tool, local in [
+                ("file_put", STATE),
+                ("file_put", os.path.join(STATE, "credentials.json")),
+                ("file_put", os.path.join(STATE, "logs", "..", "state.sqlite3")),
+                ("file_put", link),
+                ("file_put", home),
+                ("file_get", os.path.join(STATE, "state.sqlite3")),
+                ("file_get", os.path.join(link, "new.txt")),
+                ("file_get", os.path.join(home, ".ssh", "known_hosts")),
+            ]:
+                res = await tool_error(
+                    s, tool, {"session_id": sid, "local": local, "remote": "x"}, "permission_denied"
+                )
+                check(local in text(res), f"{tool} refuses {local}")
+            await tool_error(
+                s,
+                "run_once",
+                {"machine": MACHINE, "command": "true", "inputs": [{"local": STATE, "remote": "s"}]},
+                "permission_denied",
+            )
+            await tool_error(
+                s,
+                "run_once",
+                {"machine": MACHINE, "command": "true", "artifacts": [{"remote": "x", "local": os.path.join(STATE, "y")}]},
+                "permission_denied",
+            )
+            check(True, "run_once refuses them as inputs and artifacts")
+            src = os.path.join(d, "fine.txt")
+            with open(src, "w") as f:
+                f.write("fine\n")
+            await ok(s, "file_put", {"session_id": sid, "local": src, "remote": "fine.txt"})
+            await ok(s, "file_get", {"session_id": sid, "local": os.path.join(d, "back.txt"), "remote": "fine.txt"})
+            check(True, "other local paths still transfer")
+        await ok(s, "session_destroy", {"session_id": sid})
+    print("guard passed")
+
+
 async def bench(n):
     async with server() as s:
         r = await ok(s, "session_create", {"machine": MACHINE, "cwd": WORK})
@@ -510,5 +594,7 @@ async def bench(n):
 if __name__ == "__main__":
     if sys.argv[1] == "suite":
         asyncio.run(suite())
+    elif sys.argv[1] == "guard":
+        asyncio.run(local_guard())
     else:
         asyncio.run(bench(int(sys.argv[2])))
