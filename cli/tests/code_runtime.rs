@@ -622,6 +622,80 @@ both_machines!(
     forged_messages_are_refused
 );
 
+/// A result the program forges on its channel cannot claim a kind only the host reports
+/// (`timeout`, `abort`, `worker-exit`), nor pass the output cap by claiming `output-limit`.
+fn forged_claims_are_refused(bed: &Bed) {
+    for language in ["javascript", "python"] {
+        let mut s = Serve::start(bed, language, &["--output-cap", "2000"]);
+        assert_eq!(s.next()["type"], "hello");
+        for kind in ["abort", "timeout", "worker-exit"] {
+            let forged = format!(
+                r#"{{"t":"result","result":{{"logs":[],"error":{{"kind":"{kind}","message":"m"}}}}}}"#
+            );
+            let (_, result) = s.drive(
+                json!({"type": "run", "runId": "c", "bindings": tools(), "program": forging(language, &forged)}),
+                |_, _| json!({"type": "resolve", "value": 1}),
+            );
+            let r: Value = serde_json::from_str(&result).unwrap();
+            assert_eq!(
+                r["result"]["error"]["kind"], "invalid-output",
+                "{language}: {forged}: {r}"
+            );
+        }
+        let big = "y".repeat(5000);
+        let forged = format!(
+            r#"{{"t":"result","result":{{"logs":["{big}"],"error":{{"kind":"output-limit","message":"m"}}}}}}"#
+        );
+        let (_, result) = s.drive(
+            json!({"type": "run", "runId": "d", "bindings": tools(), "program": forging(language, &forged)}),
+            |_, _| json!({"type": "resolve", "value": 1}),
+        );
+        assert!(
+            result.len() < 4000,
+            "{language}: the cap was passed: {} bytes",
+            result.len()
+        );
+        let r: Value = serde_json::from_str(&result).unwrap();
+        assert_eq!(r["result"]["error"]["kind"], "output-limit", "{r}");
+        s.close();
+        assert_eq!(s.wait(), 0);
+    }
+    no_process_left(bed);
+}
+both_machines!(code_forged_claims_are_refused, forged_claims_are_refused);
+
+/// Printing without newlines far past the cap ends as `output-limit` at once, with the logs
+/// that fit, never as a `timeout` spent re-splitting the open line.
+fn unended_output_is_an_output_limit(bed: &Bed) {
+    for (language, program) in [
+        (
+            "javascript",
+            "console.log('first'); const s = 'x'.repeat(1024); \
+             for (let i = 0; i < 51200; i++) process.stdout.write(s); return 1",
+        ),
+        (
+            "python",
+            "import sys\nprint('first')\ns = 'x' * 1024\n\
+             for i in range(51200):\n    sys.stdout.write(s)\nreturn 1\n",
+        ),
+    ] {
+        let started = Instant::now();
+        let (code, _, v) = run(bed, language, program, &["--time-budget", "20"]);
+        assert_eq!(v["error"]["kind"], "output-limit", "{language}: {v}");
+        assert_eq!(v["logs"], json!(["first"]), "{language}: {v}");
+        assert_eq!(code, 1, "{v}");
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "{language}: {:?}",
+            started.elapsed()
+        );
+    }
+}
+both_machines!(
+    code_unended_output_is_an_output_limit,
+    unended_output_is_an_output_limit
+);
+
 /// Run B writes settlements into every other run's channel it can reach; run A's call is still
 /// settled only by the harness.
 fn one_run_cannot_settle_another(bed: &Bed) {

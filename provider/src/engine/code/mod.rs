@@ -48,6 +48,8 @@ const EXEC_GRACE: Duration = Duration::from_secs(10);
 const END_GRACE: Duration = Duration::from_secs(3);
 /// The longest line the runner may write on its channel (a binding argument, a result).
 const MAX_LINE: usize = 256 << 20;
+/// Room for the runner's own `output-limit` message on top of logs that fill the cap.
+const OWN_LIMIT_ROOM: usize = 1024;
 /// Bytes of the run's stray fd 1 and 2 output kept to explain a `worker-exit`.
 const STDERR_KEEP: usize = 64 << 10;
 
@@ -696,9 +698,27 @@ impl CodeRuntime {
                 );
             }
         };
+        // The runner reports what happened inside the program; a budget, an abort or the
+        // substrate's death are the host's to say, so a result claiming one was written by the
+        // program itself on the runner's channel.
+        if let Some(kind @ ("timeout" | "abort" | "worker-exit")) = c.error_kind.as_deref() {
+            return CodeRunResult::failure(
+                "invalid-output",
+                format!(
+                    "the run's result claims the error kind {kind:?}, which only the host \
+                     reports (the program wrote on the runner's channel); the run was stopped"
+                ),
+            );
+        }
         let cap = self.config.output_cap;
-        let own_limit = c.error_kind.as_deref() == Some("output-limit");
-        if !own_limit && c.logs_bytes + c.payload_bytes > cap {
+        // The runner's own `output-limit` keeps logs that fit the cap and adds its short
+        // message on top; anything larger claiming that kind is held to the cap like the rest.
+        let room = if c.error_kind.as_deref() == Some("output-limit") {
+            OWN_LIMIT_ROOM
+        } else {
+            0
+        };
+        if c.logs_bytes + c.payload_bytes > cap + room {
             let message = format!(
                 "the output exceeded the cap of {cap} bytes (logs {} + value or message {} \
                  bytes); it was dropped, never truncated",

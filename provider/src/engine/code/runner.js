@@ -125,10 +125,25 @@ function main(req, channel) {
     logBytes += n;
   };
   // Everything the program prints, console or stream, in order, split at newlines.
+  // Once over the cap nothing more is kept, only counted; a line still open that is already
+  // longer than the cap can never fit and is counted at once, not held (nor re-split on every
+  // write: a program printing without newlines ends as `output-limit`, not `timeout`).
   const emit = (text) => {
-    const parts = (partial + text).split('\n');
-    partial = parts.pop();
-    for (const p of parts) addLine(p);
+    if (dropped) {
+      dropped += text.split('\n').length - 1;
+      return;
+    }
+    if (text.indexOf('\n') < 0) {
+      partial += text;
+    } else {
+      const parts = (partial + text).split('\n');
+      partial = parts.pop();
+      for (const p of parts) addLine(p);
+    }
+    if (partial.length > cap) {
+      dropped++;
+      partial = '';
+    }
   };
   const log = (...args) => emit(util.format(...args) + '\n');
   for (const m of ['log', 'info', 'warn', 'error', 'debug', 'trace']) console[m] = log;

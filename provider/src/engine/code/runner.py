@@ -88,7 +88,9 @@ class Logs:
         self.lines = []
         self.bytes = 2
         self.dropped = 0
-        self.partial = ""
+        # The line still open, in pieces (joined only at a newline), and its length.
+        self.partial = []
+        self.partial_len = 0
 
     def add(self, line):
         n = len(json.dumps(line).encode("utf-8")) + (1 if self.lines else 0)
@@ -99,15 +101,29 @@ class Logs:
         self.bytes += n
 
     def emit(self, s):
-        parts = (self.partial + s).split("\n")
-        self.partial = parts.pop()
-        for p in parts:
-            self.add(p)
+        # Once over the cap nothing more is kept, only counted; an open line already longer
+        # than the cap can never fit and is counted at once, not held (nor joined again on
+        # every write: printing without newlines ends as `output-limit`, not `timeout`).
+        if self.dropped:
+            self.dropped += s.count("\n")
+            return
+        if "\n" in s:
+            parts = ("".join(self.partial) + s).split("\n")
+            tail = parts.pop()
+            self.partial, self.partial_len = [tail], len(tail)
+            for p in parts:
+                self.add(p)
+        else:
+            self.partial.append(s)
+            self.partial_len += len(s)
+        if self.partial_len > self.cap:
+            self.dropped += 1
+            self.partial, self.partial_len = [], 0
 
     def flush_partial(self):
-        if self.partial:
-            self.add(self.partial)
-            self.partial = ""
+        if self.partial_len:
+            self.add("".join(self.partial))
+            self.partial, self.partial_len = [], 0
 
 
 class _Buffer:
