@@ -799,6 +799,47 @@ both_machines!(
     process_tree_ends_with_the_run
 );
 
+/// Without the PID namespace, a child that clears its environment (so carries no run marker)
+/// but stays in the run's session and process group still ends with the run.
+fn fallback_takes_an_unmarked_child(bed: &Bed) {
+    for (language, program) in [
+        (
+            "javascript",
+            "require('child_process').spawn('env', ['-i', 'sleep', '300'], {stdio: 'ignore'}).unref();\n\
+             return 'settled'",
+        ),
+        (
+            "python",
+            "import subprocess\n\
+             subprocess.Popen(['env', '-i', 'sleep', '300'], stdout=subprocess.DEVNULL)\n\
+             return 'settled'",
+        ),
+    ] {
+        let work = bed.work_str();
+        let mut cmd = bed.command(&[
+            "code",
+            "run",
+            "--machine",
+            &bed.machine,
+            "--language",
+            language,
+            "--cwd",
+            &work,
+            "--json",
+        ]);
+        cmd.env("REMOTE_RUNNER_CODE_NO_PIDNS", "1");
+        let r = common::run_command(cmd, Some(program));
+        let v: Value =
+            serde_json::from_str(r.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+        assert_eq!(v["value"], "settled", "{language}: {v}");
+        no_process_left(bed);
+    }
+}
+both_machines!(
+    code_fallback_takes_an_unmarked_child,
+    fallback_takes_an_unmarked_child
+);
+
 /// A budget expiry takes the whole tree too, setsid children included.
 fn timeout_takes_the_tree(bed: &Bed) {
     let m = expect_kind(
