@@ -696,6 +696,57 @@ both_machines!(
     unended_output_is_an_output_limit
 );
 
+/// A binding resolved with a number the program's language cannot hold exactly (an integer
+/// past 2^53 in JavaScript, a number past a double's range in either) is a rejection of that
+/// call naming where, never a rounded number or an infinity; what it can hold arrives exact.
+fn resolutions_keep_every_number(bed: &Bed) {
+    for language in ["javascript", "python"] {
+        let program = match language {
+            "javascript" => {
+                "try { return ['ok', await tools.f(1)]; } catch (e) { return ['refused', e.message]; }"
+            }
+            _ => {
+                "try:\n    return ['ok', await tools.f(1)]\nexcept Exception as e:\n    return ['refused', str(e)]\n"
+            }
+        };
+        let mut s = Serve::start(bed, language, &[]);
+        assert_eq!(s.next()["type"], "hello");
+        for (raw, refused) in [
+            (r#"[9007199254740993]"#, language == "javascript"),
+            (r#"{"a":[1e400]}"#, true),
+            (r#"[0.5,9007199254740992,-12345]"#, false),
+        ] {
+            s.send(json!({"type": "run", "runId": "n", "bindings": tools(), "program": program}));
+            let call = s.next();
+            assert_eq!(call["type"], "call", "{call}");
+            s.send_raw(
+                format!(
+                    r#"{{"type":"resolve","runId":"n","callId":{},"value":{raw}}}"#,
+                    call["callId"]
+                )
+                .as_bytes(),
+            );
+            let line = s.next_raw();
+            let r: Value = serde_json::from_str(&line).unwrap();
+            let value = &r["result"]["value"];
+            if refused {
+                assert_eq!(value[0], "refused", "{language}: {raw}: {line}");
+                assert!(value[1].as_str().unwrap().contains("cannot"), "{line}");
+            } else {
+                assert_eq!(value[0], "ok", "{language}: {raw}: {line}");
+                let sent: Value = serde_json::from_str(raw).unwrap();
+                assert_eq!(value[1], sent, "{language}: {line}");
+            }
+        }
+        s.close();
+        assert_eq!(s.wait(), 0);
+    }
+}
+both_machines!(
+    code_resolutions_keep_every_number,
+    resolutions_keep_every_number
+);
+
 /// Run B writes settlements into every other run's channel it can reach; run A's call is still
 /// settled only by the harness.
 fn one_run_cannot_settle_another(bed: &Bed) {

@@ -662,6 +662,7 @@ impl CodeRuntime {
                 }
                 in_flight.insert(id);
                 let settled = settled.clone();
+                let javascript = self.config.language == Language::Javascript;
                 Line::Call(tokio::spawn(async move {
                     let reply = match reply_rx.await {
                         Ok(Ok(value)) => {
@@ -670,10 +671,17 @@ impl CodeRuntime {
                                     "the host resolved {global}.{function} with text that is not JSON: {e}"
                                 )),
                                 Ok(_) => match depth_path(&value, MAX_DEPTH) {
-                                    Ok(()) => Ok(value),
                                     Err(p) => Err(format!(
                                         "the resolution of {global}.{function} is refused: the value{p}"
                                     )),
+                                    Ok(()) => match wire::lossy_number(&value, javascript) {
+                                        None => Ok(value),
+                                        Some((p, n)) => Err(format!(
+                                            "the resolution of {global}.{function} is refused: the \
+                                             value{p} is {n}, which the program's numbers cannot \
+                                             hold exactly (send such a number as a string)"
+                                        )),
+                                    },
                                 },
                             }
                         }
