@@ -747,6 +747,44 @@ both_machines!(
     resolutions_keep_every_number
 );
 
+/// The member name of a typed rejection is an own property whatever its name (`__proto__` in
+/// JavaScript); in Python a name the exception keeps for itself is the caller's error up front,
+/// never a `TypeError` or a silently different value inside the program.
+fn member_name_property_is_data(bed: &Bed) {
+    let mut s = Serve::start(bed, "javascript", &[]);
+    assert_eq!(s.next()["type"], "hello");
+    let bindings = json!([{"global": "tools", "functions": ["f"],
+        "errorClass": {"name": "ToolError", "memberNameProperty": "__proto__"}}]);
+    let (_, result) = s.drive(
+        json!({"type": "run", "runId": "p", "bindings": bindings, "program":
+            "try { await tools.f(1) } catch (e) { return [e instanceof ToolError, \
+             Object.getOwnPropertyNames(e).includes('__proto__') ? e['__proto__'] : 'missing'] }"}),
+        |_, _| json!({"type": "reject", "message": "nope"}),
+    );
+    let r: Value = serde_json::from_str(&result).unwrap();
+    assert_eq!(r["result"]["value"], json!([true, "f"]), "{r}");
+    s.close();
+    assert_eq!(s.wait(), 0);
+
+    let mut s = Serve::start(bed, "python", &[]);
+    assert_eq!(s.next()["type"], "hello");
+    for prop in ["__class__", "__dict__", "args"] {
+        let bindings = json!([{"global": "tools", "functions": ["f"],
+            "errorClass": {"name": "ToolError", "memberNameProperty": prop}}]);
+        s.send(json!({"type": "run", "runId": "q", "bindings": bindings, "program": "return 1"}));
+        let m = s.next();
+        assert_eq!(m["type"], "error", "{prop}: {m}");
+        assert_eq!(m["code"], "invalid_argument", "{m}");
+        assert!(m["message"].as_str().unwrap().contains(prop), "{m}");
+    }
+    s.close();
+    assert_eq!(s.wait(), 0);
+}
+both_machines!(
+    code_member_name_property_is_data,
+    member_name_property_is_data
+);
+
 /// Run B writes settlements into every other run's channel it can reach; run A's call is still
 /// settled only by the harness.
 fn one_run_cannot_settle_another(bed: &Bed) {

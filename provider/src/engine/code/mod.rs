@@ -196,6 +196,17 @@ pub fn validate_bindings(bindings: &[CodeBindingNamespace], language: Language) 
     let mut names = HashSet::new();
     for b in bindings {
         b.validate()?;
+        if let Some(ec) = &b.error_class {
+            let p = ec.member_name_property.as_str();
+            if language == Language::Python
+                && (p == "args" || (p.len() > 4 && p.starts_with("__") && p.ends_with("__")))
+            {
+                return Err(Error::invalid(format!(
+                    "errorClass memberNameProperty {p:?} is a Python exception's own attribute \
+                     (args and __dunder__ names cannot hold the member name); choose another name"
+                )));
+            }
+        }
         let mut own = vec![b.global.as_str()];
         own.extend(b.error_class.as_ref().map(|e| e.name.as_str()));
         for name in own {

@@ -214,7 +214,8 @@ function main(req, channel) {
           if (ns.errorClass) {
             const Cls = globalThis[ns.errorClass.name];
             const err = new Cls(message);
-            err[ns.errorClass.memberNameProperty] = fn;
+            // An own property whatever its name (`__proto__` included), never a setter's call.
+            Object.defineProperty(err, ns.errorClass.memberNameProperty, { value: fn, enumerable: true, writable: true, configurable: true });
             reject(err);
           } else {
             reject(new Error(message));
