@@ -715,6 +715,7 @@ fn resolutions_keep_every_number(bed: &Bed) {
             (r#"[9007199254740993]"#, language == "javascript"),
             (r#"{"a":[1e400]}"#, true),
             (r#"[0.5,9007199254740992,-12345]"#, false),
+            (r#"[-0]"#, false),
         ] {
             s.send(json!({"type": "run", "runId": "n", "bindings": tools(), "program": program}));
             let call = s.next();
@@ -734,8 +735,13 @@ fn resolutions_keep_every_number(bed: &Bed) {
                 assert!(value[1].as_str().unwrap().contains("cannot"), "{line}");
             } else {
                 assert_eq!(value[0], "ok", "{language}: {raw}: {line}");
-                let sent: Value = serde_json::from_str(raw).unwrap();
-                assert_eq!(value[1], sent, "{language}: {line}");
+                if raw == "[-0]" {
+                    // The sign of zero: `-0` in JavaScript, `-0.0` in Python.
+                    assert!(line.contains(r#"["ok",[-0"#), "{language}: {line}");
+                } else {
+                    let sent: Value = serde_json::from_str(raw).unwrap();
+                    assert_eq!(value[1], sent, "{language}: {line}");
+                }
             }
         }
         s.close();

@@ -75,6 +75,11 @@ def to_json(v, where, depth, stack):
     raise Lossy("%s is a value of type %s, which is not JSON" % (where, type(v).__name__))
 
 
+def _int(text):
+    """JSON's -0 as Python's -0.0 (an int has no sign of zero), so its sign survives."""
+    return -0.0 if text == "-0" else int(text)
+
+
 def _no_constant(name):
     raise ValueError("%s is not JSON" % name)
 
@@ -261,7 +266,7 @@ class Channel:
     def _drain(self):
         while b"\n" in self.buf:
             line, self.buf = self.buf.split(b"\n", 1)
-            msg = json.loads(line, parse_constant=_no_constant)
+            msg = json.loads(line, parse_constant=_no_constant, parse_int=_int)
             fut = self.pending.pop(msg.get("id"), None)
             if fut is not None and not fut.done():
                 fut.set_result(msg)
@@ -275,7 +280,7 @@ def read_request():
             os._exit(0)
         buf += data
     line, rest = buf.split(b"\n", 1)
-    return json.loads(line, parse_constant=_no_constant), rest
+    return json.loads(line, parse_constant=_no_constant, parse_int=_int), rest
 
 
 def main():
