@@ -622,6 +622,175 @@ both_machines!(
     forged_messages_are_refused
 );
 
+/// A result the program forges on its channel cannot claim a kind only the host reports
+/// (`timeout`, `abort`, `worker-exit`), nor pass the output cap by claiming `output-limit`.
+fn forged_claims_are_refused(bed: &Bed) {
+    for language in ["javascript", "python"] {
+        let mut s = Serve::start(bed, language, &["--output-cap", "2000"]);
+        assert_eq!(s.next()["type"], "hello");
+        for kind in ["abort", "timeout", "worker-exit"] {
+            let forged = format!(
+                r#"{{"t":"result","result":{{"logs":[],"error":{{"kind":"{kind}","message":"m"}}}}}}"#
+            );
+            let (_, result) = s.drive(
+                json!({"type": "run", "runId": "c", "bindings": tools(), "program": forging(language, &forged)}),
+                |_, _| json!({"type": "resolve", "value": 1}),
+            );
+            let r: Value = serde_json::from_str(&result).unwrap();
+            assert_eq!(
+                r["result"]["error"]["kind"], "invalid-output",
+                "{language}: {forged}: {r}"
+            );
+        }
+        let big = "y".repeat(5000);
+        let forged = format!(
+            r#"{{"t":"result","result":{{"logs":["{big}"],"error":{{"kind":"output-limit","message":"m"}}}}}}"#
+        );
+        let (_, result) = s.drive(
+            json!({"type": "run", "runId": "d", "bindings": tools(), "program": forging(language, &forged)}),
+            |_, _| json!({"type": "resolve", "value": 1}),
+        );
+        assert!(
+            result.len() < 4000,
+            "{language}: the cap was passed: {} bytes",
+            result.len()
+        );
+        let r: Value = serde_json::from_str(&result).unwrap();
+        assert_eq!(r["result"]["error"]["kind"], "output-limit", "{r}");
+        s.close();
+        assert_eq!(s.wait(), 0);
+    }
+    no_process_left(bed);
+}
+both_machines!(code_forged_claims_are_refused, forged_claims_are_refused);
+
+/// Printing without newlines far past the cap ends as `output-limit` at once, with the logs
+/// that fit, never as a `timeout` spent re-splitting the open line.
+fn unended_output_is_an_output_limit(bed: &Bed) {
+    for (language, program) in [
+        (
+            "javascript",
+            "console.log('first'); const s = 'x'.repeat(1024); \
+             for (let i = 0; i < 51200; i++) process.stdout.write(s); return 1",
+        ),
+        (
+            "python",
+            "import sys\nprint('first')\ns = 'x' * 1024\n\
+             for i in range(51200):\n    sys.stdout.write(s)\nreturn 1\n",
+        ),
+    ] {
+        let started = Instant::now();
+        let (code, _, v) = run(bed, language, program, &["--time-budget", "20"]);
+        assert_eq!(v["error"]["kind"], "output-limit", "{language}: {v}");
+        assert_eq!(v["logs"], json!(["first"]), "{language}: {v}");
+        assert_eq!(code, 1, "{v}");
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "{language}: {:?}",
+            started.elapsed()
+        );
+    }
+}
+both_machines!(
+    code_unended_output_is_an_output_limit,
+    unended_output_is_an_output_limit
+);
+
+/// A binding resolved with a number the program's language cannot hold exactly (an integer
+/// past 2^53 in JavaScript, a number past a double's range in either) is a rejection of that
+/// call naming where, never a rounded number or an infinity; what it can hold arrives exact.
+fn resolutions_keep_every_number(bed: &Bed) {
+    for language in ["javascript", "python"] {
+        let program = match language {
+            "javascript" => {
+                "try { return ['ok', await tools.f(1)]; } catch (e) { return ['refused', e.message]; }"
+            }
+            _ => {
+                "try:\n    return ['ok', await tools.f(1)]\nexcept Exception as e:\n    return ['refused', str(e)]\n"
+            }
+        };
+        let mut s = Serve::start(bed, language, &[]);
+        assert_eq!(s.next()["type"], "hello");
+        for (raw, refused) in [
+            (r#"[9007199254740993]"#, language == "javascript"),
+            (r#"{"a":[1e400]}"#, true),
+            (r#"[0.5,9007199254740992,-12345]"#, false),
+            (r#"[-0]"#, false),
+        ] {
+            s.send(json!({"type": "run", "runId": "n", "bindings": tools(), "program": program}));
+            let call = s.next();
+            assert_eq!(call["type"], "call", "{call}");
+            s.send_raw(
+                format!(
+                    r#"{{"type":"resolve","runId":"n","callId":{},"value":{raw}}}"#,
+                    call["callId"]
+                )
+                .as_bytes(),
+            );
+            let line = s.next_raw();
+            let r: Value = serde_json::from_str(&line).unwrap();
+            let value = &r["result"]["value"];
+            if refused {
+                assert_eq!(value[0], "refused", "{language}: {raw}: {line}");
+                assert!(value[1].as_str().unwrap().contains("cannot"), "{line}");
+            } else {
+                assert_eq!(value[0], "ok", "{language}: {raw}: {line}");
+                if raw == "[-0]" {
+                    // The sign of zero: `-0` in JavaScript, `-0.0` in Python.
+                    assert!(line.contains(r#"["ok",[-0"#), "{language}: {line}");
+                } else {
+                    let sent: Value = serde_json::from_str(raw).unwrap();
+                    assert_eq!(value[1], sent, "{language}: {line}");
+                }
+            }
+        }
+        s.close();
+        assert_eq!(s.wait(), 0);
+    }
+}
+both_machines!(
+    code_resolutions_keep_every_number,
+    resolutions_keep_every_number
+);
+
+/// The member name of a typed rejection is an own property whatever its name (`__proto__` in
+/// JavaScript); in Python a name the exception keeps for itself is the caller's error up front,
+/// never a `TypeError` or a silently different value inside the program.
+fn member_name_property_is_data(bed: &Bed) {
+    let mut s = Serve::start(bed, "javascript", &[]);
+    assert_eq!(s.next()["type"], "hello");
+    let bindings = json!([{"global": "tools", "functions": ["f"],
+        "errorClass": {"name": "ToolError", "memberNameProperty": "__proto__"}}]);
+    let (_, result) = s.drive(
+        json!({"type": "run", "runId": "p", "bindings": bindings, "program":
+            "try { await tools.f(1) } catch (e) { return [e instanceof ToolError, \
+             Object.getOwnPropertyNames(e).includes('__proto__') ? e['__proto__'] : 'missing'] }"}),
+        |_, _| json!({"type": "reject", "message": "nope"}),
+    );
+    let r: Value = serde_json::from_str(&result).unwrap();
+    assert_eq!(r["result"]["value"], json!([true, "f"]), "{r}");
+    s.close();
+    assert_eq!(s.wait(), 0);
+
+    let mut s = Serve::start(bed, "python", &[]);
+    assert_eq!(s.next()["type"], "hello");
+    for prop in ["__class__", "__dict__", "args"] {
+        let bindings = json!([{"global": "tools", "functions": ["f"],
+            "errorClass": {"name": "ToolError", "memberNameProperty": prop}}]);
+        s.send(json!({"type": "run", "runId": "q", "bindings": bindings, "program": "return 1"}));
+        let m = s.next();
+        assert_eq!(m["type"], "error", "{prop}: {m}");
+        assert_eq!(m["code"], "invalid_argument", "{m}");
+        assert!(m["message"].as_str().unwrap().contains(prop), "{m}");
+    }
+    s.close();
+    assert_eq!(s.wait(), 0);
+}
+both_machines!(
+    code_member_name_property_is_data,
+    member_name_property_is_data
+);
+
 /// Run B writes settlements into every other run's channel it can reach; run A's call is still
 /// settled only by the harness.
 fn one_run_cannot_settle_another(bed: &Bed) {
@@ -723,6 +892,47 @@ fn process_tree_ends_with_the_run(bed: &Bed) {
 both_machines!(
     code_process_tree_ends_with_the_run,
     process_tree_ends_with_the_run
+);
+
+/// Without the PID namespace, a child that clears its environment (so carries no run marker)
+/// but stays in the run's session and process group still ends with the run.
+fn fallback_takes_an_unmarked_child(bed: &Bed) {
+    for (language, program) in [
+        (
+            "javascript",
+            "require('child_process').spawn('env', ['-i', 'sleep', '300'], {stdio: 'ignore'}).unref();\n\
+             return 'settled'",
+        ),
+        (
+            "python",
+            "import subprocess\n\
+             subprocess.Popen(['env', '-i', 'sleep', '300'], stdout=subprocess.DEVNULL)\n\
+             return 'settled'",
+        ),
+    ] {
+        let work = bed.work_str();
+        let mut cmd = bed.command(&[
+            "code",
+            "run",
+            "--machine",
+            &bed.machine,
+            "--language",
+            language,
+            "--cwd",
+            &work,
+            "--json",
+        ]);
+        cmd.env("REMOTE_RUNNER_CODE_NO_PIDNS", "1");
+        let r = common::run_command(cmd, Some(program));
+        let v: Value =
+            serde_json::from_str(r.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+        assert_eq!(v["value"], "settled", "{language}: {v}");
+        no_process_left(bed);
+    }
+}
+both_machines!(
+    code_fallback_takes_an_unmarked_child,
+    fallback_takes_an_unmarked_child
 );
 
 /// A budget expiry takes the whole tree too, setsid children included.

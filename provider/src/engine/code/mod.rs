@@ -48,6 +48,8 @@ const EXEC_GRACE: Duration = Duration::from_secs(10);
 const END_GRACE: Duration = Duration::from_secs(3);
 /// The longest line the runner may write on its channel (a binding argument, a result).
 const MAX_LINE: usize = 256 << 20;
+/// Room for the runner's own `output-limit` message on top of logs that fill the cap.
+const OWN_LIMIT_ROOM: usize = 1024;
 /// Bytes of the run's stray fd 1 and 2 output kept to explain a `worker-exit`.
 const STDERR_KEEP: usize = 64 << 10;
 
@@ -194,6 +196,17 @@ pub fn validate_bindings(bindings: &[CodeBindingNamespace], language: Language) 
     let mut names = HashSet::new();
     for b in bindings {
         b.validate()?;
+        if let Some(ec) = &b.error_class {
+            let p = ec.member_name_property.as_str();
+            if language == Language::Python
+                && (p == "args" || (p.len() > 4 && p.starts_with("__") && p.ends_with("__")))
+            {
+                return Err(Error::invalid(format!(
+                    "errorClass memberNameProperty {p:?} is a Python exception's own attribute \
+                     (args and __dunder__ names cannot hold the member name); choose another name"
+                )));
+            }
+        }
         let mut own = vec![b.global.as_str()];
         own.extend(b.error_class.as_ref().map(|e| e.name.as_str()));
         for name in own {
@@ -660,6 +673,7 @@ impl CodeRuntime {
                 }
                 in_flight.insert(id);
                 let settled = settled.clone();
+                let javascript = self.config.language == Language::Javascript;
                 Line::Call(tokio::spawn(async move {
                     let reply = match reply_rx.await {
                         Ok(Ok(value)) => {
@@ -668,10 +682,17 @@ impl CodeRuntime {
                                     "the host resolved {global}.{function} with text that is not JSON: {e}"
                                 )),
                                 Ok(_) => match depth_path(&value, MAX_DEPTH) {
-                                    Ok(()) => Ok(value),
                                     Err(p) => Err(format!(
                                         "the resolution of {global}.{function} is refused: the value{p}"
                                     )),
+                                    Ok(()) => match wire::lossy_number(&value, javascript) {
+                                        None => Ok(value),
+                                        Some((p, n)) => Err(format!(
+                                            "the resolution of {global}.{function} is refused: the \
+                                             value{p} is {n}, which the program's numbers cannot \
+                                             hold exactly (send such a number as a string)"
+                                        )),
+                                    },
                                 },
                             }
                         }
@@ -696,9 +717,27 @@ impl CodeRuntime {
                 );
             }
         };
+        // The runner reports what happened inside the program; a budget, an abort or the
+        // substrate's death are the host's to say, so a result claiming one was written by the
+        // program itself on the runner's channel.
+        if let Some(kind @ ("timeout" | "abort" | "worker-exit")) = c.error_kind.as_deref() {
+            return CodeRunResult::failure(
+                "invalid-output",
+                format!(
+                    "the run's result claims the error kind {kind:?}, which only the host \
+                     reports (the program wrote on the runner's channel); the run was stopped"
+                ),
+            );
+        }
         let cap = self.config.output_cap;
-        let own_limit = c.error_kind.as_deref() == Some("output-limit");
-        if !own_limit && c.logs_bytes + c.payload_bytes > cap {
+        // The runner's own `output-limit` keeps logs that fit the cap and adds its short
+        // message on top; anything larger claiming that kind is held to the cap like the rest.
+        let room = if c.error_kind.as_deref() == Some("output-limit") {
+            OWN_LIMIT_ROOM
+        } else {
+            0
+        };
+        if c.logs_bytes + c.payload_bytes > cap + room {
             let message = format!(
                 "the output exceeded the cap of {cap} bytes (logs {} + value or message {} \
                  bytes); it was dropped, never truncated",

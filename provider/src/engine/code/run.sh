@@ -9,7 +9,8 @@
 # The run's process tree: every process of the run carries RR_CODE_RUN=<run id> in its
 # environment, and with rr_ns=1 the runner runs in a PID namespace of its own (the kernel kills
 # everything in it when the runner ends, setsid or not). When the runner
-# ends, whatever still carries the marker is killed too (the fallback without namespaces).
+# ends, whatever is left in timeout(1)'s process group or still carries the marker is killed
+# too (the fallback without namespaces).
 # shellcheck shell=sh
 # shellcheck disable=SC2154 # rr_* are assigned by the host before this text
 
@@ -67,7 +68,12 @@ if [ "$rr_ns" = 1 ]; then
 else
   set --
 fi
-timeout -k 1 "$rr_budget" "$@" "$rr_interp" "$rr_runner" </dev/null 1>&2
+timeout -k 1 "$rr_budget" "$@" "$rr_interp" "$rr_runner" </dev/null 1>&2 &
+rr_t=$!
+wait "$rr_t"
 rr_s=$?
+# timeout(1) leads a process group of its own: what is left in it goes too, a child that
+# cleared its environment (no marker) but stayed in the run's group included.
+kill -9 "-$rr_t" 2>/dev/null
 rr_code_sweep "$rr_run"
 exit "$rr_s"

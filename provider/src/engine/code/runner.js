@@ -125,10 +125,25 @@ function main(req, channel) {
     logBytes += n;
   };
   // Everything the program prints, console or stream, in order, split at newlines.
+  // Once over the cap nothing more is kept, only counted; a line still open that is already
+  // longer than the cap can never fit and is counted at once, not held (nor re-split on every
+  // write: a program printing without newlines ends as `output-limit`, not `timeout`).
   const emit = (text) => {
-    const parts = (partial + text).split('\n');
-    partial = parts.pop();
-    for (const p of parts) addLine(p);
+    if (dropped) {
+      dropped += text.split('\n').length - 1;
+      return;
+    }
+    if (text.indexOf('\n') < 0) {
+      partial += text;
+    } else {
+      const parts = (partial + text).split('\n');
+      partial = parts.pop();
+      for (const p of parts) addLine(p);
+    }
+    if (partial.length > cap) {
+      dropped++;
+      partial = '';
+    }
   };
   const log = (...args) => emit(util.format(...args) + '\n');
   for (const m of ['log', 'info', 'warn', 'error', 'debug', 'trace']) console[m] = log;
@@ -199,7 +214,8 @@ function main(req, channel) {
           if (ns.errorClass) {
             const Cls = globalThis[ns.errorClass.name];
             const err = new Cls(message);
-            err[ns.errorClass.memberNameProperty] = fn;
+            // An own property whatever its name (`__proto__` included), never a setter's call.
+            Object.defineProperty(err, ns.errorClass.memberNameProperty, { value: fn, enumerable: true, writable: true, configurable: true });
             reject(err);
           } else {
             reject(new Error(message));

@@ -75,6 +75,11 @@ def to_json(v, where, depth, stack):
     raise Lossy("%s is a value of type %s, which is not JSON" % (where, type(v).__name__))
 
 
+def _int(text):
+    """JSON's -0 as Python's -0.0 (an int has no sign of zero), so its sign survives."""
+    return -0.0 if text == "-0" else int(text)
+
+
 def _no_constant(name):
     raise ValueError("%s is not JSON" % name)
 
@@ -88,7 +93,9 @@ class Logs:
         self.lines = []
         self.bytes = 2
         self.dropped = 0
-        self.partial = ""
+        # The line still open, in pieces (joined only at a newline), and its length.
+        self.partial = []
+        self.partial_len = 0
 
     def add(self, line):
         n = len(json.dumps(line).encode("utf-8")) + (1 if self.lines else 0)
@@ -99,15 +106,29 @@ class Logs:
         self.bytes += n
 
     def emit(self, s):
-        parts = (self.partial + s).split("\n")
-        self.partial = parts.pop()
-        for p in parts:
-            self.add(p)
+        # Once over the cap nothing more is kept, only counted; an open line already longer
+        # than the cap can never fit and is counted at once, not held (nor joined again on
+        # every write: printing without newlines ends as `output-limit`, not `timeout`).
+        if self.dropped:
+            self.dropped += s.count("\n")
+            return
+        if "\n" in s:
+            parts = ("".join(self.partial) + s).split("\n")
+            tail = parts.pop()
+            self.partial, self.partial_len = [tail], len(tail)
+            for p in parts:
+                self.add(p)
+        else:
+            self.partial.append(s)
+            self.partial_len += len(s)
+        if self.partial_len > self.cap:
+            self.dropped += 1
+            self.partial, self.partial_len = [], 0
 
     def flush_partial(self):
-        if self.partial:
-            self.add(self.partial)
-            self.partial = ""
+        if self.partial_len:
+            self.add("".join(self.partial))
+            self.partial, self.partial_len = [], 0
 
 
 class _Buffer:
@@ -245,7 +266,7 @@ class Channel:
     def _drain(self):
         while b"\n" in self.buf:
             line, self.buf = self.buf.split(b"\n", 1)
-            msg = json.loads(line, parse_constant=_no_constant)
+            msg = json.loads(line, parse_constant=_no_constant, parse_int=_int)
             fut = self.pending.pop(msg.get("id"), None)
             if fut is not None and not fut.done():
                 fut.set_result(msg)
@@ -259,7 +280,7 @@ def read_request():
             os._exit(0)
         buf += data
     line, rest = buf.split(b"\n", 1)
-    return json.loads(line, parse_constant=_no_constant), rest
+    return json.loads(line, parse_constant=_no_constant, parse_int=_int), rest
 
 
 def main():

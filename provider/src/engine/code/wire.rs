@@ -179,6 +179,80 @@ pub fn depth_path(text: &str, max: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// The path to and text of the first number in the JSON text `text` that the runner's language
+/// cannot hold exactly: beyond a double's range in either language (it would arrive as an
+/// infinity), and in JavaScript an integer a double does not hold exactly (it would arrive
+/// rounded). Decimal fractions are a double's own meaning in JSON and pass. Iterative; assumes
+/// `text` is valid JSON.
+pub fn lossy_number(text: &str, javascript: bool) -> Option<(String, String)> {
+    let b = text.as_bytes();
+    let mut stack: Vec<Open> = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                let start = i;
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                let mut j = i + 1;
+                while j < b.len() && matches!(b[j], b' ' | b'\t' | b'\n' | b'\r') {
+                    j += 1;
+                }
+                if b.get(j) == Some(&b':')
+                    && let Some(top) = stack.last_mut()
+                {
+                    top.2 = Some((start, i + 1));
+                }
+            }
+            b'[' | b'{' => stack.push((b[i] == b'{', 0, None)),
+            b']' | b'}' => {
+                stack.pop();
+            }
+            b',' => {
+                if let Some(top) = stack.last_mut() {
+                    top.1 += 1;
+                }
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                while i + 1 < b.len()
+                    && matches!(b[i + 1], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
+                {
+                    i += 1;
+                }
+                let token = &text[start..=i];
+                let f: f64 = token.parse().unwrap_or(f64::INFINITY);
+                let integer = !token.contains(['.', 'e', 'E']);
+                let lossy = !f.is_finite() || (javascript && integer && format!("{f:.0}") != token);
+                if lossy {
+                    return Some((path_of(text, &stack), token.to_string()));
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The path (`[0]["a"][3]`...) to where a scan with open containers `stack` stands.
+fn path_of(text: &str, stack: &[Open]) -> String {
+    let mut path = String::new();
+    for (is_obj, index, key) in stack {
+        match (is_obj, key) {
+            (true, Some((s, e))) => {
+                path.push('[');
+                path.push_str(&text[*s..*e]);
+                path.push(']');
+            }
+            _ => path.push_str(&format!("[{index}]")),
+        }
+    }
+    path
+}
+
 /// The value of the top-level `"key"` member of a JSON object text, as its exact source text
 /// (so numbers keep every digit and `-0` its sign). `None` when absent or not an object.
 pub fn raw_member<'a>(text: &'a str, key: &str) -> Option<&'a str> {
@@ -209,6 +283,24 @@ mod tests {
         assert!(depth_path(&format!("{}{}", "[".repeat(512), "]".repeat(512)), 512).is_ok());
         let e = depth_path(r#"{"a":[1,{"b\"":[[]]}]}"#, 3).unwrap_err();
         assert!(e.starts_with(r#"["a"][1]["b\""]"#), "{e}");
+    }
+
+    #[test]
+    fn numbers_a_language_cannot_hold_are_found() {
+        let t = r#"{"a":[1,-0,0.1,1e22,9007199254740992,"9007199254740993"],"b":{"c":[2,9007199254740993]}}"#;
+        assert_eq!(
+            lossy_number(t, true),
+            Some((
+                r#"["b"]["c"][1]"#.to_string(),
+                "9007199254740993".to_string()
+            ))
+        );
+        assert_eq!(lossy_number(t, false), None);
+        assert_eq!(
+            lossy_number("[1,[1e400]]", false),
+            Some(("[1][0]".to_string(), "1e400".to_string()))
+        );
+        assert_eq!(lossy_number("-1e-400", true), None);
     }
 
     #[test]
