@@ -14,6 +14,7 @@
 #       and Slurm: slurmctld, slurmd, slurm-client and munge (scripts/slurm-bed.sh, docs/slurm.md)
 #
 # Says what it installs; safe to run again. Needs root (or sudo) for apt-get.
+# RR_INSTALL_DEPS_NO_PIP=1 leaves out the MCP tests' Python SDK (pip), for a Python that does not run them.
 set -euo pipefail
 
 case "${1:---tests}" in
@@ -60,6 +61,8 @@ install_mcp_sdk() {
   local rc=$?
   [ "$rc" -eq 0 ] || exit "$rc"
   [ "${purpose:-tests}" = tests ] || return 0   # the test bed only, not the demo's deps
+  # RR_INSTALL_DEPS_NO_PIP=1: leave the SDK alone (another Python runs the tests, or no PyPI)
+  [ "${RR_INSTALL_DEPS_NO_PIP:-}" != 1 ] || return 0
   python3 -c 'import jsonschema, importlib.metadata as m; assert int(m.version("mcp").split(".")[0]) >= 2' \
     2>/dev/null && return 0
   echo "install-deps: installing the MCP Python SDK (python3 -m pip install 'mcp>=2.3,<3')" >&2

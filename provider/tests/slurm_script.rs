@@ -46,7 +46,9 @@ fn the_bed_script_is_shellcheck_clean() {
 /// `scripts/install-deps.sh` as a user with sudo runs it (Debian's user PATH has no /usr/sbin):
 /// on this host, where the whole test bed is installed, it finds everything and installs
 /// nothing. It used to look for `nft` on the PATH only, so for such a user it installed
-/// nftables again on every run (and, without root or sudo, failed).
+/// nftables again on every run (and, without root or sudo, failed). The MCP tests' Python SDK is
+/// per Python installation (this user's `python3` is not the one the tests run), so it is left
+/// out here with `RR_INSTALL_DEPS_NO_PIP=1`.
 #[test]
 fn install_deps_finds_an_installed_bed_from_a_users_path() {
     let script = root().join("scripts/install-deps.sh");
@@ -54,7 +56,7 @@ fn install_deps_finds_an_installed_bed_from_a_users_path() {
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .args(["env", "-i", "PATH=/usr/local/bin:/usr/bin:/bin:/usr/games"])
-        .args(["HOME=/nonexistent", "bash"])
+        .args(["HOME=/nonexistent", "RR_INSTALL_DEPS_NO_PIP=1", "bash"])
         .arg(&script)
         .arg("--tests")
         .output()
