@@ -23,6 +23,10 @@ pub struct MachineConnector {
     /// Ad-hoc machines that are not in the store (the provider's host/user/key configuration).
     extra: HashMap<String, Machine>,
     cache: Mutex<HashMap<String, Arc<SshTransport>>>,
+    /// `local`'s one transport: it holds the kept control processes (`ctl.sh serve`), so a
+    /// fresh one per connect would start a new control process (a shell, `id`, `ls`, the script)
+    /// on every call instead of reusing one.
+    local: Arc<LocalTransport>,
     /// The store, opened at the first lookup and kept (not opened per connect).
     store: std::sync::Mutex<Option<Store>>,
 }
@@ -34,6 +38,7 @@ impl MachineConnector {
             base_options,
             extra: HashMap::new(),
             cache: Mutex::new(HashMap::new()),
+            local: Arc::new(LocalTransport::new()),
             store: std::sync::Mutex::new(None),
         }
     }
@@ -86,7 +91,7 @@ impl MachineConnector {
 impl Connector for MachineConnector {
     async fn connect(&self, machine_id: &str) -> Result<Arc<dyn Transport>> {
         if machine_id == LOCAL_MACHINE_ID {
-            return Ok(Arc::new(LocalTransport::new()));
+            return Ok(self.local.clone());
         }
         Ok(self.connect_ssh(machine_id).await?)
     }

@@ -90,3 +90,31 @@ local_tests!(
     cwd_control_characters_are_data,
     garbled_exit_file_is_not_a_lost_session,
 );
+
+/// The connector hands out one `local` transport, so its kept control process serves every
+/// call: a second connect (each engine call connects) must not start another. Before, every
+/// connect made a fresh transport and every exec on `local` started a new `ctl.sh serve`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_connects_share_one_control_process() {
+    use remote_runner_provider::connect::MachineConnector;
+    use remote_runner_provider::engine::Connector;
+    use remote_runner_provider::ssh::ConnectOptions;
+
+    let state = tempfile::tempdir().unwrap();
+    let connector = MachineConnector::new(state.path().to_path_buf(), ConnectOptions::default());
+    // `$$` in a call is the pid of the control process serving it (calls run in its subshells).
+    let mut pids = Vec::new();
+    for _ in 0..3 {
+        let t = connector.connect("local").await.unwrap();
+        let out = remote_runner_provider::remote::sh(t.as_ref(), "echo $$", None, None, 1024)
+            .await
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        pids.push(String::from_utf8_lossy(&out.stdout).trim().to_string());
+    }
+    assert!(!pids[0].is_empty(), "{pids:?}");
+    assert!(
+        pids.iter().all(|p| p == &pids[0]),
+        "each connect started its own control process: {pids:?}"
+    );
+}

@@ -82,7 +82,19 @@ __rr_fin() {
   if [ -n "${__rr_keep:-}" ]; then __rr_save; fi
   # Held (third argument) when the shell is ending: the next shell releases it once it is up,
   # so a command typed meanwhile can never land in the dying one.
-  if [ -n "${__rr_lock:-}" ] && [ -z "$hold" ]; then \command -p rm -f -- "$__rr_sdir/busy"; fi
+  # With job control off for this one child, `rm` stays in the shell's process group: the
+  # terminal is never handed to it, so a next start arriving meanwhile finds the shell at its
+  # terminal rather than a foreground program, and does not back off (20 ms) before typing.
+  if [ -n "${__rr_lock:-}" ] && [ -z "$hold" ]; then
+    case $- in
+    *m*)
+      \builtin set +m
+      \command -p rm -f -- "$__rr_sdir/busy"
+      \builtin set -m
+      ;;
+    *) \command -p rm -f -- "$__rr_sdir/busy" ;;
+    esac
+  fi
 }
 
 __rr_prompt() {
