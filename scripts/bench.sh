@@ -4,7 +4,7 @@
 #   scripts/bench.sh                 full run; rewrites docs/benchmarks.md
 #   scripts/bench.sh --quick         short smoke run (< 2 min), writes nothing
 #   scripts/bench.sh [--quick] NAME  only some: exec-warm exec-cold-cli turn-latency turn-stream
-#                                    file-put-1g file-get-1g tree-10k code-binding
+#                                    file-put-1g file-get-1g tree-10k code-binding seed-loop
 #
 # Needs: sshd (/usr/sbin/sshd), ssh, scp, sftp, tmux, rsync; root (the bed logs in as a
 # dedicated test user it creates). rsync is installed with apt-get when missing.
@@ -30,6 +30,7 @@ fi
 # benchmark binary (target/release).
 cargo build --release -p remote-runner-provider --bin botmux-remote-runner
 cargo build --release -p remote-runner-bench --bin remote-runner-bench-cold-exec
+cargo build --release -p seed-runner
 cargo build --release -p remote-runner --bin remote-runner \
     || echo "bench.sh: the remote-runner CLI did not build; exec-cold-cli uses its engine stand-in" >&2
 exec cargo run --release -p remote-runner-bench --bin remote-runner-bench -- "$@"

@@ -55,6 +55,7 @@ const BENCHES: &[(&str, RunFn)] = &[
     ("file-get-1g", benches::file::run_get),
     ("tree-10k", benches::tree::run),
     ("code-binding", benches::code_binding::run),
+    ("seed-loop", benches::seed_loop::run),
 ];
 
 #[derive(Debug)]

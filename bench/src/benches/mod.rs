@@ -4,5 +4,6 @@ pub mod code_binding;
 pub mod exec_cold;
 pub mod exec_warm;
 pub mod file;
+pub mod seed_loop;
 pub mod tree;
 pub mod turn;
