@@ -79,7 +79,7 @@ const PER_COMMAND: &[(&str, &str)] = &[
     ("session command stop", WHOLE),
     (
         "session send",
-        "Bounds the wait for the reply (default 30 s); on expiry: `timed_out: true` with the output so far (exit 6), the program goes on",
+        "Bounds the wait for the reply (default 30 s); on expiry `timed_out: true` (exit 6)",
     ),
     ("session read", WHOLE),
     ("session logs", REFRESH),
