@@ -119,10 +119,16 @@ pub(super) fn check_result(text: &str) -> Result<Checked, String> {
 /// key's text is.
 type Open = (bool, usize, Option<(usize, usize)>);
 
-/// `Ok` when the JSON text `text` nests at most `max` levels; otherwise the path to the first
-/// container that is one level too deep (`[0]["a"][3]`...). Iterative: any depth is safe to
-/// look at. Assumes `text` is valid JSON.
-pub fn depth_path(text: &str, max: usize) -> Result<(), String> {
+/// What [`scan`] stops at: a container about to open, or a number's text.
+enum Token<'a> {
+    Open,
+    Number(&'a str),
+}
+
+/// Walks the JSON text `text` once, iteratively (any depth is safe to look at), calling `at`
+/// with the containers open so far before each container opens and at each number; the first
+/// `Some` it returns ends the walk. Assumes `text` is valid JSON.
+fn scan<T>(text: &str, mut at: impl FnMut(&[Open], Token<'_>) -> Option<T>) -> Option<T> {
     let b = text.as_bytes();
     let mut stack: Vec<Open> = Vec::new();
     let mut i = 0;
@@ -146,67 +152,11 @@ pub fn depth_path(text: &str, max: usize) -> Result<(), String> {
                 }
             }
             b'[' | b'{' => {
-                if stack.len() >= max {
-                    let mut path = String::new();
-                    for (is_obj, index, key) in &stack {
-                        match (is_obj, key) {
-                            (true, Some((s, e))) => {
-                                path.push('[');
-                                path.push_str(&text[*s..*e]);
-                                path.push(']');
-                            }
-                            _ => path.push_str(&format!("[{index}]")),
-                        }
-                    }
-                    return Err(format!(
-                        "{path} (nested deeper than {max} levels, the most the runtime carries)"
-                    ));
+                if let Some(found) = at(&stack, Token::Open) {
+                    return Some(found);
                 }
                 stack.push((b[i] == b'{', 0, None));
             }
-            b']' | b'}' => {
-                stack.pop();
-            }
-            b',' => {
-                if let Some(top) = stack.last_mut() {
-                    top.1 += 1;
-                }
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    Ok(())
-}
-
-/// The path to and text of the first number in the JSON text `text` that the runner's language
-/// cannot hold exactly: beyond a double's range in either language (it would arrive as an
-/// infinity), and in JavaScript an integer a double does not hold exactly (it would arrive
-/// rounded). Decimal fractions are a double's own meaning in JSON and pass. Iterative; assumes
-/// `text` is valid JSON.
-pub fn lossy_number(text: &str, javascript: bool) -> Option<(String, String)> {
-    let b = text.as_bytes();
-    let mut stack: Vec<Open> = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'"' => {
-                let start = i;
-                i += 1;
-                while i < b.len() && b[i] != b'"' {
-                    i += if b[i] == b'\\' { 2 } else { 1 };
-                }
-                let mut j = i + 1;
-                while j < b.len() && matches!(b[j], b' ' | b'\t' | b'\n' | b'\r') {
-                    j += 1;
-                }
-                if b.get(j) == Some(&b':')
-                    && let Some(top) = stack.last_mut()
-                {
-                    top.2 = Some((start, i + 1));
-                }
-            }
-            b'[' | b'{' => stack.push((b[i] == b'{', 0, None)),
             b']' | b'}' => {
                 stack.pop();
             }
@@ -222,12 +172,8 @@ pub fn lossy_number(text: &str, javascript: bool) -> Option<(String, String)> {
                 {
                     i += 1;
                 }
-                let token = &text[start..=i];
-                let f: f64 = token.parse().unwrap_or(f64::INFINITY);
-                let integer = !token.contains(['.', 'e', 'E']);
-                let lossy = !f.is_finite() || (javascript && integer && format!("{f:.0}") != token);
-                if lossy {
-                    return Some((path_of(text, &stack), token.to_string()));
+                if let Some(found) = at(&stack, Token::Number(&text[start..=i])) {
+                    return Some(found);
                 }
             }
             _ => {}
@@ -235,6 +181,37 @@ pub fn lossy_number(text: &str, javascript: bool) -> Option<(String, String)> {
         i += 1;
     }
     None
+}
+
+/// `Ok` when the JSON text `text` nests at most `max` levels; otherwise the path to the first
+/// container that is one level too deep (`[0]["a"][3]`...). Iterative: any depth is safe to
+/// look at. Assumes `text` is valid JSON.
+pub fn depth_path(text: &str, max: usize) -> Result<(), String> {
+    match scan(text, |stack, token| {
+        (matches!(token, Token::Open) && stack.len() >= max).then(|| path_of(text, stack))
+    }) {
+        None => Ok(()),
+        Some(path) => Err(format!(
+            "{path} (nested deeper than {max} levels, the most the runtime carries)"
+        )),
+    }
+}
+
+/// The path to and text of the first number in the JSON text `text` that the runner's language
+/// cannot hold exactly: beyond a double's range in either language (it would arrive as an
+/// infinity), and in JavaScript an integer a double does not hold exactly (it would arrive
+/// rounded). Decimal fractions are a double's own meaning in JSON and pass. Iterative; assumes
+/// `text` is valid JSON.
+pub fn lossy_number(text: &str, javascript: bool) -> Option<(String, String)> {
+    scan(text, |stack, token| {
+        let Token::Number(token) = token else {
+            return None;
+        };
+        let f: f64 = token.parse().unwrap_or(f64::INFINITY);
+        let integer = !token.contains(['.', 'e', 'E']);
+        let lossy = !f.is_finite() || (javascript && integer && format!("{f:.0}") != token);
+        lossy.then(|| (path_of(text, stack), token.to_string()))
+    })
 }
 
 /// The path (`[0]["a"][3]`...) to where a scan with open containers `stack` stands.
