@@ -404,9 +404,13 @@ fn a_killed_cli_leaves_a_recoverable_command(bed: &Bed) {
     let gate = bed.at("kill-gate");
     let cmd = format!("seq 1 20000; while [ ! -e {gate} ]; do sleep 0.1; done; echo tail-line");
     let mut child = bed.spawn(&["session", "exec", "--session", &s, "--cmd", &cmd, "--json"]);
-    let id = eventually("the command to be recorded", || {
+    // Killed once the command runs on the machine (`started_at` set): a kill between the record
+    // and the start is another case (see the session note of 2026-12-02).
+    let id = eventually("the command to be started", || {
         let v = bed.json(&["session", "command", "list", "--session", &s]);
-        v["commands"][0]["command_id"].as_str().map(str::to_string)
+        let c = &v["commands"][0];
+        c["started_at"].as_str()?;
+        c["command_id"].as_str().map(str::to_string)
     });
     signal(&child, "KILL");
     let killed = wait_child(&mut child);
