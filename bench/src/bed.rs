@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use remote_runner_provider::machine::{AuthType, HostKeyPolicy, Machine};
-use remote_runner_provider::ssh::{AgentSource, ConnectOptions, SshConfigSource, SshTransport};
+use remote_runner_engine::machine::{AuthType, HostKeyPolicy, Machine};
+use remote_runner_engine::ssh::{AgentSource, ConnectOptions, SshConfigSource, SshTransport};
 use remote_runner_testkit::Sshd;
 
 /// The machine id our side registers the test sshd under.

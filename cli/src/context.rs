@@ -5,15 +5,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use remote_runner_provider::connect::MachineConnector;
-use remote_runner_provider::engine::{Connector, Engine, EngineOptions};
-use remote_runner_provider::keeper::{self, KeeperConnector};
-use remote_runner_provider::machine::Machine;
-use remote_runner_provider::ssh::{ConnectOptions, PassphraseSource};
+use remote_runner_engine::connect::MachineConnector;
+use remote_runner_engine::engine::{Connector, Engine, EngineOptions};
+use remote_runner_engine::keeper::{self, KeeperConnector};
+use remote_runner_engine::machine::Machine;
+use remote_runner_engine::ssh::{ConnectOptions, PassphraseSource};
 
-use remote_runner_provider::store::credentials::CredentialStore;
-use remote_runner_provider::store::{self, Store};
-use remote_runner_provider::{Error, ErrorCode, Result};
+use remote_runner_engine::store::credentials::CredentialStore;
+use remote_runner_engine::store::{self, Store};
+use remote_runner_engine::{Error, ErrorCode, Result};
 
 use crate::cli::GlobalArgs;
 use crate::output::Output;

@@ -21,7 +21,7 @@
 //! `session exec --exit-code` (and `run once --exit-code`) replace code 1 with the remote
 //! command's own exit status (0-255; a signal `N` becomes `128 + N`, as in a shell).
 
-use remote_runner_provider::ErrorCode;
+use remote_runner_engine::ErrorCode;
 
 pub const SUCCESS: u8 = 0;
 /// The work ran and its result says it failed.

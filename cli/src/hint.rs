@@ -1,9 +1,9 @@
 //! The engine's hints in the CLI's words: each names the `remote-runner` command that takes the
 //! next step.
 
-use remote_runner_provider::Error;
-use remote_runner_provider::error::Hint;
-use remote_runner_provider::hint::keyscan_command;
+use remote_runner_engine::Error;
+use remote_runner_engine::error::Hint;
+use remote_runner_engine::hint::keyscan_command;
 
 /// An error's message followed by its hint, as the CLI shows it.
 pub fn message(err: &Error) -> String {
@@ -112,7 +112,7 @@ fn quote_arg(path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use remote_runner_provider::error::ErrorCode;
+    use remote_runner_engine::error::ErrorCode;
 
     #[test]
     fn a_hint_follows_the_message_in_the_clis_words() {

@@ -17,7 +17,7 @@ use std::process::ExitCode;
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, FromArgMatches};
-use remote_runner_provider::Error;
+use remote_runner_engine::Error;
 
 use crate::cli::Cli;
 use crate::context::Context;
@@ -40,7 +40,7 @@ fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
-fn run(cli: Cli, out: Output) -> remote_runner_provider::Result<output::Report> {
+fn run(cli: Cli, out: Output) -> remote_runner_engine::Result<output::Report> {
     let scope = timeout::scope(&cli.command);
     let ctx = Context::new(&cli.global, out, scope)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

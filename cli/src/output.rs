@@ -8,7 +8,7 @@
 
 use std::io::{IsTerminal, Write};
 
-use remote_runner_provider::Error;
+use remote_runner_engine::Error;
 use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -317,7 +317,7 @@ fn paint(text: &str, tone: Tone, color: bool) -> String {
 }
 
 /// A record as the JSON the contract shows (its serde shape).
-pub fn to_json(value: &impl serde::Serialize) -> remote_runner_provider::Result<Value> {
+pub fn to_json(value: &impl serde::Serialize) -> remote_runner_engine::Result<Value> {
     serde_json::to_value(value)
         .map_err(|e| Error::internal(format!("cannot encode the result as JSON: {e}")))
 }

@@ -3,8 +3,8 @@
 
 use std::io::{BufRead, IsTerminal, Read, Write};
 
-use remote_runner_provider::secret::Secret;
-use remote_runner_provider::{Error, Result};
+use remote_runner_engine::secret::Secret;
+use remote_runner_engine::{Error, Result};
 
 /// Asks questions only when stdin is a terminal and the user did not pass `--no-input`.
 #[derive(Debug, Clone, Copy)]

@@ -15,7 +15,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use remote_runner_provider::{Error, ErrorCode, Result};
+use remote_runner_engine::{Error, ErrorCode, Result};
 
 use crate::cli::Command;
 use crate::commands::file::FileCommand;

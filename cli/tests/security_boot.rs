@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{Run, Sandbox};
-use remote_runner_provider::remote::CTL_NAME;
+use remote_runner_engine::remote::CTL_NAME;
 use remote_runner_testkit::{LoginShell, Sshd, TEST_USER};
 
 /// The account the engine runs as, and another local user who attacks it.
@@ -258,7 +258,7 @@ fn renamed_in_a_group_writable_parent(bed: Bed) {
     std::fs::create_dir_all(&lib).unwrap();
     std::fs::write(
         lib.join(CTL_NAME.as_str()),
-        remote_runner_provider::remote::CTL_SCRIPT,
+        remote_runner_engine::remote::CTL_SCRIPT,
     )
     .unwrap();
     for p in [&bed.xdg, &root, &lib] {

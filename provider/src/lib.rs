@@ -1,25 +1,6 @@
-//! The remote-runner engine: one execution engine for remote Linux machines over SSH + tmux.
-//!
-//! Faces: the `botmux-remote-runner` provider (module [`server`]) and the `remote-runner` CLI
-//! (a separate crate) both call into [`engine`]. The engine reaches machines only through the
-//! [`transport::Transport`] trait (SSH or local) and keeps records in [`store`].
+//! The `botmux-remote-runner` provider: the BotMux remote-runner protocol v1 on stdin/stdout
+//! ([`server`]), and the chat calls a turn's agent makes back into it ([`chat`]), over the
+//! remote-runner engine (`remote_runner_engine`).
 
 pub mod chat;
-pub mod connect;
-pub mod engine;
-pub mod error;
-pub mod hint;
-pub mod keeper;
-pub mod machine;
-pub mod records;
-pub mod remote;
-pub mod secret;
 pub mod server;
-pub mod slurm;
-pub mod ssh;
-pub mod store;
-pub mod tmux;
-pub mod transport;
-pub mod util;
-
-pub use error::{Error, ErrorCode, Result};

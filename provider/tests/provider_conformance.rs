@@ -4,10 +4,11 @@
 //! their `-duplicate`, `-conflict` and `-burst` variants) are small scripts on the session's
 //! PATH that call the chat helper, so every outbound and session_tool scenario applies.
 
+#[path = "../../engine/tests/ssh_common/mod.rs"]
 mod ssh_common;
 
 use remote_runner_conformance::{Config, Outcome, Report, run, select};
-use remote_runner_provider::store::{self, Store};
+use remote_runner_engine::store::{self, Store};
 use remote_runner_testkit::Sshd;
 
 const BIN: &str = env!("CARGO_BIN_EXE_botmux-remote-runner");
@@ -157,8 +158,8 @@ async fn provider_conforms_over_ssh() {
 /// The scenarios leave their sessions running, as a host's would: destroy every session the
 /// providers recorded in this state dir, so no tmux session outlives the test.
 async fn destroy_sessions(state_dir: &std::path::Path) {
-    use remote_runner_provider::connect::MachineConnector;
-    use remote_runner_provider::engine::Engine;
+    use remote_runner_engine::connect::MachineConnector;
+    use remote_runner_engine::engine::Engine;
     let connector = std::sync::Arc::new(MachineConnector::new(
         state_dir.to_path_buf(),
         ssh_common::opts(),

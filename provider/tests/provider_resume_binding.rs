@@ -9,9 +9,9 @@ mod support;
 use std::path::Path;
 use std::sync::Arc;
 
-use remote_runner_provider::connect::MachineConnector;
-use remote_runner_provider::engine::Engine;
-use remote_runner_provider::ssh::ConnectOptions;
+use remote_runner_engine::connect::MachineConnector;
+use remote_runner_engine::engine::Engine;
+use remote_runner_engine::ssh::ConnectOptions;
 use serde_json::{Value, json};
 use support::pipes::Pipes;
 
@@ -236,7 +236,7 @@ async fn a_failed_rebuild_does_not_claim_an_unreachable_session_destroyed() {
     let record = engine(&state_dir).session_show(&id).unwrap();
     assert_ne!(
         record.status,
-        remote_runner_provider::engine::SessionStatus::Destroyed,
+        remote_runner_engine::engine::SessionStatus::Destroyed,
         "the engine must not record an unreachable session as destroyed"
     );
 

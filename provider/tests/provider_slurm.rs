@@ -4,13 +4,14 @@
 //! the next turn as a lost session, and a resume rebuilds at the next generation in a new
 //! allocation, as for a dead tmux server.
 
+#[path = "../../engine/tests/ssh_common/mod.rs"]
 mod ssh_common;
 mod support;
 
 use std::time::Duration;
 
-use remote_runner_provider::machine::Scheduler;
-use remote_runner_provider::store::{Store, machines};
+use remote_runner_engine::machine::Scheduler;
+use remote_runner_engine::store::{Store, machines};
 use remote_runner_testkit::Sshd;
 use remote_runner_testkit::slurm::{self, wait_for_job_state};
 use serde_json::json;

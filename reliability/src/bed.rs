@@ -7,14 +7,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
-use remote_runner_provider::connect::MachineConnector;
-use remote_runner_provider::engine::{
+use remote_runner_engine::connect::MachineConnector;
+use remote_runner_engine::engine::{
     CommandRecord, Connector, Engine, EngineOptions, SessionRecord,
 };
-use remote_runner_provider::machine::{AuthType, HostKeyPolicy, Machine};
-use remote_runner_provider::ssh::{AgentSource, ConnectOptions, SshConfigSource};
-use remote_runner_provider::transport::ExecOptions;
-use remote_runner_provider::{Error, ErrorCode};
+use remote_runner_engine::machine::{AuthType, HostKeyPolicy, Machine};
+use remote_runner_engine::ssh::{AgentSource, ConnectOptions, SshConfigSource};
+use remote_runner_engine::transport::ExecOptions;
+use remote_runner_engine::{Error, ErrorCode};
 use remote_runner_testkit::{Sshd, TEST_USER};
 
 /// The machine id every bed uses.
@@ -322,7 +322,7 @@ pub async fn check_exact(
             .read_output(
                 &rec.session_id,
                 &rec.command_id,
-                remote_runner_provider::engine::OutputStream::Stdout,
+                remote_runner_engine::engine::OutputStream::Stdout,
                 read.len() as u64,
                 1 << 20,
             )

@@ -6,9 +6,9 @@
 use std::time::Duration;
 
 use anyhow::{anyhow, bail};
-use remote_runner_provider::ErrorCode;
-use remote_runner_provider::engine::{EngineOptions, ExecRequest};
-use remote_runner_provider::store::Store;
+use remote_runner_engine::ErrorCode;
+use remote_runner_engine::engine::{EngineOptions, ExecRequest};
+use remote_runner_engine::store::Store;
 use remote_runner_reliability::bed::{check_exact, connect_options, machine, open_engine, recover};
 use remote_runner_reliability::report::Report;
 use remote_runner_reliability::tmpfs::Tmpfs;
@@ -91,7 +91,7 @@ async fn local_state_dir_disk_full() {
                 Err(e) => e,
             };
             eprintln!("disk full, output copy: {} ({})", err, err.code.as_str());
-            let clear = |e: &remote_runner_provider::Error| {
+            let clear = |e: &remote_runner_engine::Error| {
                 matches!(e.code, ErrorCode::Io | ErrorCode::Store)
                     && (e.message.contains("space") || e.message.contains("full"))
             };

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow, bail};
-use remote_runner_provider::engine::transfer::{TransferOptions, TransferProgress};
-use remote_runner_provider::engine::{ExecRequest, OutputStream};
+use remote_runner_engine::engine::transfer::{TransferOptions, TransferProgress};
+use remote_runner_engine::engine::{ExecRequest, OutputStream};
 use remote_runner_reliability::bed::{Bed, check_exact, is_link_error, recover, wait_started};
 use remote_runner_reliability::report::Report;
 use remote_runner_reliability::rng::XorShift;
@@ -328,7 +328,7 @@ async fn sshd_killed_during_file_transfers() {
 async fn retry<T, F, Fut>(mut f: F) -> Result<T>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = remote_runner_provider::Result<T>>,
+    Fut: std::future::Future<Output = remote_runner_engine::Result<T>>,
 {
     let deadline = Instant::now() + RECOVERY;
     loop {

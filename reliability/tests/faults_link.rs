@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
-use remote_runner_provider::engine::{CommandRecord, ExecRequest};
+use remote_runner_engine::engine::{CommandRecord, ExecRequest};
 use remote_runner_reliability::bed::{
     Bed, check_exact, is_link_error, keepalive_options, machine, recover, wait_started,
 };
@@ -37,7 +37,7 @@ async fn launch(
     sid: &str,
     cmd: &str,
 ) -> Result<(
-    tokio::task::JoinHandle<remote_runner_provider::Result<CommandRecord>>,
+    tokio::task::JoinHandle<remote_runner_engine::Result<CommandRecord>>,
     CommandRecord,
 )> {
     let engine = bed.engine.clone();
@@ -49,7 +49,7 @@ async fn launch(
 
 /// How the interrupted exec ended: `Some(elapsed)` for a link error, `None` for a record.
 async fn exec_outcome(
-    task: tokio::task::JoinHandle<remote_runner_provider::Result<CommandRecord>>,
+    task: tokio::task::JoinHandle<remote_runner_engine::Result<CommandRecord>>,
     since: Instant,
 ) -> Result<Option<Duration>> {
     match tokio::time::timeout(RECOVERY, task).await?? {

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
-use remote_runner_provider::ErrorCode;
-use remote_runner_provider::engine::{CommandStatus, EngineOptions, ExecRequest, SessionStatus};
+use remote_runner_engine::ErrorCode;
+use remote_runner_engine::engine::{CommandStatus, EngineOptions, ExecRequest, SessionStatus};
 use remote_runner_reliability::bed::{
     Bed, check_exact, connect_options, kill_tmux_server, last_command, machine, open_engine,
     recover, wait_started,
@@ -37,7 +37,7 @@ fn engine_on_provider_state(
     sshd: &Sshd,
     state: &Path,
     remote: &Path,
-) -> Result<(remote_runner_provider::engine::Engine, String)> {
+) -> Result<(remote_runner_engine::engine::Engine, String)> {
     let probe = open_engine(
         state,
         &machine("127.0.0.1", sshd.port, sshd, &sshd.known_hosts, remote),

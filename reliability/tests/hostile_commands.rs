@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use anyhow::{anyhow, bail};
-use remote_runner_provider::engine::ExecRequest;
+use remote_runner_engine::engine::ExecRequest;
 use remote_runner_reliability::bed::{Bed, check_exact};
 use remote_runner_reliability::host::{Host, ssh_env};
 use remote_runner_reliability::report::Report;

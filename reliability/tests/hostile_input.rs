@@ -6,9 +6,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow, bail};
+use remote_runner_engine::engine::ExecRequest;
+use remote_runner_engine::engine::transfer::TransferOptions;
 use remote_runner_protocol::{Command, decode_command};
-use remote_runner_provider::engine::ExecRequest;
-use remote_runner_provider::engine::transfer::TransferOptions;
 use remote_runner_reliability::bed::{Bed, check_exact};
 use remote_runner_reliability::host::{Host, ssh_env};
 use remote_runner_reliability::report::Report;

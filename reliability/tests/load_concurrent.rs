@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use remote_runner_provider::engine::ExecRequest;
+use remote_runner_engine::engine::ExecRequest;
 use remote_runner_reliability::bed::{Bed, check_exact};
 use remote_runner_reliability::probe::channel_processes;
 use remote_runner_reliability::report::Report;

@@ -5,7 +5,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, anyhow, bail};
-use remote_runner_provider::store::Store;
+use remote_runner_engine::store::Store;
 use remote_runner_reliability::bed::{Bed, check_exact};
 use remote_runner_reliability::repeats;
 use remote_runner_reliability::report::Report;

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use anyhow::{anyhow, bail};
-use remote_runner_provider::engine::ExecRequest;
+use remote_runner_engine::engine::ExecRequest;
 use remote_runner_reliability::bed::Bed;
 use remote_runner_reliability::probe::{channel_processes, descendants, fd_count, rss_kib};
 use remote_runner_reliability::report::Report;

@@ -1,6 +1,6 @@
 //! The v3 error codes (2001–2010) and the one JSON object an error prints.
 
-use remote_runner_provider::{Error as EngineError, ErrorCode};
+use remote_runner_engine::{Error as EngineError, ErrorCode};
 use serde_json::json;
 
 pub const SSH: u16 = 2001;

@@ -6,15 +6,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use remote_runner_provider::ErrorCode;
-use remote_runner_provider::connect::MachineConnector;
-use remote_runner_provider::engine::transfer::TransferOptions;
-use remote_runner_provider::engine::{CommandStatus, Engine, ExecRequest, SessionStatus};
-use remote_runner_provider::machine::Machine;
-use remote_runner_provider::ssh::config::{SshConfigSource, machine_from_alias};
-use remote_runner_provider::ssh::{ConnectOptions, PassphraseSource};
-use remote_runner_provider::store::{self, Store};
-use remote_runner_provider::transport::{ExecOptions, Transport, shell_quote};
+use remote_runner_engine::ErrorCode;
+use remote_runner_engine::connect::MachineConnector;
+use remote_runner_engine::engine::transfer::TransferOptions;
+use remote_runner_engine::engine::{CommandStatus, Engine, ExecRequest, SessionStatus};
+use remote_runner_engine::machine::Machine;
+use remote_runner_engine::ssh::config::{SshConfigSource, machine_from_alias};
+use remote_runner_engine::ssh::{ConnectOptions, PassphraseSource};
+use remote_runner_engine::store::{self, Store};
+use remote_runner_engine::transport::{ExecOptions, Transport, shell_quote};
 use serde_json::{Value, json};
 
 use crate::error::{
@@ -38,7 +38,7 @@ struct Wired {
 
 impl Wired {
     async fn transport(&self) -> Result<Arc<dyn Transport>> {
-        use remote_runner_provider::engine::Connector;
+        use remote_runner_engine::engine::Connector;
         self.connector
             .connect(&self.machine.machine_id)
             .await
@@ -530,7 +530,7 @@ async fn check_remote_dir(ctx: &Ctx, m: &Mount) -> Result<()> {
     let wired = ctx.wire(&m.machine, None)?;
     let t = wired.transport().await?;
     match t.stat(&m.remote_path).await {
-        Ok(Some(st)) if st.kind == remote_runner_provider::transport::FileKind::Dir => Ok(()),
+        Ok(Some(st)) if st.kind == remote_runner_engine::transport::FileKind::Dir => Ok(()),
         Ok(_) => Err(SeedError::new(
             SYNC,
             "remote_dir_missing",
@@ -769,7 +769,7 @@ fn tmux_name(session_id: &str) -> String {
 /// a compute node that this connection to the login node does not reach.
 async fn name_tmux_session(
     wired: &Wired,
-    rec: &remote_runner_provider::records::session::SessionRecord,
+    rec: &remote_runner_engine::records::session::SessionRecord,
     session_id: &str,
 ) -> Result<bool> {
     if rec.slurm_job_id.is_some() {
@@ -809,7 +809,7 @@ async fn name_tmux_session(
 /// session its commands (and their `&` jobs) run in.
 async fn unname_tmux_session(
     wired: &Wired,
-    rec: &remote_runner_provider::records::session::SessionRecord,
+    rec: &remote_runner_engine::records::session::SessionRecord,
     session_id: &str,
 ) -> Option<u32> {
     if rec.slurm_job_id.is_some() {
@@ -1334,7 +1334,7 @@ pub async fn session_exec(
                      destroy`). A command that waits for input waits for ever: type it in \
                      `tmux -L {socket} attach -t {tmux}`, or destroy the session. Pass a \
                      larger --timeout next time",
-                    socket = remote_runner_provider::tmux::DEFAULT_SOCKET,
+                    socket = remote_runner_engine::tmux::DEFAULT_SOCKET,
                     tmux = tmux_name(session_id),
                 ),
             ))

@@ -20,10 +20,10 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use remote_runner_provider::ErrorCode;
-use remote_runner_provider::engine::Engine;
-use remote_runner_provider::engine::transfer::TransferOptions;
-use remote_runner_provider::transport::{ExecOptions, Transport, shell_quote};
+use remote_runner_engine::ErrorCode;
+use remote_runner_engine::engine::Engine;
+use remote_runner_engine::engine::transfer::TransferOptions;
+use remote_runner_engine::transport::{ExecOptions, Transport, shell_quote};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Result, SYNC, SeedError};

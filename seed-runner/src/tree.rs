@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use remote_runner_provider::transport::{ExecOptions, Transport, shell_quote};
+use remote_runner_engine::transport::{ExecOptions, Transport, shell_quote};
 
 use crate::error::{Result, SYNC, SeedError};
 use crate::state::Manifest;

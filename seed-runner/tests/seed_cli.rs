@@ -319,8 +319,8 @@ fn example_1_basic_workflow() {
     assert!(workspace.join("artifacts/logs/exp-web-01").is_dir());
 
     // The session is an ordinary engine session: what `remote-runner session list` reads.
-    let store = remote_runner_provider::store::Store::open(&bed.state_dir()).unwrap();
-    let engine_sessions = remote_runner_provider::store::sessions::list(&store).unwrap();
+    let store = remote_runner_engine::store::Store::open(&bed.state_dir()).unwrap();
+    let engine_sessions = remote_runner_engine::store::sessions::list(&store).unwrap();
     assert!(
         engine_sessions.iter().any(|r| r.machine_id == HOST_ALIAS
             && r.cwd == remote
@@ -979,8 +979,8 @@ fn concurrent_exec_is_refused_as_busy() {
 /// record), with no ssh_config to fall back on.
 #[test]
 fn registered_machine_id() {
-    use remote_runner_provider::ssh::config::{SshConfigSource, machine_from_alias};
-    use remote_runner_provider::store::{self, Store};
+    use remote_runner_engine::ssh::config::{SshConfigSource, machine_from_alias};
+    use remote_runner_engine::store::{self, Store};
     let bed = Bed::new();
     let mut machine = machine_from_alias(
         HOST_ALIAS,
@@ -1082,7 +1082,7 @@ fn registered_machine_id() {
 fn tmux_as_user(args: &[&str]) -> bool {
     Command::new("runuser")
         .args(["-u", remote_runner_testkit::TEST_USER, "--", "tmux", "-L"])
-        .arg(remote_runner_provider::tmux::DEFAULT_SOCKET)
+        .arg(remote_runner_engine::tmux::DEFAULT_SOCKET)
         .args(args)
         .stderr(Stdio::null())
         .stdout(Stdio::null())
@@ -1501,7 +1501,7 @@ fn tmux_session_is_real() {
 fn tmux_sessions() -> Vec<String> {
     let out = Command::new("runuser")
         .args(["-u", remote_runner_testkit::TEST_USER, "--", "tmux", "-L"])
-        .arg(remote_runner_provider::tmux::DEFAULT_SOCKET)
+        .arg(remote_runner_engine::tmux::DEFAULT_SOCKET)
         .args(["list-sessions", "-F", "#{session_name} #{session_group}"])
         .output()
         .unwrap();

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use remote_runner_provider::engine::code::{
+use remote_runner_engine::engine::code::{
     CodeBindingNamespace, CodeCall, CodeConfig, CodeRuntime, Language,
 };
-use remote_runner_provider::transport::local::LocalTransport;
-use remote_runner_provider::transport::{StreamEvent, Transport};
+use remote_runner_engine::transport::local::LocalTransport;
+use remote_runner_engine::transport::{StreamEvent, Transport};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -99,7 +99,7 @@ fn time_calls(
 /// Round trips of one line through `cat` on a kept channel of our transport.
 fn our_echo(ctx: &Ctx, transport: &dyn Transport, runs: usize) -> Result<Vec<Duration>> {
     ctx.rt.block_on(async {
-        let (mut s, _) = remote_runner_provider::remote::sh_stream(transport, "exec cat")
+        let (mut s, _) = remote_runner_engine::remote::sh_stream(transport, "exec cat")
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))?
             .context("the transport cannot stream")?;

@@ -16,10 +16,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use remote_runner_provider::connect::MachineConnector;
-use remote_runner_provider::engine::Engine;
-use remote_runner_provider::keeper::KeeperPaths;
-use remote_runner_provider::store::{self, Store};
+use remote_runner_engine::connect::MachineConnector;
+use remote_runner_engine::engine::Engine;
+use remote_runner_engine::keeper::KeeperPaths;
+use remote_runner_engine::store::{self, Store};
 
 use crate::Ctx;
 use crate::bed::Bed;

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
-use remote_runner_provider::engine::{CommandStatus, Engine, ExecRequest, FixedConnector};
-use remote_runner_provider::transport::Transport;
+use remote_runner_engine::engine::{CommandStatus, Engine, ExecRequest, FixedConnector};
+use remote_runner_engine::transport::Transport;
 
 use crate::Ctx;
 use crate::openssh::{self, OpenSsh};
@@ -70,7 +70,7 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
     // Diagnostics: the transport primitives an engine exec is made of.
     let control_call = || -> Result<Duration> {
         let start = Instant::now();
-        let out = ctx.rt.block_on(remote_runner_provider::remote::sh(
+        let out = ctx.rt.block_on(remote_runner_engine::remote::sh(
             transport.as_ref(),
             "true",
             None,
@@ -172,7 +172,7 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
             "target missed: one control call plus one SFTP mkdir take {} of the engine exec's \
              {}; the rest is the start script (lock, terminal check, one tmux client that types \
              the line and waits), the session shell running the wrapper, and the engine's store \
-             and record updates (provider/src/engine/command.rs, provider/src/tmux)",
+             and record updates (engine/src/engine/command.rs, engine/src/tmux)",
             crate::stats::ms(primitives),
             crate::stats::ms(ours.summary.median)
         ));
@@ -190,7 +190,7 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
     ));
     result.notes.push(
         "the diagnostic rows time the transport primitives a wait-mode exec is built from (in \
-         provider/src/engine/command.rs: the command's directory made over SFTP, a store insert, \
+         engine/src/engine/command.rs: the command's directory made over SFTP, a store insert, \
          one control call that starts the command in tmux and waits for the shell's wake-up, \
          then the record/output update), to show where an engine exec's time goes"
             .to_string(),

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use remote_runner_provider::engine::transfer::{TransferOptions, TransferStatus};
-use remote_runner_provider::engine::{Engine, FixedConnector};
-use remote_runner_provider::ssh::SshTransport;
-use remote_runner_provider::transport::Transport;
+use remote_runner_engine::engine::transfer::{TransferOptions, TransferStatus};
+use remote_runner_engine::engine::{Engine, FixedConnector};
+use remote_runner_engine::ssh::SshTransport;
+use remote_runner_engine::transport::Transport;
 use tokio::io::{AsyncWriteExt, BufReader};
 
 use crate::Ctx;
@@ -191,7 +191,7 @@ fn limits_note(verb: &str, ours: &Measurement, theirs: &Measurement, raw: &Measu
         format!(
             "target missed, and not because of SFTP: the bare Transport stream alone reaches \
              {:.1} MB/s (OpenSSH sftp {:.1} MB/s) while engine file_{verb} reaches {:.1} MB/s, so \
-             the cost is in the transfer layer above it (provider/src/engine/transfer: the 1 MiB \
+             the cost is in the transfer layer above it (engine/src/engine/transfer: the 1 MiB \
              chunk queue, the sha256 computed on the way, the local file I/O, temp name + rename)",
             mb(raw),
             mb(theirs),
@@ -201,7 +201,7 @@ fn limits_note(verb: &str, ours: &Measurement, theirs: &Measurement, raw: &Measu
         format!(
             "target missed in the SFTP layer itself: the bare Transport stream reaches only \
              {:.1} MB/s against OpenSSH sftp's {:.1} MB/s; what to change is in \
-             provider/src/ssh/sftp.rs: more requests in flight (russh-sftp \
+             engine/src/ssh/sftp.rs: more requests in flight (russh-sftp \
              max_concurrent_reads/max_concurrent_writes, now 64) and larger requests \
              (max_write_packet_len, 32 KiB by default; max_packet_len)",
             mb(raw),

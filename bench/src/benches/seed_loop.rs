@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-use remote_runner_provider::store::{self, Store};
+use remote_runner_engine::store::{self, Store};
 use serde_json::Value;
 
 use crate::Ctx;

@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use remote_runner_provider::connect::MachineConnector;
-use remote_runner_provider::engine::{CommandStatus, Engine, ExecRequest};
-use remote_runner_provider::ssh::ConnectOptions;
+use remote_runner_engine::connect::MachineConnector;
+use remote_runner_engine::engine::{CommandStatus, Engine, ExecRequest};
+use remote_runner_engine::ssh::ConnectOptions;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use remote_runner_provider::engine::Connector;
-use remote_runner_provider::engine::code::{CodeConfig, CodeRuntime, Language, raw_member};
-use remote_runner_provider::{Error, Result};
+use remote_runner_engine::engine::Connector;
+use remote_runner_engine::engine::code::{CodeConfig, CodeRuntime, Language, raw_member};
+use remote_runner_engine::{Error, Result};
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 

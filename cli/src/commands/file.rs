@@ -8,10 +8,10 @@ pub mod progress;
 use std::path::Path;
 
 use clap::{Args, Subcommand};
-use remote_runner_provider::engine::transfer::{
+use remote_runner_engine::engine::transfer::{
     FileListing, TransferDirection, TransferOptions, TransferRecord, TransferStatus,
 };
-use remote_runner_provider::{Error, ErrorCode, Result};
+use remote_runner_engine::{Error, ErrorCode, Result};
 use serde_json::json;
 
 use self::progress::{ProgressBar, bytes};

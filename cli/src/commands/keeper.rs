@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use clap::Args;
-use remote_runner_provider::Result;
-use remote_runner_provider::keeper::server::{self, KeeperOptions};
+use remote_runner_engine::Result;
+use remote_runner_engine::keeper::server::{self, KeeperOptions};
 use serde_json::json;
 
 use crate::context::Context;

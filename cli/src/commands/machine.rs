@@ -4,14 +4,12 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
-use remote_runner_provider::engine::Connector;
-use remote_runner_provider::machine::{
-    AuthType, LOCAL_MACHINE_ID, Machine, PathMapping, Scheduler,
-};
-use remote_runner_provider::slurm;
-use remote_runner_provider::store::Store;
-use remote_runner_provider::store::machines;
-use remote_runner_provider::{Error, ErrorCode, Result};
+use remote_runner_engine::engine::Connector;
+use remote_runner_engine::machine::{AuthType, LOCAL_MACHINE_ID, Machine, PathMapping, Scheduler};
+use remote_runner_engine::slurm;
+use remote_runner_engine::store::Store;
+use remote_runner_engine::store::machines;
+use remote_runner_engine::{Error, ErrorCode, Result};
 use serde_json::{Value, json};
 
 use crate::context::Context;
@@ -378,7 +376,7 @@ async fn remove(ctx: &Context, args: RemoveArgs) -> Result<Report> {
         }
     }
     let password_removed = ctx.credentials()?.remove(machine_id)?;
-    remote_runner_provider::keeper::disconnect(&ctx.state_dir, machine_id).await;
+    remote_runner_engine::keeper::disconnect(&ctx.state_dir, machine_id).await;
     let retained = session_count(&store, machine_id)?;
     let json = json!({
         "machine_id": machine_id,
@@ -547,6 +545,6 @@ fn explain_local_refusal(err: Error, machine_id: &str) -> Error {
 }
 
 fn check_dir_path(flag: &str, path: &str) -> Result<()> {
-    remote_runner_provider::machine::check_dir_path(path)
+    remote_runner_engine::machine::check_dir_path(path)
         .map_err(|why| Error::invalid(format!("{flag} {why}")))
 }

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, CommandFactory};
 use clap_complete::Shell;
-use remote_runner_provider::{Error, Result};
+use remote_runner_engine::{Error, Result};
 use serde_json::json;
 
 use crate::cli::Cli;

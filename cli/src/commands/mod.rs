@@ -8,7 +8,7 @@ pub mod meta;
 pub mod run;
 pub mod session;
 
-use remote_runner_provider::Result;
+use remote_runner_engine::Result;
 
 use crate::cli::Command;
 use crate::context::Context;

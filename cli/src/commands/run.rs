@@ -6,9 +6,9 @@
 //! `--exit-code`), `timeout` for timed_out, `cancelled` for cancelled.
 
 use clap::{Args, Subcommand};
-use remote_runner_provider::engine::run::{RunManifest, RunRequest, RunStatus, RunTransfer};
-use remote_runner_provider::slurm;
-use remote_runner_provider::{Error, ErrorCode, Result};
+use remote_runner_engine::engine::run::{RunManifest, RunRequest, RunStatus, RunTransfer};
+use remote_runner_engine::slurm;
+use remote_runner_engine::{Error, ErrorCode, Result};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 

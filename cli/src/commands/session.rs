@@ -11,7 +11,7 @@ mod lifecycle;
 mod render;
 
 use clap::{Args, Subcommand, ValueEnum};
-use remote_runner_provider::Result;
+use remote_runner_engine::Result;
 
 use crate::context::Context;
 use crate::output::Report;

@@ -9,8 +9,8 @@
 
 use std::time::Duration;
 
-use remote_runner_provider::Result;
-use remote_runner_provider::engine::{CommandMode, CommandRecord, ExecRequest};
+use remote_runner_engine::Result;
+use remote_runner_engine::engine::{CommandMode, CommandRecord, ExecRequest};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::time::Instant;
@@ -69,7 +69,7 @@ pub fn wait_bound(timeout_s: Option<f64>) -> Result<Duration> {
     match timeout_s {
         None => Ok(DEFAULT_WAIT),
         Some(s) if s.is_finite() && s > 0.0 => Ok(Duration::from_secs_f64(s.min(86_400.0))),
-        Some(s) => Err(remote_runner_provider::Error::invalid(format!(
+        Some(s) => Err(remote_runner_engine::Error::invalid(format!(
             "timeout_s must be a positive number of seconds, not {s}"
         ))),
     }
@@ -143,7 +143,7 @@ pub async fn stop(call: &Call, args: StopArgs) -> Result<Reply> {
         .await?
         .json;
     let rec: CommandRecord = serde_json::from_value(json.clone())
-        .map_err(|e| remote_runner_provider::Error::internal(format!("a stop result: {e}")))?;
+        .map_err(|e| remote_runner_engine::Error::internal(format!("a stop result: {e}")))?;
     let mut text = String::new();
     if json["already_finished"] == true {
         text.push_str("It had already finished; nothing was stopped. ");

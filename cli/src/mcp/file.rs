@@ -1,8 +1,8 @@
 //! `file_read`, `file_write` (bytes of one file on the session's machine, through the same
 //! transport as the engine's), `file_put`, `file_get` (the CLI's `file put | get`).
 
-use remote_runner_provider::engine::Connector;
-use remote_runner_provider::{Error, Result};
+use remote_runner_engine::engine::Connector;
+use remote_runner_engine::{Error, Result};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -52,7 +52,7 @@ async fn locate(
     session_id: &str,
     path: &str,
 ) -> Result<(
-    std::sync::Arc<dyn remote_runner_provider::transport::Transport>,
+    std::sync::Arc<dyn remote_runner_engine::transport::Transport>,
     String,
 )> {
     call.state.check_session(session_id)?;
@@ -85,7 +85,7 @@ pub async fn read(call: &Call, args: ReadArgs) -> Result<Reply> {
         Some(st) => st.size,
         None => {
             return Err(Error::new(
-                remote_runner_provider::ErrorCode::RemoteNotFound,
+                remote_runner_engine::ErrorCode::RemoteNotFound,
                 format!("{path} does not exist on the session's machine; check the path"),
             )
             .retryable(false));

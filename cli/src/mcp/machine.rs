@@ -1,6 +1,6 @@
 //! `machine_list`: the CLI's `machine list --json`, limited to the machines served here.
 
-use remote_runner_provider::Result;
+use remote_runner_engine::Result;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};

@@ -26,8 +26,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use remote_runner_provider::engine::EngineOptions;
-use remote_runner_provider::{Error, ErrorCode, Result};
+use remote_runner_engine::engine::EngineOptions;
+use remote_runner_engine::{Error, ErrorCode, Result};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ListResourceTemplatesResult, ListResourcesResult,
     ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
@@ -126,7 +126,7 @@ impl State {
         }
     }
 
-    fn engine(&self) -> &remote_runner_provider::engine::Engine {
+    fn engine(&self) -> &remote_runner_engine::engine::Engine {
         &self.wired.engine
     }
 

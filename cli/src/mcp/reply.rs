@@ -3,8 +3,8 @@
 //! what the tool could not do, with the engine's code and hint; a command that failed is a
 //! result.
 
-use remote_runner_provider::Error;
-use remote_runner_provider::engine::{CommandRecord, CommandStatus};
+use remote_runner_engine::Error;
+use remote_runner_engine::engine::{CommandRecord, CommandStatus};
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Value, json};
 

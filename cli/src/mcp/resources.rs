@@ -8,9 +8,9 @@
 
 use std::path::Path;
 
-use remote_runner_provider::engine::output;
-use remote_runner_provider::engine::session::MAX_READ;
-use remote_runner_provider::{Error, ErrorCode, Result};
+use remote_runner_engine::engine::output;
+use remote_runner_engine::engine::session::MAX_READ;
+use remote_runner_engine::{Error, ErrorCode, Result};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult};
 use serde_json::json;

@@ -1,7 +1,7 @@
 //! `run_once` (the CLI's `run once`) and `code_run` (the CLI's `code run`).
 
-use remote_runner_provider::engine::CommandRecord;
-use remote_runner_provider::{Error, Result};
+use remote_runner_engine::engine::CommandRecord;
+use remote_runner_engine::{Error, Result};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;

@@ -4,8 +4,8 @@
 //! a pattern, quiet output, the program reading input again, or its end; the reply's output is
 //! cut to the server's `--max-output-bytes` (head and tail kept).
 
-use remote_runner_provider::Result;
-use remote_runner_provider::engine::send::DEFAULT_SEND_TIMEOUT;
+use remote_runner_engine::Result;
+use remote_runner_engine::engine::send::DEFAULT_SEND_TIMEOUT;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;

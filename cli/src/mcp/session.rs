@@ -1,8 +1,8 @@
 //! `session_create`, `session_list`, `session_read`, `session_destroy`: the CLI's `session
 //! create | list | read | destroy` handlers, their JSON as the result.
 
-use remote_runner_provider::Result;
-use remote_runner_provider::engine::{SessionStatus, TranscriptChunk};
+use remote_runner_engine::Result;
+use remote_runner_engine::engine::{SessionStatus, TranscriptChunk};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};

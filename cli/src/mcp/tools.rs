@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use remote_runner_provider::{Error, Result};
+use remote_runner_engine::{Error, Result};
 use rmcp::model::Tool;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;

@@ -6,8 +6,8 @@ use remote_runner_protocol::{
 };
 use serde_json::Value;
 
-use crate::error::Result;
-use crate::transport::Transport;
+use remote_runner_engine::error::Result;
+use remote_runner_engine::transport::Transport;
 
 /// Largest request file read (a message is at most 32 KiB; more is refused, not truncated).
 const MAX_REQUEST_BYTES: usize = 1024 * 1024;
@@ -103,7 +103,7 @@ async fn read_text(transport: &dyn Transport, path: &str) -> Result<Option<Strin
         .await
     {
         Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
-        Err(e) if e.code == crate::error::ErrorCode::RemoteNotFound => Ok(None),
+        Err(e) if e.code == remote_runner_engine::error::ErrorCode::RemoteNotFound => Ok(None),
         Err(e) => Err(e),
     }
 }

@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use crate::error::Result;
-use crate::transport::{Transport, shell_quote};
+use remote_runner_engine::error::Result;
+use remote_runner_engine::transport::{Transport, shell_quote};
 
 pub use settle::{Settlement, Settlements};
 pub use turn::ChatTurn;
@@ -75,7 +75,7 @@ pub async fn sweep(transport: &dyn Transport, session_state_dir: &str) -> Result
         shell_quote(&script),
         shell_quote(session_state_dir)
     );
-    crate::remote::sh(
+    remote_runner_engine::remote::sh(
         transport,
         &line,
         None,

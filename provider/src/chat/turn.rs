@@ -12,10 +12,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::call::{self, Call, Operation, Reply, status};
 use super::settle::{Settlement, Settlements};
-use crate::error::{Error, ErrorCode, Result};
 use crate::server::writer::Out;
-use crate::transport::{Transport, shell_quote};
-use crate::util::retry::{self, LINK};
+use remote_runner_engine::error::{Error, ErrorCode, Result};
+use remote_runner_engine::transport::{Transport, shell_quote};
+use remote_runner_engine::util::retry::{self, LINK};
 
 /// Longest single remote wait for new calls.
 const WATCH_WAIT: Duration = Duration::from_secs(10);
@@ -147,7 +147,7 @@ impl ChatTurn {
             shell_quote(&s.session_dir)
         );
         let close = || async {
-            let out = crate::remote::sh(
+            let out = remote_runner_engine::remote::sh(
                 s.transport.as_ref(),
                 &line,
                 None,
@@ -202,7 +202,7 @@ impl ChatTurn {
             shell_quote(exit_file),
             shell_quote(&s.session_dir),
         );
-        let out = crate::remote::sh(
+        let out = remote_runner_engine::remote::sh(
             s.transport.as_ref(),
             &line,
             None,

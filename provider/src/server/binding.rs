@@ -14,7 +14,7 @@ use remote_runner_protocol::{Event, FailureStatus, ResumeCommand, State};
 use serde::{Deserialize, Serialize};
 
 use super::provider::SessionRef;
-use crate::error::{Error, Result};
+use remote_runner_engine::error::{Error, Result};
 
 /// Failure code: the state names a session this provider did not create for this chat.
 pub const NOT_BOUND: &str = "state_not_bound";
@@ -85,7 +85,7 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 fn io_error(path: &Path, e: std::io::Error) -> Error {
     Error::new(
-        crate::error::ErrorCode::Io,
+        remote_runner_engine::error::ErrorCode::Io,
         format!(
             "cannot write the session binding {}: {e}; check that the state directory is writable",
             path.display()

@@ -9,8 +9,10 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::error::{Error, ErrorCode, Result};
-use crate::machine::{AuthType, HostKeyPolicy, LOCAL_MACHINE_ID, Machine, MachineField};
+use remote_runner_engine::error::{Error, ErrorCode, Result};
+use remote_runner_engine::machine::{
+    AuthType, HostKeyPolicy, LOCAL_MACHINE_ID, Machine, MachineField,
+};
 
 /// Default protocol provider name (the host's `expectedProvider`).
 pub const DEFAULT_PROVIDER_NAME: &str = "remote-runner";
@@ -358,7 +360,7 @@ fn adhoc_machine(get: &impl Fn(&str) -> Option<String>, host: String) -> Result<
 }
 
 fn default_state_dir() -> Result<PathBuf> {
-    crate::store::default_state_dir().ok_or_else(|| {
+    remote_runner_engine::store::default_state_dir().ok_or_else(|| {
         bad(
             vars::STATE_DIR,
             "is not set and the home directory is unknown; set it to a private directory",

@@ -7,7 +7,7 @@ use remote_runner_protocol::lifecycle::Refusal;
 use remote_runner_protocol::{Event, FailureStatus};
 
 use super::provider::failure_for;
-use crate::error::Error;
+use remote_runner_engine::error::Error;
 
 /// Why the provider could not do what a command asked.
 #[derive(Debug)]

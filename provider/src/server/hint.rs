@@ -3,8 +3,8 @@
 //! provider shares its state dir with the `remote-runner` CLI, so a hint may name the CLI as
 //! the way to look.
 
-use crate::error::{Error, Hint};
-use crate::hint::keyscan_command;
+use remote_runner_engine::error::{Error, Hint};
+use remote_runner_engine::hint::keyscan_command;
 
 /// An error's message followed by its hint, as a `failure` event carries it.
 pub fn message(err: &Error) -> String {
@@ -88,7 +88,7 @@ pub fn text(hint: &Hint) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::ErrorCode;
+    use remote_runner_engine::error::ErrorCode;
 
     #[test]
     fn a_hint_follows_the_message_in_the_providers_words() {

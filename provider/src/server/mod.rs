@@ -75,7 +75,7 @@ pub async fn run_stdio() -> i32 {
 /// 128 + its number). The loop never waits on the engine, so `stop` is noticed at once in
 /// every state. Separated from [`run_stdio`] so tests can drive it over in-memory pipes.
 pub async fn serve<R, W>(
-    config: crate::Result<ProviderConfig>,
+    config: remote_runner_engine::Result<ProviderConfig>,
     input: R,
     output: W,
     stop: impl std::future::Future<Output = i32>,

@@ -27,12 +27,12 @@ use super::screen::ScreenKick;
 use super::turn::{self, StartedTurn};
 use super::writer::Out;
 use crate::chat::{Settlement, Settlements};
-use crate::connect::MachineConnector;
-use crate::engine::Connector;
-use crate::engine::{Engine, EngineOptions};
-use crate::error::{Error, ErrorCode, Result};
-use crate::ssh::ConnectOptions;
-use crate::transport::Transport;
+use remote_runner_engine::connect::MachineConnector;
+use remote_runner_engine::engine::Connector;
+use remote_runner_engine::engine::{Engine, EngineOptions};
+use remote_runner_engine::error::{Error, ErrorCode, Result};
+use remote_runner_engine::ssh::ConnectOptions;
+use remote_runner_engine::transport::Transport;
 
 /// How long `cancel` waits for a turn task, or a session create it cut short, before answering
 /// anyway (below the host's default 20 s operation timeout).

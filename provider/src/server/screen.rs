@@ -116,7 +116,7 @@ async fn publish(shared: &Shared, last: &mut Option<(u64, String)>) {
         if !inner.lifecycle.may_send_screen(generation) {
             return;
         }
-        let now = u64::try_from(crate::util::now_unix_ms()).unwrap_or(0);
+        let now = u64::try_from(remote_runner_engine::util::now_unix_ms()).unwrap_or(0);
         let seq = now.max(inner.last_sequence + 1);
         inner.last_sequence = seq;
         seq

@@ -18,11 +18,11 @@ use super::provider::{Shared, failure_for};
 use super::text::{self, Utf8Stream};
 use crate::chat::ChatTurn;
 use crate::chat::turn::ChatSetup;
-use crate::engine::turn_dir::TurnDir;
-use crate::engine::{CommandRecord, CommandStatus, ExecRequest, OutputStream};
-use crate::error::{Error, ErrorCode, Result};
-use crate::transport::shell_quote;
-use crate::util::retry;
+use remote_runner_engine::engine::turn_dir::TurnDir;
+use remote_runner_engine::engine::{CommandRecord, CommandStatus, ExecRequest, OutputStream};
+use remote_runner_engine::error::{Error, ErrorCode, Result};
+use remote_runner_engine::transport::shell_quote;
+use remote_runner_engine::util::retry;
 
 /// How long starting a turn waits before the ACK (a quick command is already done by then).
 const START_WAIT: Duration = Duration::from_millis(300);
@@ -172,7 +172,12 @@ async fn turn_place(
             shared.mark_chat_installed(&script);
         }
         // The turn's program runs it by path: checked (StrictModes) before every turn.
-        crate::remote::check_script(dir.transport().as_ref(), &script, "the chat helper").await?;
+        remote_runner_engine::remote::check_script(
+            dir.transport().as_ref(),
+            &script,
+            "the chat helper",
+        )
+        .await?;
         Some(script)
     } else {
         None

@@ -7,8 +7,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use remote_runner_provider::engine::{EngineOptions, ExecRequest};
-use remote_runner_provider::machine::Machine;
+use remote_runner_engine::engine::{EngineOptions, ExecRequest};
+use remote_runner_engine::machine::Machine;
 use remote_runner_reliability::bed::{connect_options, open_engine};
 use serde_json::{Value, json};
 

@@ -9,8 +9,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use remote_runner_provider::Result;
-use remote_runner_provider::engine::code::{
+use remote_runner_engine::Result;
+use remote_runner_engine::engine::code::{
     CodeBindingNamespace, CodeCall, CodeRuntime, raw_member, validate_bindings,
 };
 use serde::{Deserialize, Serialize};

@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 
 use indicatif::{ProgressDrawTarget, ProgressStyle};
-use remote_runner_provider::engine::transfer::{ProgressFn, TransferProgress};
+use remote_runner_engine::engine::transfer::{ProgressFn, TransferProgress};
 
 const TEMPLATE: &str = "[{bar:24}] {percent:>3}% {binary_bytes} / {binary_total_bytes}  {binary_bytes_per_sec}  ETA {eta}{msg}";
 

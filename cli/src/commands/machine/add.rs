@@ -5,14 +5,14 @@ use std::io::IsTerminal;
 use std::path::Path;
 
 use clap::ValueEnum;
-use remote_runner_provider::machine::{
+use remote_runner_engine::machine::{
     AuthType, HostKeyPolicy, LOCAL_MACHINE_ID, Machine, MachineField,
 };
-use remote_runner_provider::secret::Secret;
-use remote_runner_provider::ssh::config::{SshConfigSource, expand_tilde, machine_from_alias};
-use remote_runner_provider::store::Store;
-use remote_runner_provider::store::machines;
-use remote_runner_provider::{Error, ErrorCode, Result};
+use remote_runner_engine::secret::Secret;
+use remote_runner_engine::ssh::config::{SshConfigSource, expand_tilde, machine_from_alias};
+use remote_runner_engine::store::Store;
+use remote_runner_engine::store::machines;
+use remote_runner_engine::{Error, ErrorCode, Result};
 use serde_json::json;
 
 use super::render::machine_json;

@@ -1,8 +1,8 @@
 //! `remote-runner machine disconnect`: end connection keepers now.
 
 use clap::Args;
-use remote_runner_provider::keeper::{self, Disconnected};
-use remote_runner_provider::{Error, Result};
+use remote_runner_engine::keeper::{self, Disconnected};
+use remote_runner_engine::{Error, Result};
 use serde_json::json;
 
 use crate::context::Context;

@@ -6,15 +6,15 @@
 use std::io::IsTerminal;
 use std::path::Path;
 
-use remote_runner_provider::machine::{AuthType, Machine};
-use remote_runner_provider::remote;
-use remote_runner_provider::slurm;
-use remote_runner_provider::ssh::{self, ConnectOptions, PassphraseSource};
-use remote_runner_provider::store::machines;
-use remote_runner_provider::transport::local::LocalTransport;
-use remote_runner_provider::transport::{Transport, shell_quote};
-use remote_runner_provider::util::now_rfc3339;
-use remote_runner_provider::{Error, ErrorCode, Result};
+use remote_runner_engine::machine::{AuthType, Machine};
+use remote_runner_engine::remote;
+use remote_runner_engine::slurm;
+use remote_runner_engine::ssh::{self, ConnectOptions, PassphraseSource};
+use remote_runner_engine::store::machines;
+use remote_runner_engine::transport::local::LocalTransport;
+use remote_runner_engine::transport::{Transport, shell_quote};
+use remote_runner_engine::util::now_rfc3339;
+use remote_runner_engine::{Error, ErrorCode, Result};
 use serde_json::{Value, json};
 
 use crate::context::Context;

@@ -1,7 +1,7 @@
 //! How a machine looks: its JSON (the record; it holds no secret) and its human rows/fields.
 
-use remote_runner_provider::machine::{AuthType, HostKeyPolicy, Machine};
-use remote_runner_provider::store::machines::StoredMachine;
+use remote_runner_engine::machine::{AuthType, HostKeyPolicy, Machine};
+use remote_runner_engine::store::machines::StoredMachine;
 use serde_json::{Value, json};
 
 use crate::output::{Cell, Tone, relative_time};

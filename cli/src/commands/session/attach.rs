@@ -10,9 +10,9 @@ use std::io::IsTerminal;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
-use remote_runner_provider::engine::SessionStatus;
-use remote_runner_provider::engine::attach::attach_plan;
-use remote_runner_provider::{Error, ErrorCode, Result};
+use remote_runner_engine::engine::SessionStatus;
+use remote_runner_engine::engine::attach::attach_plan;
+use remote_runner_engine::{Error, ErrorCode, Result};
 
 use super::SessionArg;
 use crate::context::Context;

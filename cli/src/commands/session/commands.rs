@@ -9,10 +9,10 @@ use std::io::{IsTerminal, Read, Write};
 use std::path::Path;
 use std::time::Duration;
 
-use remote_runner_provider::engine::{
+use remote_runner_engine::engine::{
     CommandMode, CommandRecord, CommandStatus, ExecRequest, output,
 };
-use remote_runner_provider::{Error, ErrorCode, Result};
+use remote_runner_engine::{Error, ErrorCode, Result};
 use serde_json::json;
 
 use super::{CommandRef, ExecArgs, ExecMode, SessionArg, render};

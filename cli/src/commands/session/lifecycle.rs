@@ -2,13 +2,13 @@
 
 use std::io::IsTerminal;
 
-use remote_runner_provider::Result;
-use remote_runner_provider::engine::CreateOptions;
-use remote_runner_provider::engine::DestroyOptions;
-use remote_runner_provider::engine::send::DEFAULT_SEND_TIMEOUT;
-use remote_runner_provider::engine::session::MAX_READ;
-use remote_runner_provider::engine::{SendEnd, SendRequest};
-use remote_runner_provider::slurm;
+use remote_runner_engine::Result;
+use remote_runner_engine::engine::CreateOptions;
+use remote_runner_engine::engine::DestroyOptions;
+use remote_runner_engine::engine::send::DEFAULT_SEND_TIMEOUT;
+use remote_runner_engine::engine::session::MAX_READ;
+use remote_runner_engine::engine::{SendEnd, SendRequest};
+use remote_runner_engine::slurm;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,7 +72,7 @@ pub fn list(ctx: &Context, args: ListArgs) -> Result<Report> {
         .collect();
     let active = sessions
         .iter()
-        .filter(|s| s.status == remote_runner_provider::engine::SessionStatus::Active)
+        .filter(|s| s.status == remote_runner_engine::engine::SessionStatus::Active)
         .count();
     let json = json!({
         "sessions": to_json(&sessions)?,
@@ -115,7 +115,7 @@ pub async fn send(ctx: &Context, args: SendArgs) -> Result<Report> {
     )
     .await?;
     let code = if sent.timed_out {
-        crate::exit::for_error(remote_runner_provider::ErrorCode::Timeout)
+        crate::exit::for_error(remote_runner_engine::ErrorCode::Timeout)
     } else {
         crate::exit::SUCCESS
     };

@@ -1,6 +1,6 @@
 //! Human renderings of sessions and commands (the JSON is the records themselves).
 
-use remote_runner_provider::engine::{
+use remote_runner_engine::engine::{
     CommandRecord, CommandStatus, Freshness, LogEntry, SessionRecord, SessionStatus,
 };
 

@@ -1,0 +1,79 @@
+# remote-runner code runtime: one run (see engine/src/engine/code/mod.rs and
+# docs/code-runtime.md). Run as the control script's `sh` verb, after the host's assignments of
+# rr_run, rr_budget, rr_interp, rr_runner, rr_cwd, rr_ns, rr_fsize, rr_mem and rr_nproc.
+#
+# This process's stdin and stdout are the run's channel to the host. The runner gets them as
+# fds 4 (in) and 3 (out); its own stdin is /dev/null and its fds 1 and 2 go to the channel's
+# stderr, so nothing the program or its children print can be taken for a protocol message.
+#
+# The run's process tree: every process of the run carries RR_CODE_RUN=<run id> in its
+# environment, and with rr_ns=1 the runner runs in a PID namespace of its own (the kernel kills
+# everything in it when the runner ends, setsid or not). When the runner
+# ends, whatever is left in timeout(1)'s process group or still carries the marker is killed
+# too (the fallback without namespaces).
+# shellcheck shell=sh
+# shellcheck disable=SC2154 # rr_* are assigned by the host before this text
+
+umask 077
+exec 3>&1 4<&0
+
+# rr_code_sweep ID: kill every process whose environment holds RR_CODE_RUN=ID, until none is
+# left (a process forking while it is swept is caught on the next pass).
+rr_code_sweep() {
+  rr_n=0
+  while [ "$rr_n" -lt 50 ]; do
+    rr_l=$(grep -l -s -z -x -F -e "RR_CODE_RUN=$1" /proc/[0-9]*/environ 2>/dev/null)
+    [ -n "$rr_l" ] || return 0
+    for rr_f in $rr_l; do
+      rr_p=${rr_f#/proc/}
+      kill -s KILL "${rr_p%/environ}" 2>/dev/null
+    done
+    rr_n=$((rr_n + 1))
+  done
+}
+
+if [ "${rr_sweep_only-}" = 1 ]; then
+  rr_code_sweep "$rr_run"
+  exit 0
+fi
+
+# Hook for the owner and mode check of the runner file, when the control script has one.
+if command -v rr_check_runner >/dev/null 2>&1; then
+  rr_check_runner "$rr_runner" >&2 || exit 93
+fi
+
+if [ -n "$rr_cwd" ]; then
+  cd -- "$rr_cwd" 2>/dev/null || exit 91
+else
+  cd 2>/dev/null || exit 91
+fi
+# Caps the host allows us to set: file size (512-byte blocks), address space (KiB), processes
+# (`-u` in bash, `-p` in dash and busybox sh). Not all are POSIX: a refusal fails the run.
+if [ -n "$rr_fsize" ]; then ulimit -f "$rr_fsize" 2>/dev/null || exit 92; fi
+# shellcheck disable=SC3045
+if [ -n "$rr_mem" ]; then ulimit -v "$rr_mem" 2>/dev/null || exit 92; fi
+# shellcheck disable=SC3045
+if [ -n "$rr_nproc" ]; then
+  ulimit -u "$rr_nproc" 2>/dev/null || ulimit -p "$rr_nproc" 2>/dev/null || exit 92
+fi
+
+RR_CODE_RUN=$rr_run
+export RR_CODE_RUN
+if [ "$rr_ns" = 1 ]; then
+  # A small sh is the namespace's first process (the runner's signals then act as anywhere:
+  # the kernel drops signals an init sends itself); the namespace ends when it does.
+  # shellcheck disable=SC2016 # expanded by that sh
+  set -- unshare --user --map-current-user --pid --fork --mount-proc --kill-child \
+    /bin/sh -c '"$@"; exit $?' rr-code
+else
+  set --
+fi
+timeout -k 1 "$rr_budget" "$@" "$rr_interp" "$rr_runner" </dev/null 1>&2 &
+rr_t=$!
+wait "$rr_t"
+rr_s=$?
+# timeout(1) leads a process group of its own: what is left in it goes too, a child that
+# cleared its environment (no marker) but stayed in the run's group included.
+kill -9 "-$rr_t" 2>/dev/null
+rr_code_sweep "$rr_run"
+exit "$rr_s"
