@@ -143,7 +143,7 @@ fn main() -> ExitCode {
             ))));
         }
     };
-    let ctx = ops::Ctx { state_dir };
+    let ctx = ops::Ctx::new(state_dir);
     let result = runtime.block_on(async {
         match cli.command {
             Command::Status => ops::status(&ctx).await,

@@ -1,20 +1,17 @@
 //! The v3 commands over the engine.
 
 use std::collections::BTreeSet;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use remote_runner_engine::ErrorCode;
-use remote_runner_engine::connect::MachineConnector;
+use remote_runner_engine::engine::host::{FileKind, Host, machine_or_ssh_alias, shell_quote};
 use remote_runner_engine::engine::transfer::TransferOptions;
-use remote_runner_engine::engine::{CommandStatus, Engine, ExecRequest, SessionStatus};
+use remote_runner_engine::engine::{
+    CommandStatus, Engine, ExecRequest, SessionRecord, SessionStatus,
+};
 use remote_runner_engine::machine::Machine;
-use remote_runner_engine::ssh::config::{SshConfigSource, machine_from_alias};
-use remote_runner_engine::ssh::{ConnectOptions, PassphraseSource};
-use remote_runner_engine::store::{self, Store};
-use remote_runner_engine::transport::{ExecOptions, Transport, shell_quote};
 use serde_json::{Value, json};
 
 use crate::error::{
@@ -27,20 +24,21 @@ use crate::{tree, wrapper};
 #[derive(Debug)]
 pub struct Ctx {
     pub state_dir: PathBuf,
+    /// An engine for reading records (opened at first use; it connects nowhere).
+    records: OnceLock<Engine>,
 }
 
-/// An engine wired to one machine, and that machine's transport.
+/// An engine wired to one machine.
 struct Wired {
     engine: Engine,
-    connector: Arc<MachineConnector>,
     machine: Machine,
 }
 
 impl Wired {
-    async fn transport(&self) -> Result<Arc<dyn Transport>> {
-        use remote_runner_engine::engine::Connector;
-        self.connector
-            .connect(&self.machine.machine_id)
+    /// The machine, connected (the engine keeps one connection to it).
+    async fn host(&self) -> Result<Host> {
+        self.engine
+            .host(&self.machine.machine_id)
             .await
             .map_err(|e| {
                 SeedError::engine(
@@ -67,63 +65,48 @@ fn today() -> String {
 }
 
 impl Ctx {
-    /// The machine for `--machine`: a machine registered with `remote-runner machine add`, or
-    /// an ssh_config `Host` alias.
-    fn machine(&self, machine_id: &str) -> Result<Machine> {
-        let st = Store::open(&self.state_dir)
-            .map_err(|e| SeedError::engine(e, "opening the state dir", (STATE, "state_error")))?;
-        match store::machines::resolve(&st, machine_id) {
-            Ok(m) => Ok(m),
-            Err(e) if e.code == ErrorCode::UnknownMachine => {
-                match machine_from_alias(machine_id, &SshConfigSource::Default) {
-                    Ok(Some(m)) => Ok(m),
-                    Ok(None) => Err(SeedError::new(
-                        SSH,
-                        "ssh_connection_failed",
-                        format!(
-                            "{}; or add a `Host {machine_id}` entry to your ssh_config",
-                            e.message
-                        ),
-                    )),
-                    Err(e) => Err(SeedError::engine(
-                        e,
-                        "reading ssh_config",
-                        (SSH, "ssh_connection_failed"),
-                    )),
-                }
-            }
-            Err(e) => Err(SeedError::engine(
-                e,
-                &format!("looking up machine {machine_id}"),
-                (STATE, "state_error"),
-            )),
+    pub fn new(state_dir: PathBuf) -> Ctx {
+        Ctx {
+            state_dir,
+            records: OnceLock::new(),
         }
     }
 
+    /// The machine for `--machine`: a machine registered with `remote-runner machine add`, or
+    /// an ssh_config `Host` alias.
+    fn machine(&self, machine_id: &str) -> Result<Machine> {
+        machine_or_ssh_alias(&self.state_dir, machine_id).map_err(|e| match e.code {
+            ErrorCode::UnknownMachine => SeedError::new(SSH, "ssh_connection_failed", e.message),
+            ErrorCode::ConfigInvalid => {
+                SeedError::engine(e, "reading ssh_config", (SSH, "ssh_connection_failed"))
+            }
+            _ => SeedError::engine(
+                e,
+                &format!("looking up machine {machine_id}"),
+                (STATE, "state_error"),
+            ),
+        })
+    }
+
+    /// A fresh engine for one machine (its own connection to it).
     fn wire(&self, machine_id: &str, connect_timeout: Option<Duration>) -> Result<Wired> {
         let machine = self.machine(machine_id)?;
-        let mut options = ConnectOptions {
-            passphrase: if std::io::stdin().is_terminal() {
-                PassphraseSource::Tty
-            } else {
-                PassphraseSource::Never
-            },
-            ..ConnectOptions::default()
-        };
-        if let Some(t) = connect_timeout {
-            options.connect_timeout = Some(t);
-        }
-        let connector = Arc::new(
-            MachineConnector::new(self.state_dir.clone(), options).with_machine(machine.clone()),
-        );
-        let engine = Engine::new(&self.state_dir, connector.clone()).map_err(|e| {
+        let engine = Engine::open_direct(&self.state_dir, Some(machine.clone()), connect_timeout)
+            .map_err(|e| {
             SeedError::engine(e, "opening the engine state", (STATE, "state_error"))
         })?;
-        Ok(Wired {
-            engine,
-            connector,
-            machine,
-        })
+        Ok(Wired { engine, machine })
+    }
+
+    /// The engine for reading records.
+    fn records(&self) -> Result<&Engine> {
+        if let Some(e) = self.records.get() {
+            return Ok(e);
+        }
+        let engine = Engine::open_direct(&self.state_dir, None, None).map_err(|e| {
+            SeedError::engine(e, "opening the engine state", (STATE, "state_error"))
+        })?;
+        Ok(self.records.get_or_init(|| engine))
     }
 }
 
@@ -242,11 +225,10 @@ pub async fn status(ctx: &Ctx) -> Result<Value> {
 /// machine could not be reached again after a drop, `busy` while a command has not been seen
 /// to end, `timeout` past its own timeout.
 fn local_status(ctx: &Ctx, s: &Session) -> &'static str {
-    if let Ok(engine_rec) =
-        Store::open(&ctx.state_dir).and_then(|st| store::sessions::get(&st, &s.engine_session_id))
-        && engine_rec.is_none_or(|r| r.status != SessionStatus::Active)
-    {
-        return "error";
+    match ctx.records().map(|e| e.session_show(&s.engine_session_id)) {
+        Ok(Ok(rec)) if rec.status != SessionStatus::Active => return "error",
+        Ok(Err(e)) if e.code == ErrorCode::UnknownSession => return "error",
+        _ => {}
     }
     if s.error.is_some() {
         return "error";
@@ -399,13 +381,10 @@ pub async fn mount_create(
                 let _ = std::fs::remove_dir(dir);
             }
             if let Some(top) = &prepared.created
-                && let Ok(t) = wired.transport().await
+                && let Ok(host) = wired.host().await
             {
-                let _ = t
-                    .exec(
-                        &format!("rm -rf -- {}", shell_quote(top)),
-                        ExecOptions::default(),
-                    )
+                let _ = host
+                    .run(&format!("rm -rf -- {}", shell_quote(top)), &[])
                     .await;
             }
             return Err(e);
@@ -432,12 +411,9 @@ struct Prepared {
 /// Create the remote work dir and its `artifacts/` (`~` is the login user's home).
 /// `mkdir -p` of a mount's (absolute) remote work dir, nothing in it.
 async fn remake_bare_dir(wired: &Wired, remote_path: &str) -> Result<()> {
-    let t = wired.transport().await?;
-    let out = t
-        .exec(
-            &format!("mkdir -p -- {}", shell_quote(remote_path)),
-            ExecOptions::default(),
-        )
+    let host = wired.host().await?;
+    let out = host
+        .run(&format!("mkdir -p -- {}", shell_quote(remote_path)), &[])
         .await
         .map_err(|e| {
             SeedError::engine(
@@ -462,7 +438,7 @@ async fn remake_bare_dir(wired: &Wired, remote_path: &str) -> Result<()> {
 }
 
 async fn prepare_remote_dir(wired: &Wired, remote_dir: &str) -> Result<Prepared> {
-    let t = wired.transport().await?;
+    let host = wired.host().await?;
     let target = if remote_dir == "~" {
         "\"$HOME\"".to_string()
     } else if let Some(rest) = remote_dir.strip_prefix("~/") {
@@ -472,8 +448,8 @@ async fn prepare_remote_dir(wired: &Wired, remote_dir: &str) -> Result<Prepared>
     } else {
         format!("\"$HOME\"/{}", shell_quote(remote_dir))
     };
-    let out = t
-        .exec(&make_dir_script(&target), ExecOptions::default())
+    let out = host
+        .run(&make_dir_script(&target), &[])
         .await
         .map_err(|e| {
             SeedError::engine(
@@ -528,9 +504,9 @@ pub async fn mount_status(ctx: &Ctx, mount_id: &str) -> Result<Value> {
 /// Whether the mount's remote work dir is there (one call on the machine).
 async fn check_remote_dir(ctx: &Ctx, m: &Mount) -> Result<()> {
     let wired = ctx.wire(&m.machine, None)?;
-    let t = wired.transport().await?;
-    match t.stat(&m.remote_path).await {
-        Ok(Some(st)) if st.kind == remote_runner_engine::transport::FileKind::Dir => Ok(()),
+    let host = wired.host().await?;
+    match host.stat(&m.remote_path).await {
+        Ok(Some(st)) if st.kind == FileKind::Dir => Ok(()),
         Ok(_) => Err(SeedError::new(
             SYNC,
             "remote_dir_missing",
@@ -572,11 +548,11 @@ pub async fn mount_destroy(ctx: &Ctx, mount_id: &str, cleanup: bool) -> Result<V
     if cleanup {
         let removed = async {
             let wired = ctx.wire(&mount.machine, None)?;
-            let t = wired.transport().await?;
-            let out = t
-                .exec(
+            let host = wired.host().await?;
+            let out = host
+                .run(
                     &format!("rm -rf -- {}", shell_quote(&mount.remote_path)),
-                    ExecOptions::default(),
+                    &[],
                 )
                 .await
                 .map_err(|e| {
@@ -767,15 +743,11 @@ fn tmux_name(session_id: &str) -> String {
 
 /// `Ok(false)`: the name is taken. Not on a Slurm machine: the session's tmux server runs on
 /// a compute node that this connection to the login node does not reach.
-async fn name_tmux_session(
-    wired: &Wired,
-    rec: &remote_runner_engine::records::session::SessionRecord,
-    session_id: &str,
-) -> Result<bool> {
+async fn name_tmux_session(wired: &Wired, rec: &SessionRecord, session_id: &str) -> Result<bool> {
     if rec.slurm_job_id.is_some() {
         return Ok(true);
     }
-    let t = wired.transport().await?;
+    let host = wired.host().await?;
     let script = format!(
         "{tmux} -L {sock} new-session -d -s {name} -t {target}",
         tmux = shell_quote(&rec.tmux_path),
@@ -783,8 +755,8 @@ async fn name_tmux_session(
         name = shell_quote(&tmux_name(session_id)),
         target = shell_quote(&format!("={}", rec.tmux_session)),
     );
-    let out = t
-        .exec(&script, ExecOptions::default())
+    let out = host
+        .run(&script, &[])
         .await
         .map_err(|e| SeedError::engine(e, "naming the tmux session", (TMUX, "tmux_failed")))?;
     if !out.status.success() {
@@ -807,15 +779,11 @@ async fn name_tmux_session(
 /// Remove the `seed_<id>` name (before the engine ends its session: a grouped session would
 /// keep the pane alive). Returns the pid of the pane's first process: the id of the terminal
 /// session its commands (and their `&` jobs) run in.
-async fn unname_tmux_session(
-    wired: &Wired,
-    rec: &remote_runner_engine::records::session::SessionRecord,
-    session_id: &str,
-) -> Option<u32> {
+async fn unname_tmux_session(wired: &Wired, rec: &SessionRecord, session_id: &str) -> Option<u32> {
     if rec.slurm_job_id.is_some() {
         return None;
     }
-    let t = wired.transport().await.ok()?;
+    let host = wired.host().await.ok()?;
     // Only the name in this session's group: once the session is gone, another state dir may
     // have taken the same name for its own session.
     let script = format!(
@@ -829,7 +797,7 @@ async fn unname_tmux_session(
         line = shell_quote(&format!("{} {}", tmux_name(session_id), rec.tmux_session)),
         name = shell_quote(&format!("={}", tmux_name(session_id))),
     );
-    let out = t.exec(&script, ExecOptions::default()).await.ok()?;
+    let out = host.run(&script, &[]).await.ok()?;
     out.stdout_lossy().trim().parse().ok()
 }
 
@@ -838,9 +806,9 @@ async fn unname_tmux_session(
 /// the shell's own hang-up does not reach them; closing a tmux pane ends them, and so does this
 /// (a job that ignores SIGHUP, such as one under `nohup`, goes on, as it would there).
 async fn hang_up(wired: &Wired, terminal_session: u32) {
-    if let Ok(t) = wired.transport().await {
+    if let Ok(host) = wired.host().await {
         let script = format!("pkill -HUP -s {terminal_session} -u \"$(id -u)\" 2>/dev/null; true");
-        let _ = t.exec(&script, ExecOptions::default()).await;
+        let _ = host.run(&script, &[]).await;
     }
 }
 
@@ -931,7 +899,7 @@ async fn bring_back(
     log_filename: &str,
     sent: Option<&BTreeSet<String>>,
 ) -> Result<Option<String>> {
-    let transport = wired.transport().await?;
+    let host = wired.host().await?;
     let inputs = {
         let (_lock, manifest) = state::lock_manifest(&ctx.state_dir, &mount.mount_id)?;
         tree::inputs(&manifest, sent)
@@ -939,7 +907,7 @@ async fn bring_back(
     let stamp = format!("logs/{}/.seed_start", session.session_name);
     let (log, changed) = tokio::join!(
         fetch_log(wired, session, mount, log_filename),
-        tree::changed(&transport, &mount.remote_path, &stamp, inputs)
+        tree::changed(&host, &mount.remote_path, &stamp, inputs)
     );
     log?;
     let (_lock, mut manifest) = state::lock_manifest(&ctx.state_dir, &mount.mount_id)?;
@@ -949,7 +917,7 @@ async fn bring_back(
     let fetched = sync::download_artifacts(
         &wired.engine,
         &session.engine_session_id,
-        &transport,
+        &host,
         Path::new(&mount.local_path),
         &mount.remote_path,
         &mut manifest,
@@ -1032,8 +1000,11 @@ fn pid_alive(pid: u32) -> bool {
 /// The engine command a pending exec started, found by its log path in the wrapper text, when
 /// the exec ended (killed, link dropped) before it could note the command's id.
 fn find_engine_command(ctx: &Ctx, session: &Session, mount: &Mount, p: &Pending) -> Option<String> {
-    let st = Store::open(&ctx.state_dir).ok()?;
-    let rec = store::commands::last(&st, &session.engine_session_id).ok()??;
+    let engine = ctx.records().ok()?;
+    let rec = engine
+        .command_list(&session.engine_session_id)
+        .ok()?
+        .pop()?;
     let log = format!(
         "__seed_log={}",
         shell_quote(&format!(
@@ -1334,7 +1305,7 @@ pub async fn session_exec(
                      destroy`). A command that waits for input waits for ever: type it in \
                      `tmux -L {socket} attach -t {tmux}`, or destroy the session. Pass a \
                      larger --timeout next time",
-                    socket = remote_runner_engine::tmux::DEFAULT_SOCKET,
+                    socket = remote_runner_engine::engine::EngineOptions::default().tmux_socket,
                     tmux = tmux_name(session_id),
                 ),
             ))
@@ -1426,23 +1397,23 @@ enum Failed {
 async fn sync_up(
     ctx: &Ctx,
     wired: &Wired,
-    transport: &Arc<dyn Transport>,
+    host: &Host,
     session: &Session,
     mount: &Mount,
     remake: bool,
 ) -> Result<BTreeSet<String>> {
     let (_lock, mut manifest) = state::lock_manifest(&ctx.state_dir, &mount.mount_id)?;
     if remake {
-        remake_remote_dir(transport, mount).await?;
+        remake_remote_dir(host, mount).await?;
         manifest = state::Manifest::default();
     }
     let local = Path::new(&mount.local_path);
     let up = async {
-        tree::upload(transport, local, &mount.remote_path, &mut manifest).await?;
+        tree::upload(host, local, &mount.remote_path, &mut manifest).await?;
         sync::upload(
             &wired.engine,
             &session.engine_session_id,
-            transport,
+            host,
             local,
             &mount.remote_path,
             &mut manifest,
@@ -1454,12 +1425,9 @@ async fn sync_up(
     up.map(|stats| stats.uploaded.into_iter().collect())
 }
 
-async fn remake_remote_dir(transport: &Arc<dyn Transport>, mount: &Mount) -> Result<()> {
-    let out = transport
-        .exec(
-            &make_dir_script(&shell_quote(&mount.remote_path)),
-            ExecOptions::default(),
-        )
+async fn remake_remote_dir(host: &Host, mount: &Mount) -> Result<()> {
+    let out = host
+        .run(&make_dir_script(&shell_quote(&mount.remote_path)), &[])
         .await
         .map_err(|e| {
             SeedError::engine(
@@ -1500,12 +1468,12 @@ async fn run_exec(
 ) -> std::result::Result<Ran, (SeedError, Failed)> {
     let not_started = |e: SeedError| (e, Failed::NotStarted);
     let wired = ctx.wire(&session.machine, None).map_err(not_started)?;
-    let transport = wired.transport().await.map_err(not_started)?;
-    let mut sent = match sync_up(ctx, &wired, &transport, session, mount, false).await {
+    let host = wired.host().await.map_err(not_started)?;
+    let mut sent = match sync_up(ctx, &wired, &host, session, mount, false).await {
         Ok(sent) => sent,
         // A sync that fails because the work dir is gone: make it again, send everything.
-        Err(e) => match transport.stat(&mount.remote_path).await {
-            Ok(None) => sync_up(ctx, &wired, &transport, session, mount, true)
+        Err(e) => match host.stat(&mount.remote_path).await {
+            Ok(None) => sync_up(ctx, &wired, &host, session, mount, true)
                 .await
                 .map_err(not_started)?,
             _ => return Err(not_started(e)),
@@ -1566,7 +1534,7 @@ async fn run_exec(
         }
         // The work dir is gone (nothing ran): make it again with every file, then run.
         remade = true;
-        sent = sync_up(ctx, &wired, &transport, session, mount, true)
+        sent = sync_up(ctx, &wired, &host, session, mount, true)
             .await
             .map_err(not_started)?;
     };

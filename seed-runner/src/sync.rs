@@ -1,6 +1,6 @@
 //! The mount as a sync (no FUSE): local changes up before each exec, the log and the remote
 //! `artifacts/` down after it. Files go through the engine's transfer API (`file_put`,
-//! `file_get`); the transport is used only to list the remote `artifacts/`, create parent
+//! `file_get`); the engine's [`Host`] calls only list the remote `artifacts/`, create parent
 //! directories and remove files deleted locally.
 //!
 //! Up: every regular file under the local dir except `artifacts/` and `metadata.json` at its
@@ -18,12 +18,11 @@
 use std::collections::BTreeSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use remote_runner_engine::ErrorCode;
 use remote_runner_engine::engine::Engine;
+use remote_runner_engine::engine::host::{Host, shell_quote};
 use remote_runner_engine::engine::transfer::TransferOptions;
-use remote_runner_engine::transport::{ExecOptions, Transport, shell_quote};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Result, SYNC, SeedError};
@@ -107,7 +106,7 @@ fn parent_of(path: &str) -> Option<&str> {
 pub async fn upload(
     engine: &Engine,
     engine_session: &str,
-    transport: &Arc<dyn Transport>,
+    host: &Host,
     local_root: &Path,
     remote_root: &str,
     manifest: &mut Manifest,
@@ -140,8 +139,7 @@ pub async fn upload(
         if let Some(parent) = parent_of(rel)
             && made_dirs.insert(parent.to_string())
         {
-            transport
-                .create_dir_all(&format!("{remote_root}/{parent}"), 0o755)
+            host.create_dir_all(&format!("{remote_root}/{parent}"), 0o755)
                 .await
                 .map_err(|e| {
                     sync_err(format!(
@@ -178,7 +176,7 @@ pub async fn upload(
         .collect();
     for rel in gone {
         let remote = format!("{remote_root}/{rel}");
-        match transport.remove_file(&remote).await {
+        match host.remove_file(&remote).await {
             Ok(()) => {}
             Err(e) if e.code == ErrorCode::RemoteNotFound => {}
             Err(e) => {
@@ -197,7 +195,7 @@ pub async fn upload(
 /// Files under `<remote_root>/artifacts`: (relative path, size, mtime) of each, and the names
 /// (lossily decoded) of those whose path is not UTF-8, which no transfer can name.
 async fn remote_artifacts(
-    transport: &Arc<dyn Transport>,
+    host: &Host,
     remote_root: &str,
 ) -> Result<(Vec<(String, u64, String)>, Vec<String>)> {
     let dir = format!("{remote_root}/artifacts");
@@ -205,8 +203,8 @@ async fn remote_artifacts(
         "cd {} 2>/dev/null || exit 0; find . -type f -printf '%P\\0%s\\0%T@\\0'",
         shell_quote(&dir)
     );
-    let out = transport
-        .exec(&script, ExecOptions::default())
+    let out = host
+        .run(&script, &[])
         .await
         .map_err(|e| SeedError::engine(e, "listing the remote artifacts", (SYNC, "sync_failed")))?;
     if !out.status.success() {
@@ -268,13 +266,13 @@ fn link_gone(code: ErrorCode) -> bool {
 pub async fn download_artifacts(
     engine: &Engine,
     engine_session: &str,
-    transport: &Arc<dyn Transport>,
+    host: &Host,
     local_root: &Path,
     remote_root: &str,
     manifest: &mut Manifest,
 ) -> Result<DownStats> {
     let mut stats = DownStats::default();
-    let (files, not_utf8) = remote_artifacts(transport, remote_root).await?;
+    let (files, not_utf8) = remote_artifacts(host, remote_root).await?;
     for rel in not_utf8 {
         stats.skipped.push((
             rel,

@@ -12,9 +12,8 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::sync::Arc;
 
-use remote_runner_engine::transport::{ExecOptions, Transport, shell_quote};
+use remote_runner_engine::engine::host::{Host, shell_quote};
 
 use crate::error::{Result, SYNC, SeedError};
 use crate::state::Manifest;
@@ -74,7 +73,7 @@ fn scan(root: &Path) -> Result<Scanned> {
 /// Make new local directories and symlinks on the remote side, and remove there the ones that
 /// were deleted locally (a directory only when empty).
 pub async fn upload(
-    transport: &Arc<dyn Transport>,
+    host: &Host,
     local_root: &Path,
     remote_root: &str,
     manifest: &mut Manifest,
@@ -132,16 +131,13 @@ pub async fn upload(
         "cd -- {} || exit 1\n{script}exit 0\n",
         shell_quote(remote_root)
     );
-    let out = transport
-        .exec(&script, ExecOptions::default())
-        .await
-        .map_err(|e| {
-            SeedError::engine(
-                e,
-                "making directories and symlinks on the remote side",
-                (SYNC, "sync_failed"),
-            )
-        })?;
+    let out = host.run(&script, &[]).await.map_err(|e| {
+        SeedError::engine(
+            e,
+            "making directories and symlinks on the remote side",
+            (SYNC, "sync_failed"),
+        )
+    })?;
     if !out.status.success() {
         return Err(sync_err(format!(
             "cannot make the local directories and symlinks in {remote_root}: {}",
@@ -183,7 +179,7 @@ pub fn inputs(manifest: &Manifest, sent_now: Option<&BTreeSet<String>>) -> Strin
 /// The inputs (from [`inputs`]) gone or changed on the remote side since `stamp` (relative to
 /// `remote_root`). Nothing when the work dir or the stamp is gone (the next exec sees to it).
 pub async fn changed(
-    transport: &Arc<dyn Transport>,
+    host: &Host,
     remote_root: &str,
     stamp: &str,
     inputs: String,
@@ -199,8 +195,8 @@ pub async fn changed(
         shell_quote(remote_root),
         shell_quote(stamp)
     );
-    let out = transport
-        .exec(&script, ExecOptions::default())
+    let out = host
+        .run(&script, &[])
         .await
         .map_err(|e| SeedError::engine(e, "checking the inputs", (SYNC, "sync_failed")))?;
     Ok(out

@@ -18,7 +18,7 @@
 //!   the log) and exits [`NOT_RUN`]; seed-runner makes the dir again, sends the inputs and runs
 //!   the command.
 
-use remote_runner_engine::transport::shell_quote;
+use remote_runner_engine::engine::host::shell_quote;
 
 /// What the wrapper prints (on the engine's stdout) when the work dir is gone.
 pub const WORKDIR_MISSING: &str = "seed-runner:workdir_missing";

@@ -12,6 +12,7 @@ pub mod attach;
 pub mod batch;
 pub mod code;
 pub mod command;
+pub mod host;
 pub mod output;
 pub mod run;
 pub mod send;

@@ -1,0 +1,137 @@
+//! A machine as seen by a face that keeps files of its own there (seed-runner's mount sync):
+//! run a shell script and read its output and exit status, look at a path, make a directory,
+//! remove a file. Outside any session: these are calls on the machine, not commands in a shell.
+//!
+//! Also the direct way to open the engine for such a face: [`Engine::open_direct`] connects
+//! to each machine itself (no connection keeper), and [`machine_or_ssh_alias`] resolves a
+//! `--machine` that may be an ssh_config `Host` alias rather than a registered machine.
+
+use std::io::IsTerminal;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::connect::MachineConnector;
+use crate::error::{Error, ErrorCode, Result};
+use crate::machine::Machine;
+use crate::ssh::config::{SshConfigSource, machine_from_alias};
+use crate::ssh::{ConnectOptions, PassphraseSource};
+use crate::store::{self, Store};
+use crate::transport::{ExecOptions, Transport};
+
+use super::Engine;
+
+pub use crate::transport::{ExecOutput, ExitStatus, FileKind, FileStat, shell_quote};
+
+/// One machine, connected. Cheap to clone; every call goes over the engine's connection to it.
+#[derive(Clone)]
+pub struct Host {
+    machine_id: String,
+    transport: Arc<dyn Transport>,
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("machine_id", &self.machine_id)
+            .finish()
+    }
+}
+
+impl Engine {
+    /// The machine `machine_id`, connected (the connection the engine keeps for it, or a new
+    /// one). Errors: the connection's (`connection_failed`, `auth_failed`, `unknown_machine`,
+    /// ...).
+    pub async fn host(&self, machine_id: &str) -> Result<Host> {
+        Ok(Host {
+            machine_id: machine_id.to_string(),
+            transport: self.connector.connect(machine_id).await?,
+        })
+    }
+
+    /// The engine over real machines, each reached over a direct SSH connection kept for this
+    /// engine's life (no connection keeper): `local` on this host, registered machines with
+    /// their stored credentials, and `machine` by its id even when it is not registered (an
+    /// ssh_config alias from [`machine_or_ssh_alias`]). An encrypted key's passphrase is asked
+    /// only when stdin is a terminal. `connect_timeout` bounds each connection attempt (default:
+    /// the SSH layer's).
+    pub fn open_direct(
+        state_dir: &Path,
+        machine: Option<Machine>,
+        connect_timeout: Option<Duration>,
+    ) -> Result<Engine> {
+        let mut options = ConnectOptions {
+            passphrase: if std::io::stdin().is_terminal() {
+                PassphraseSource::Tty
+            } else {
+                PassphraseSource::Never
+            },
+            ..ConnectOptions::default()
+        };
+        if let Some(t) = connect_timeout {
+            options.connect_timeout = Some(t);
+        }
+        let mut connector = MachineConnector::new(state_dir.to_path_buf(), options);
+        if let Some(m) = machine {
+            connector = connector.with_machine(m);
+        }
+        Engine::new(state_dir, Arc::new(connector))
+    }
+}
+
+/// The machine a face's `--machine` names: `local`, a machine registered with `remote-runner
+/// machine add`, or else an ssh_config `Host` alias (`REMOTE_RUNNER_SSH_CONFIG`, or
+/// `~/.ssh/config`). Errors: `unknown_machine` when it is neither (the message lists the
+/// registered ids and says to add a `Host` entry); `config_invalid` when the ssh_config cannot
+/// be read; the store's errors.
+pub fn machine_or_ssh_alias(state_dir: &Path, machine_id: &str) -> Result<Machine> {
+    let st = Store::open(state_dir)?;
+    match store::machines::resolve(&st, machine_id) {
+        Err(e) if e.code == ErrorCode::UnknownMachine => {
+            match machine_from_alias(machine_id, &SshConfigSource::Default)? {
+                Some(m) => Ok(m),
+                None => Err(Error::new(
+                    ErrorCode::UnknownMachine,
+                    format!(
+                        "{}; or add a `Host {machine_id}` entry to your ssh_config",
+                        e.message
+                    ),
+                )),
+            }
+        }
+        other => other,
+    }
+}
+
+impl Host {
+    pub fn machine_id(&self) -> &str {
+        &self.machine_id
+    }
+
+    /// Run `script` (POSIX sh) in the login user's home, `stdin` written to it then closed
+    /// (empty: closed at once, and the call may run on a kept control process rather than a
+    /// channel of its own). Bounded to 60 s; up to 8 MiB of each output stream is kept. A
+    /// failing script is `Ok` with its status; `Err` is the link's or the machine's failure.
+    pub async fn run(&self, script: &str, stdin: &[u8]) -> Result<ExecOutput> {
+        let options = ExecOptions {
+            stdin: (!stdin.is_empty()).then(|| stdin.to_vec()),
+            ..ExecOptions::default()
+        };
+        self.transport.exec(script, options).await
+    }
+
+    /// What is at `path` (not following a final symlink), or `None` when nothing is.
+    pub async fn stat(&self, path: &str) -> Result<Option<FileStat>> {
+        self.transport.stat(path).await
+    }
+
+    /// `mkdir -p` with `mode` for the directories it makes.
+    pub async fn create_dir_all(&self, path: &str, mode: u32) -> Result<()> {
+        self.transport.create_dir_all(path, mode).await
+    }
+
+    /// Remove a file (`remote_not_found` when there is none).
+    pub async fn remove_file(&self, path: &str) -> Result<()> {
+        self.transport.remove_file(path).await
+    }
+}
