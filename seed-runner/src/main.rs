@@ -181,14 +181,19 @@ fn main() -> ExitCode {
     print(result)
 }
 
+/// Print the one JSON object. A reader that went away (`seed-runner status | head -1`) is no
+/// error: the output is dropped quietly and the exit status stays the command's.
 fn print(result: error::Result<serde_json::Value>) -> ExitCode {
+    use std::io::Write;
     let (value, code) = match result {
         Ok(v) => (v, ExitCode::SUCCESS),
         Err(e) => (e.to_json(), ExitCode::FAILURE),
     };
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string())
-    );
+    let mut text = serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string());
+    text.push('\n');
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush());
     code
 }
