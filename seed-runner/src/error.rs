@@ -77,3 +77,28 @@ impl SeedError {
         SeedError::new(code, name, format!("{what}: {}{hint}", e.message))
     }
 }
+
+/// 2006: the session was destroyed.
+pub fn destroyed(session_id: &str) -> SeedError {
+    SeedError::new(
+        DESTROYED,
+        "session_destroyed",
+        format!(
+            "session {session_id} was destroyed; create a new session with `seed-runner \
+             session create`"
+        ),
+    )
+}
+
+/// 2007 `session_busy`: an earlier command has not ended.
+pub fn busy(session_id: &str) -> SeedError {
+    SeedError::new(
+        TIMEOUT,
+        "session_busy",
+        format!(
+            "session {session_id} is busy: an earlier command has not ended yet (`seed-runner \
+             session status --session {session_id}` says when it is active again); new commands \
+             are refused, not queued"
+        ),
+    )
+}

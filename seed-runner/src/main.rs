@@ -7,10 +7,19 @@
 //! Output: one JSON object on stdout, for results and errors alike (`{"error":{"code":2005,...}}`,
 //! exit status 1).
 
+mod bring_back;
+mod clock;
+mod cmd;
+mod ctx;
 mod error;
-mod ops;
+mod liveness;
+mod logs;
+mod metadata;
+mod pending;
+mod remote_dir;
 mod state;
 mod sync;
+mod tmux_name;
 mod tree;
 mod wrapper;
 
@@ -143,38 +152,38 @@ fn main() -> ExitCode {
             ))));
         }
     };
-    let ctx = ops::Ctx::new(state_dir);
+    let ctx = ctx::Ctx::new(state_dir);
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Status => ops::status(&ctx).await,
+            Command::Status => cmd::status::run(&ctx).await,
             Command::Mount(MountCmd::Create {
                 machine,
                 local_dir,
                 remote_dir,
                 timeout,
-            }) => ops::mount_create(&ctx, &machine, &local_dir, &remote_dir, timeout).await,
+            }) => cmd::mount_create::run(&ctx, &machine, &local_dir, &remote_dir, timeout).await,
             Command::Mount(MountCmd::Status { mount_id }) => {
-                ops::mount_status(&ctx, &mount_id).await
+                cmd::mount_status::run(&ctx, &mount_id).await
             }
             Command::Mount(MountCmd::Destroy { mount_id, cleanup }) => {
-                ops::mount_destroy(&ctx, &mount_id, cleanup).await
+                cmd::mount_destroy::run(&ctx, &mount_id, cleanup).await
             }
             Command::Session(SessionCmd::Create {
                 machine,
                 mount_id,
                 name,
                 timeout,
-            }) => ops::session_create(&ctx, &machine, &mount_id, &name, timeout).await,
+            }) => cmd::session_create::run(&ctx, &machine, &mount_id, &name, timeout).await,
             Command::Session(SessionCmd::Exec {
                 session,
                 cmd,
                 timeout,
-            }) => ops::session_exec(&ctx, &session, &cmd, timeout).await,
+            }) => cmd::session_exec::run(&ctx, &session, &cmd, timeout).await,
             Command::Session(SessionCmd::Status { session }) => {
-                ops::session_status(&ctx, &session).await
+                cmd::session_status::run(&ctx, &session).await
             }
             Command::Session(SessionCmd::Destroy { session }) => {
-                ops::session_destroy(&ctx, &session).await
+                cmd::session_destroy::run(&ctx, &session).await
             }
         }
     });
