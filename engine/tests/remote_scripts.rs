@@ -9,30 +9,15 @@ use remote_runner_engine::remote::{CTL_NAME, CTL_SCRIPT, bootstrap_line};
 
 const SESSION_SCRIPT: &str = include_str!("../src/tmux/rr.sh");
 
-use remote_runner_testkit::need_tool as need;
+use remote_runner_testkit::scripts::{assert_shellcheck_clean, posix_shells};
 
 #[test]
 fn scripts_are_shellcheck_clean() {
-    let shellcheck = need("shellcheck");
-    let dir = tempfile::tempdir().unwrap();
-    for (name, shell, text) in [
+    assert_shellcheck_clean(&[
         ("ctl.sh", "sh", CTL_SCRIPT),
         ("rr.sh", "bash", SESSION_SCRIPT),
         ("run.sh", "sh", remote_runner_engine::engine::code::RUN_SH),
-    ] {
-        let path = dir.path().join(name);
-        std::fs::write(&path, text).unwrap();
-        let out = Command::new(&shellcheck)
-            .args(["-s", shell])
-            .arg(&path)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "shellcheck {name}:\n{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-    }
+    ]);
 }
 
 /// A state root with the control script installed, as the engine installs it.
@@ -65,12 +50,6 @@ fn run_verb(shell: &[&str], ctl: &Path, verb: &str, params: &str, data: &[u8]) -
         .1
         .to_string();
     (reply, out.status.code().unwrap_or(-1))
-}
-
-fn posix_shells() -> Vec<Vec<&'static str>> {
-    need("dash");
-    need("busybox");
-    vec![vec!["dash"], vec!["bash", "--posix"], vec!["busybox", "sh"]]
 }
 
 #[test]

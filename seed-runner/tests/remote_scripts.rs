@@ -1,56 +1,28 @@
 //! seed-runner's remote scripts as files: shellcheck-clean, and the POSIX ones behaving the same
 //! under dash, bash and busybox sh (the shells a remote `/bin/sh` is likely to be).
 
-use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime};
 
-use remote_runner_testkit::need_tool as need;
+use remote_runner_testkit::scripts::{assert_shellcheck_clean, posix_shells, run_script};
 
 const WRAPPER: &str = include_str!("../src/wrapper.sh");
 const INPUTS_CHANGED: &str = include_str!("../src/inputs_changed.sh");
 const MAKE_DIR: &str = include_str!("../src/make_dir.sh");
 
-const SHELLS: &[&[&str]] = &[&["dash"], &["bash", "--posix"], &["busybox", "sh"]];
-
 #[test]
 fn scripts_are_shellcheck_clean() {
-    let shellcheck = need("shellcheck");
-    let dir = tempfile::tempdir().unwrap();
-    for (name, shell, text) in [
+    assert_shellcheck_clean(&[
         ("wrapper.sh", "bash", WRAPPER),
         ("inputs_changed.sh", "sh", INPUTS_CHANGED),
         ("make_dir.sh", "sh", MAKE_DIR),
-    ] {
-        let path = dir.path().join(name);
-        std::fs::write(&path, text).unwrap();
-        let out = Command::new(&shellcheck)
-            .args(["-s", shell])
-            .arg(&path)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "shellcheck {name}:\n{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-    }
+    ]);
 }
 
+/// The script's stdout; it must succeed.
 fn run(shell: &[&str], script: &str, stdin: &str) -> String {
-    let mut child = Command::new(shell[0])
-        .args(&shell[1..])
-        .arg("-c")
-        .arg(script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // (A script that exits without reading its input closes the pipe first.)
-    let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
-    let out = child.wait_with_output().unwrap();
+    let out = run_script(shell, script, stdin.as_bytes());
     assert!(
         out.status.success(),
         "{shell:?}: {}",
@@ -72,7 +44,8 @@ fn set_mtime(path: &Path, t: SystemTime) {
 /// (`F`) too; untouched ones and symlinks to changed files are not.
 #[test]
 fn inputs_changed_under_every_shell() {
-    for shell in SHELLS {
+    for shell in posix_shells() {
+        let shell = &shell[..];
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         std::fs::create_dir_all(root.join("logs/n")).unwrap();
@@ -127,7 +100,8 @@ fn inputs_changed_under_every_shell() {
 /// it existed).
 #[test]
 fn make_dir_under_every_shell() {
-    for shell in SHELLS {
+    for shell in posix_shells() {
+        let shell = &shell[..];
         let dir = tempfile::tempdir().unwrap();
         let base = std::fs::canonicalize(dir.path()).unwrap();
         let target = base.join("a b/c");

@@ -13,6 +13,7 @@
 //! and sh (dash), each with noisy startup files that set PATH and variables the way real users'
 //! files do. Every test bed's sshd accepts the test client keys for them too.
 
+pub mod scripts;
 pub mod slurm;
 
 use std::fs;
