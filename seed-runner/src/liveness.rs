@@ -49,8 +49,8 @@ pub(crate) async fn check_alive(
     match w.engine.check_alive(&s.engine_session_id).await {
         Ok(true) => None,
         Ok(false) => {
-            // The engine's tmux session is gone; the `seed_` name may still hold the pane (a
-            // grouped session keeps the window): end it too, so no shell lingers.
+            // The engine's tmux session is gone; the `seed_` session ends with it, unless the
+            // user's tmux keeps dead panes (remain-on-exit): end it too.
             if let Ok(rec) = w.engine.session_show(&s.engine_session_id) {
                 let _ = unname_tmux_session(w, &rec, &s.session_id).await;
             }

@@ -1,5 +1,13 @@
-//! The spec's `tmux_session`, `seed_<session_id>`, as a real tmux session (see
-//! docs/seed-runner.md).
+//! The spec's `tmux_session`, `seed_<session_id>`, as a real tmux session on the login user's
+//! default tmux server, where agents and people look for it (`tmux has-session -t
+//! =seed_<id>`, `tmux attach -t seed_<id>`, `tmux ls`; no `-L`).
+//!
+//! The engine's own session stays on the engine's socket, whose server runs without the user's
+//! tmux.conf (a user's options such as `destroy-unattached` or hooks would break it). The
+//! `seed_` session's pane is a tmux client of it (`tmux_attach.sh`): attaching to `seed_<id>`
+//! shows the pane the commands run in, and what is typed there reaches them. That client does
+//! not resize the engine's pane, and when the engine's session ends the `seed_` session ends
+//! with it.
 
 use remote_runner_engine::engine::SessionRecord;
 use remote_runner_engine::engine::host::shell_quote;
@@ -7,10 +15,27 @@ use remote_runner_engine::engine::host::shell_quote;
 use crate::ctx::Wired;
 use crate::error::{Result, SeedError, TMUX};
 
-/// The tmux session `seed_<session_id>`, grouped with the engine's session on its socket: the
-/// same pane, so `tmux -L <socket> attach -t seed_<id>` shows the commands as they run.
+/// Makes the `seed_` session (POSIX sh).
+pub const NAME_SH: &str = include_str!("tmux_name.sh");
+/// Removes it and names the engine pane's terminal session (POSIX sh).
+pub const UNNAME_SH: &str = include_str!("tmux_unname.sh");
+/// The `seed_` session's pane: a client of the engine's session (POSIX sh).
+pub const ATTACH_SH: &str = include_str!("tmux_attach.sh");
+
+/// The tmux session `seed_<session_id>`.
 pub(crate) fn tmux_name(session_id: &str) -> String {
     format!("seed_{session_id}")
+}
+
+/// The parameters both scripts start with.
+fn params(rec: &SessionRecord, session_id: &str) -> String {
+    format!(
+        "T={}\nS={}\nE={}\nN={}\n",
+        shell_quote(&rec.tmux_path),
+        shell_quote(&rec.tmux_socket),
+        shell_quote(&rec.tmux_session),
+        shell_quote(&tmux_name(session_id)),
+    )
 }
 
 /// `Ok(false)`: the name is taken. Not on a Slurm machine: the session's tmux server runs on
@@ -25,21 +50,18 @@ pub(crate) async fn name_tmux_session(
     }
     let host = wired.host().await?;
     let script = format!(
-        "{tmux} -L {sock} new-session -d -s {name} -t {target}",
-        tmux = shell_quote(&rec.tmux_path),
-        sock = shell_quote(&rec.tmux_socket),
-        name = shell_quote(&tmux_name(session_id)),
-        target = shell_quote(&format!("={}", rec.tmux_session)),
+        "{}A={}\n{NAME_SH}",
+        params(rec, session_id),
+        shell_quote(ATTACH_SH)
     );
     let out = host
         .run(&script, &[])
         .await
         .map_err(|e| SeedError::engine(e, "naming the tmux session", (TMUX, "tmux_failed")))?;
-    if !out.status.success() {
-        if out.stderr_lossy().contains("duplicate session") {
-            return Ok(false);
-        }
-        return Err(SeedError::new(
+    match out.status.code() {
+        Some(0) => Ok(true),
+        Some(3) => Ok(false),
+        _ => Err(SeedError::new(
             TMUX,
             "tmux_failed",
             format!(
@@ -47,14 +69,12 @@ pub(crate) async fn name_tmux_session(
                 tmux_name(session_id),
                 out.stderr_lossy().trim()
             ),
-        ));
+        )),
     }
-    Ok(true)
 }
 
-/// Remove the `seed_<id>` name (before the engine ends its session: a grouped session would
-/// keep the pane alive). Returns the pid of the pane's first process: the id of the terminal
-/// session its commands (and their `&` jobs) run in.
+/// Remove the `seed_<id>` name. Returns the pid of the engine pane's first process: the id of
+/// the terminal session its commands (and their `&` jobs) run in.
 pub(crate) async fn unname_tmux_session(
     wired: &Wired,
     rec: &SessionRecord,
@@ -64,19 +84,7 @@ pub(crate) async fn unname_tmux_session(
         return None;
     }
     let host = wired.host().await.ok()?;
-    // Only the name in this session's group: once the session is gone, another state dir may
-    // have taken the same name for its own session.
-    let script = format!(
-        "{tmux} -L {sock} list-panes -t {engine} -F '#{{pane_pid}}' 2>/dev/null | head -n 1; \
-         if {tmux} -L {sock} list-sessions -F '#{{session_name}} #{{session_group}}' \
-         2>/dev/null | grep -qxF -- {line}; then {tmux} -L {sock} kill-session -t {name}; \
-         fi; true",
-        tmux = shell_quote(&rec.tmux_path),
-        sock = shell_quote(&rec.tmux_socket),
-        engine = shell_quote(&format!("={}", rec.tmux_session)),
-        line = shell_quote(&format!("{} {}", tmux_name(session_id), rec.tmux_session)),
-        name = shell_quote(&format!("={}", tmux_name(session_id))),
-    );
+    let script = format!("{}{UNNAME_SH}", params(rec, session_id));
     let out = host.run(&script, &[]).await.ok()?;
     out.stdout_lossy().trim().parse().ok()
 }

@@ -3,13 +3,16 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use remote_runner_testkit::scripts::{assert_shellcheck_clean, posix_shells, run_script};
 
 const WRAPPER: &str = include_str!("../src/wrapper.sh");
 const INPUTS_CHANGED: &str = include_str!("../src/inputs_changed.sh");
 const MAKE_DIR: &str = include_str!("../src/make_dir.sh");
+const TMUX_NAME: &str = include_str!("../src/tmux_name.sh");
+const TMUX_UNNAME: &str = include_str!("../src/tmux_unname.sh");
+const TMUX_ATTACH: &str = include_str!("../src/tmux_attach.sh");
 
 #[test]
 fn scripts_are_shellcheck_clean() {
@@ -17,6 +20,9 @@ fn scripts_are_shellcheck_clean() {
         ("wrapper.sh", "bash", WRAPPER),
         ("inputs_changed.sh", "sh", INPUTS_CHANGED),
         ("make_dir.sh", "sh", MAKE_DIR),
+        ("tmux_name.sh", "sh", TMUX_NAME),
+        ("tmux_unname.sh", "sh", TMUX_UNNAME),
+        ("tmux_attach.sh", "sh", TMUX_ATTACH),
     ]);
 }
 
@@ -176,4 +182,138 @@ fn wrapper_log_and_background_output() {
         .unwrap();
     assert_eq!(out.status.code(), Some(125));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "missing\n");
+}
+
+/// A private tmux world: the default server and the engine's socket (`-L eng`) under a
+/// temporary TMUX_TMPDIR, with a HOME without a tmux.conf. Both servers end on drop.
+struct TmuxWorld {
+    dir: tempfile::TempDir,
+}
+
+impl TmuxWorld {
+    fn new() -> TmuxWorld {
+        TmuxWorld {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn tmux(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .args(args)
+            .env("TMUX_TMPDIR", self.dir.path())
+            .env("HOME", self.dir.path())
+            .env_remove("TMUX")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> bool {
+        self.tmux(args).status.success()
+    }
+
+    fn text(&self, args: &[&str]) -> String {
+        String::from_utf8_lossy(&self.tmux(args).stdout)
+            .trim()
+            .to_string()
+    }
+
+    /// A script run by `shell` in this world, after the parameters.
+    fn script(&self, params: &str, body: &str) -> String {
+        format!(
+            "export TMUX_TMPDIR={d} HOME={d}\nunset TMUX\n{params}{body}",
+            d = q(self.dir.path().to_str().unwrap())
+        )
+    }
+}
+
+impl Drop for TmuxWorld {
+    fn drop(&mut self) {
+        self.tmux(&["kill-server"]);
+        self.tmux(&["-L", "eng", "kill-server"]);
+    }
+}
+
+fn q(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ok() {
+        assert!(start.elapsed() < Duration::from_secs(10), "no {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `seed_<id>` on the default server: made (tagged with the engine's session, its pane a client
+/// of the engine's session that does not resize it), refused when taken (exit 3), removed only
+/// for its own engine session (naming the engine pane's first process), and gone by itself when
+/// the engine's session ends. The pane's program runs under each shell too.
+#[test]
+fn tmux_name_scripts_under_every_shell() {
+    for shell in posix_shells() {
+        let w = TmuxWorld::new();
+        assert!(w.ok(&[
+            "-L",
+            "eng",
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "E",
+            "--",
+            "sleep",
+            "600"
+        ]));
+        let params = |e: &str| format!("T=tmux\nS=eng\nE={e}\nN=seed_x\n");
+        let name = w.script(&format!("{}A={}\n", params("E"), q(TMUX_ATTACH)), TMUX_NAME);
+        let clients = || w.text(&["-L", "eng", "list-clients", "-F", "#{client_flags}"]);
+        run(&shell, &name, "");
+        assert!(w.ok(&["has-session", "-t", "=seed_x"]), "{shell:?}");
+        assert_eq!(
+            w.text(&["display-message", "-p", "-t", "=seed_x:", "#{@seed_engine}"]),
+            "E"
+        );
+        wait_for("client of the engine's session", || {
+            clients().contains("ignore-size")
+        });
+        // Taken: exit 3.
+        assert_eq!(
+            run_script(&shell, &name, b"").status.code(),
+            Some(3),
+            "{shell:?}"
+        );
+        // The pane's program under this shell: one more client, gone with its session.
+        let mut probe = vec!["new-session", "-d", "-s", "probe", "--"];
+        probe.extend(shell.iter());
+        probe.extend(["-c", TMUX_ATTACH, "seed-attach", "tmux", "eng", "E"]);
+        assert!(w.ok(&probe), "{shell:?}");
+        wait_for("second client", || clients().lines().count() == 2);
+        assert!(w.ok(&["kill-session", "-t", "=probe"]));
+        wait_for("one client", || clients().lines().count() == 1);
+        // Another engine session's unname leaves it.
+        let other = w.script(&params("E2"), TMUX_UNNAME);
+        assert_eq!(run(&shell, &other, ""), "", "{shell:?}");
+        assert!(w.ok(&["has-session", "-t", "=seed_x"]), "{shell:?}");
+        // Its own removes it and names the engine pane's process.
+        let pane_pid = w.text(&[
+            "-L",
+            "eng",
+            "display-message",
+            "-p",
+            "-t",
+            "=E:",
+            "#{pane_pid}",
+        ]);
+        let unname = w.script(&params("E"), TMUX_UNNAME);
+        assert_eq!(run(&shell, &unname, "").trim(), pane_pid, "{shell:?}");
+        assert!(!w.ok(&["has-session", "-t", "=seed_x"]), "{shell:?}");
+        // Named again, then the engine's session ends: the name goes with it.
+        run(&shell, &name, "");
+        assert!(w.ok(&["has-session", "-t", "=seed_x"]), "{shell:?}");
+        assert!(w.ok(&["-L", "eng", "kill-session", "-t", "=E"]));
+        wait_for("seed_x to end", || !w.ok(&["has-session", "-t", "=seed_x"]));
+    }
 }

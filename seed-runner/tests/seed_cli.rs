@@ -1078,12 +1078,29 @@ fn registered_machine_id() {
     );
 }
 
-/// `tmux -L <socket> ...` as the login user; whether it succeeded.
+/// `tmux ...` as the login user, as an agent types it: the default tmux server (no `-L`, and
+/// none from the environment); whether it succeeded.
 fn tmux_as_user(args: &[&str]) -> bool {
     Command::new("runuser")
-        .args(["-u", remote_runner_testkit::TEST_USER, "--", "tmux", "-L"])
-        .arg(remote_runner_engine::tmux::DEFAULT_SOCKET)
+        .args(["-u", remote_runner_testkit::TEST_USER, "--", "tmux"])
         .args(args)
+        .env_remove("TMUX")
+        .env_remove("TMUX_TMPDIR")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .unwrap()
+        .success()
+}
+
+/// `tmux -L <engine socket> ...` as the login user; whether it succeeded.
+fn engine_tmux_as_user(args: &[&str]) -> bool {
+    Command::new("runuser")
+        .args(["-u", remote_runner_testkit::TEST_USER, "--", "tmux", "-L"])
+        .arg(remote_runner_engine::engine::EngineOptions::default().tmux_socket)
+        .args(args)
+        .env_remove("TMUX")
         .stderr(Stdio::null())
         .stdout(Stdio::null())
         .status()
@@ -1460,8 +1477,9 @@ fn a_deleted_remote_work_dir_is_recreated() {
     );
 }
 
-/// The session's `tmux_session` is a real tmux session on the engine's socket (the pane the
-/// commands run in), gone after destroy.
+/// The session's `tmux_session` is a real tmux session on the login user's default tmux server,
+/// as an agent finds it (`has-session -t =seed_<id>`, `attach -t seed_<id>`, no `-L`): typing
+/// into it reaches the pane the commands run in. Gone after destroy.
 #[test]
 fn tmux_session_is_real() {
     let bed = Bed::new();
@@ -1481,13 +1499,51 @@ fn tmux_session_is_real() {
     let sess = s["session_id"].as_str().unwrap().to_string();
     let name = s["tmux_session"].as_str().unwrap().to_string();
     assert_eq!(name, format!("seed_{sess}"));
-    // The name and the engine's session are one group (one window, one pane).
+    assert!(tmux_as_user(&["has-session", "-t", &format!("={name}")]));
+    // Tagged with the engine's session it shows.
     let engine = engine_session_of(&bed, &sess);
     let ours = format!("{name} {engine}");
     assert!(tmux_sessions().contains(&ours), "{:?}", tmux_sessions());
+    // Attaching works (a control-mode client: there is no terminal here).
+    assert!(tmux_as_user(&["-C", "attach-session", "-t", &name]));
+    // A command that waits for input gets what is typed into `seed_<id>`.
+    let e = bed.err(
+        &[
+            "session",
+            "exec",
+            "--session",
+            &sess,
+            "--cmd",
+            "read -r x; echo \"got:$x\"",
+            "--timeout",
+            "2",
+        ],
+        2007,
+    );
+    assert_eq!(e["name"], "command_timeout");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("`tmux attach -t {name}`")),
+        "{e}"
+    );
+    assert!(tmux_as_user(&[
+        "send-keys",
+        "-t",
+        &format!("={name}:"),
+        "typed-in",
+        "Enter"
+    ]));
+    eventually("the command to end", || {
+        let st = bed.ok(&["session", "status", "--session", &sess]);
+        (st["status"] == "active").then_some(())
+    });
+    let lines = log_lines(&ws.join("artifacts/logs/t/cmd_001.log"));
+    assert_eq!(lines[1], "got:typed-in", "{lines:?}");
     bed.exec(&sess, "true");
     bed.ok(&["session", "destroy", "--session", &sess]);
-    // (Other tests may reuse the freed name for sessions of their own: look at the group.)
+    // (Other tests may reuse the freed name for sessions of their own: look at the tag.)
     assert!(
         !tmux_sessions()
             .iter()
@@ -1497,12 +1553,13 @@ fn tmux_session_is_real() {
     );
 }
 
-/// `<session name> <session group>` of every session on the engine's tmux server.
+/// `<session name> <engine session>` of every session on the login user's default tmux server.
 fn tmux_sessions() -> Vec<String> {
     let out = Command::new("runuser")
-        .args(["-u", remote_runner_testkit::TEST_USER, "--", "tmux", "-L"])
-        .arg(remote_runner_engine::tmux::DEFAULT_SOCKET)
-        .args(["list-sessions", "-F", "#{session_name} #{session_group}"])
+        .args(["-u", remote_runner_testkit::TEST_USER, "--", "tmux"])
+        .args(["list-sessions", "-F", "#{session_name} #{@seed_engine}"])
+        .env_remove("TMUX")
+        .env_remove("TMUX_TMPDIR")
         .output()
         .unwrap();
     String::from_utf8_lossy(&out.stdout)
@@ -1521,9 +1578,12 @@ fn a_dead_tmux_session_is_an_error() {
     let mount_id = mount["mount_id"].as_str().unwrap().to_string();
     let sess = bed.session(&mount_id, "dies");
     let engine = engine_session_of(&bed, &sess);
-    // Only the engine's tmux session: the `seed_` name, holding the same pane, goes with it at
-    // the next status, so no shell lingers.
-    assert!(tmux_as_user(&["kill-session", "-t", &format!("={engine}")]));
+    // Only the engine's tmux session: the `seed_` name, showing its pane, goes with it.
+    assert!(engine_tmux_as_user(&[
+        "kill-session",
+        "-t",
+        &format!("={engine}")
+    ]));
     let st = bed.ok(&["session", "status", "--session", &sess]);
     assert_eq!(st["status"], "error", "{st}");
     assert!(!tmux_sessions().contains(&format!("seed_{sess} {engine}")));
@@ -1552,7 +1612,11 @@ fn a_dead_tmux_session_is_an_error() {
     );
     assert_eq!(e["name"], "command_timeout");
     let engine = engine_session_of(&bed, &sess);
-    assert!(tmux_as_user(&["kill-session", "-t", &format!("={engine}")]));
+    assert!(engine_tmux_as_user(&[
+        "kill-session",
+        "-t",
+        &format!("={engine}")
+    ]));
     let st = bed.ok(&["session", "status", "--session", &sess]);
     assert_eq!(st["status"], "error", "{st}");
     let e = bed.err(
@@ -1709,7 +1773,7 @@ fn an_unreachable_machine_mid_command_is_an_error() {
     assert_eq!(all["sessions"][0]["busy"], true, "{all}");
     // The machine is gone for good in this test: end its shell by hand.
     tmux_as_user(&["kill-session", "-t", &format!("=seed_{sess}")]);
-    tmux_as_user(&["kill-session", "-t", &format!("={engine}")]);
+    engine_tmux_as_user(&["kill-session", "-t", &format!("={engine}")]);
 }
 
 /// A command that ended but whose log cannot be written locally: error 2008, and the command's

@@ -71,9 +71,9 @@ pub async fn run(
             (TMUX, "tmux_failed"),
         )
     })?;
-    // The spec's `tmux_session` name, as a real tmux session: one grouped with the engine's
-    // (same window and pane) on the engine's socket. An id whose name another state dir uses
-    // on that machine is skipped, so names never clash there.
+    // The spec's `tmux_session` name, as a real tmux session on the user's default tmux
+    // server whose pane shows the engine's (tmux_name.rs). An id whose name is taken there
+    // (another state dir, or the user's own) is skipped, so names never clash.
     let mut session_id = None;
     for _ in 0..50 {
         let id = {
@@ -100,7 +100,7 @@ pub async fn run(
             TMUX,
             "tmux_failed",
             "no free seed_<session_id> tmux session name on the machine; remove stale ones \
-             (`tmux -L remote-runner ls`)",
+             (`tmux ls`, as the login user)",
         ));
     };
     let mut locked = state::lock(&ctx.state_dir)?;

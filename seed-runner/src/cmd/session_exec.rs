@@ -161,9 +161,8 @@ pub async fn run(ctx: &Ctx, session_id: &str, command: &str, timeout: u64) -> Re
                      {log_filename} (refreshed by `session status`; the rest comes back once \
                      it ends, on the next `session status`, `session exec` or `session \
                      destroy`). A command that waits for input waits for ever: type it in \
-                     `tmux -L {socket} attach -t {tmux}`, or destroy the session. Pass a \
-                     larger --timeout next time",
-                    socket = remote_runner_engine::engine::EngineOptions::default().tmux_socket,
+                     `tmux attach -t {tmux}`, or destroy the session. Pass a larger \
+                     --timeout next time",
                     tmux = tmux_name(session_id),
                 ),
             ))
