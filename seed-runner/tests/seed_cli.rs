@@ -319,8 +319,7 @@ fn example_1_basic_workflow() {
     assert!(workspace.join("artifacts/logs/exp-web-01").is_dir());
 
     // The session is an ordinary engine session: what `remote-runner session list` reads.
-    let store = remote_runner_engine::store::Store::open(&bed.state_dir()).unwrap();
-    let engine_sessions = remote_runner_engine::store::sessions::list(&store).unwrap();
+    let engine_sessions = engine_sessions(&bed);
     assert!(
         engine_sessions.iter().any(|r| r.machine_id == HOST_ALIAS
             && r.cwd == remote
@@ -1036,14 +1035,11 @@ fn registered_machine_id() {
     assert_eq!(r["exit_code"], 0);
     let lines = log_lines(&ws.join("artifacts/logs/reg/cmd_001.log"));
     assert_eq!(lines[1], remote_runner_testkit::TEST_USER);
-    let st = Store::open(&bed.state_dir()).unwrap();
     assert!(
-        store::sessions::list(&st)
-            .unwrap()
+        engine_sessions(&bed)
             .iter()
             .any(|r| r.machine_id == "vm-seed-01" && r.status.as_str() == "active")
     );
-    drop(st);
     run(&["mount", "destroy", "--mount-id", mount_id, "--cleanup"]);
     assert!(!Path::new(&remote).exists());
     // --cleanup that cannot remove the dir (its parent is not the login user's): a warning
@@ -1069,13 +1065,19 @@ fn registered_machine_id() {
     assert_eq!(d["status"], "unmounted");
     assert!(d["warning"].as_str().unwrap().contains("2009"), "{d}");
     // The mount's sessions went with it.
-    let st = Store::open(&bed.state_dir()).unwrap();
     assert!(
-        store::sessions::list(&st)
-            .unwrap()
+        engine_sessions(&bed)
             .iter()
             .all(|r| r.status.as_str() == "destroyed")
     );
+}
+
+/// The engine's sessions in the bed's state dir (what `remote-runner session list` reads).
+fn engine_sessions(bed: &Bed) -> Vec<remote_runner_engine::engine::SessionRecord> {
+    remote_runner_engine::engine::Engine::open_direct(&bed.state_dir(), None, None)
+        .unwrap()
+        .session_list()
+        .unwrap()
 }
 
 /// `tmux ...` as the login user, as an agent types it: the default tmux server (no `-L`, and
