@@ -192,6 +192,9 @@ pub async fn upload(
     Ok(stats)
 }
 
+/// The remote listing of `artifacts/` (POSIX sh, GNU find).
+pub const LIST_ARTIFACTS: &str = include_str!("list_artifacts.sh");
+
 /// Files under `<remote_root>/artifacts`: (relative path, size, mtime) of each, and the names
 /// (lossily decoded) of those whose path is not UTF-8, which no transfer can name.
 async fn remote_artifacts(
@@ -199,10 +202,7 @@ async fn remote_artifacts(
     remote_root: &str,
 ) -> Result<(Vec<(String, u64, String)>, Vec<String>)> {
     let dir = format!("{remote_root}/artifacts");
-    let script = format!(
-        "cd {} 2>/dev/null || exit 0; find . -type f -printf '%P\\0%s\\0%T@\\0'",
-        shell_quote(&dir)
-    );
+    let script = format!("dir={}\n{LIST_ARTIFACTS}", shell_quote(&dir));
     let out = host
         .run(&script, &[])
         .await

@@ -21,6 +21,8 @@ pub const NAME_SH: &str = include_str!("tmux_name.sh");
 pub const UNNAME_SH: &str = include_str!("tmux_unname.sh");
 /// The `seed_` session's pane: a client of the engine's session (POSIX sh).
 pub const ATTACH_SH: &str = include_str!("tmux_attach.sh");
+/// Hangs up a closed pane's terminal session (POSIX sh).
+pub const HANG_UP_SH: &str = include_str!("hang_up.sh");
 
 /// The tmux session `seed_<session_id>`.
 pub(crate) fn tmux_name(session_id: &str) -> String {
@@ -95,7 +97,7 @@ pub(crate) async fn unname_tmux_session(
 /// (a job that ignores SIGHUP, such as one under `nohup`, goes on, as it would there).
 pub(crate) async fn hang_up(wired: &Wired, terminal_session: u32) {
     if let Ok(host) = wired.host().await {
-        let script = format!("pkill -HUP -s {terminal_session} -u \"$(id -u)\" 2>/dev/null; true");
+        let script = format!("sid={terminal_session}\n{HANG_UP_SH}");
         let _ = host.run(&script, &[]).await;
     }
 }

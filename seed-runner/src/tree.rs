@@ -20,6 +20,8 @@ use crate::state::Manifest;
 
 /// The remote check of [`changed`] (POSIX sh).
 pub const INPUTS_CHANGED: &str = include_str!("inputs_changed.sh");
+/// The remote side of [`upload`] (POSIX sh).
+pub const TREE_APPLY: &str = include_str!("tree_apply.sh");
 
 fn sync_err(what: String) -> SeedError {
     SeedError::new(SYNC, "sync_failed", what)
@@ -29,7 +31,8 @@ fn sync_err(what: String) -> SeedError {
 type Scanned = (BTreeSet<String>, Vec<(String, String)>);
 
 /// Directories and symlinks under `root` (relative, `/`-separated), without the reserved names
-/// at its root. Names that are not UTF-8 or hold a newline are left out (as by the file sync).
+/// at its root. Names that are not UTF-8 or hold a newline are left out (as by the file sync),
+/// and so are symlinks whose target does (`tree_apply.sh` reads one a line).
 fn scan(root: &Path) -> Result<Scanned> {
     let mut dirs = BTreeSet::new();
     let mut links = Vec::new();
@@ -62,6 +65,7 @@ fn scan(root: &Path) -> Result<Scanned> {
             } else if kind.is_symlink()
                 && let Ok(target) = std::fs::read_link(entry.path())
                 && let Some(target) = target.to_str()
+                && !target.contains('\n')
             {
                 links.push((child, target.to_string()));
             }
@@ -79,56 +83,41 @@ pub async fn upload(
     manifest: &mut Manifest,
 ) -> Result<()> {
     let (dirs, links) = scan(local_root)?;
-    let mut script = String::new();
-    let new_dirs: Vec<&String> = dirs
-        .iter()
-        .filter(|d| !manifest.dirs.contains(*d))
-        .collect();
-    if !new_dirs.is_empty() {
-        script.push_str("mkdir -p --");
-        for d in &new_dirs {
-            script.push(' ');
-            script.push_str(&shell_quote(d));
-        }
-        script.push_str(" || exit 1\n");
+    let mut changes = String::new();
+    let mut line = |kind: &str, path: &str| {
+        changes.push_str(kind);
+        changes.push(' ');
+        changes.push_str(path);
+        changes.push('\n');
+    };
+    for d in dirs.iter().filter(|d| !manifest.dirs.contains(*d)) {
+        line("d", d);
     }
     let present: BTreeSet<&str> = links.iter().map(|(p, _)| p.as_str()).collect();
     for (path, target) in &links {
-        if manifest.links.get(path) == Some(target) {
-            continue;
+        if manifest.links.get(path) != Some(target) {
+            line("l", path);
+            line("t", target);
         }
-        let p = shell_quote(path);
-        script.push_str(&format!(
-            "rm -f -- {p} && ln -s -- {} {p} || exit 1\n",
-            shell_quote(target)
-        ));
     }
-    let gone_links: Vec<String> = manifest
-        .links
-        .keys()
-        .filter(|p| !present.contains(p.as_str()))
-        .cloned()
-        .collect();
-    for path in &gone_links {
-        let p = shell_quote(path);
-        script.push_str(&format!("if [ -L {p} ]; then rm -f -- {p}; fi\n"));
+    for path in manifest.links.keys() {
+        if !present.contains(path.as_str()) {
+            line("L", path);
+        }
     }
     // Deepest first, so a removed tree goes whole (as long as it is empty remotely).
-    let gone_dirs: Vec<String> = manifest
-        .dirs
-        .iter()
-        .rev()
-        .filter(|d| !dirs.contains(*d))
-        .cloned()
-        .collect();
-    for d in &gone_dirs {
-        script.push_str(&format!("rmdir -- {} 2>/dev/null\n", shell_quote(d)));
+    for d in manifest.dirs.iter().rev() {
+        if !dirs.contains(d) {
+            line("r", d);
+        }
     }
-    if script.is_empty() {
+    if changes.is_empty() {
         return Ok(());
     }
+    // The changes go in the script as a here-document, not on stdin: a call without input
+    // data runs on a kept control process (as in [`changed`]).
     let script = format!(
-        "cd -- {} || exit 1\n{script}exit 0\n",
+        "root={}\n{{\n{TREE_APPLY}}} <<'__seed_tree_end'\n{changes}__seed_tree_end\n",
         shell_quote(remote_root)
     );
     let out = host.run(&script, &[]).await.map_err(|e| {

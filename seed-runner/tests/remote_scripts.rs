@@ -13,6 +13,9 @@ const MAKE_DIR: &str = include_str!("../src/make_dir.sh");
 const TMUX_NAME: &str = include_str!("../src/tmux_name.sh");
 const TMUX_UNNAME: &str = include_str!("../src/tmux_unname.sh");
 const TMUX_ATTACH: &str = include_str!("../src/tmux_attach.sh");
+const TREE_APPLY: &str = include_str!("../src/tree_apply.sh");
+const LIST_ARTIFACTS: &str = include_str!("../src/list_artifacts.sh");
+const HANG_UP: &str = include_str!("../src/hang_up.sh");
 
 #[test]
 fn scripts_are_shellcheck_clean() {
@@ -23,6 +26,9 @@ fn scripts_are_shellcheck_clean() {
         ("tmux_name.sh", "sh", TMUX_NAME),
         ("tmux_unname.sh", "sh", TMUX_UNNAME),
         ("tmux_attach.sh", "sh", TMUX_ATTACH),
+        ("tree_apply.sh", "sh", TREE_APPLY),
+        ("list_artifacts.sh", "sh", LIST_ARTIFACTS),
+        ("hang_up.sh", "sh", HANG_UP),
     ]);
 }
 
@@ -315,5 +321,122 @@ fn tmux_name_scripts_under_every_shell() {
         assert!(w.ok(&["has-session", "-t", "=seed_x"]), "{shell:?}");
         assert!(w.ok(&["-L", "eng", "kill-session", "-t", "=E"]));
         wait_for("seed_x to end", || !w.ok(&["has-session", "-t", "=seed_x"]));
+    }
+}
+
+/// Directories (one mkdir), symlinks (made, replaced, removed only when a symlink) and empty
+/// directories removed, names with spaces, quotes and leading dashes as data.
+#[test]
+fn tree_apply_under_every_shell() {
+    for shell in posix_shells() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("empty")).unwrap();
+        std::fs::create_dir_all(root.join("full")).unwrap();
+        std::fs::write(root.join("full/f"), "x").unwrap();
+        std::os::unix::fs::symlink("old", root.join("gone-link")).unwrap();
+        std::fs::write(root.join("not-a-link"), "x").unwrap();
+        std::os::unix::fs::symlink("before", root.join("-l")).unwrap();
+        let changes = "d a b\nd a b/it's\nd -dash\nl a b/link\nt ../x y\nl -l\nt after\n\
+                       L gone-link\nL not-a-link\nr empty\nr full\n";
+        let script = format!(
+            "root={}\n{{\n{TREE_APPLY}}} <<'__seed_tree_end'\n{changes}__seed_tree_end\n",
+            q(root.to_str().unwrap())
+        );
+        assert_eq!(run(&shell, &script, ""), "", "{shell:?}");
+        assert!(root.join("a b/it's").is_dir(), "{shell:?}");
+        assert!(root.join("-dash").is_dir(), "{shell:?}");
+        assert_eq!(
+            std::fs::read_link(root.join("a b/link")).unwrap(),
+            Path::new("../x y")
+        );
+        assert_eq!(
+            std::fs::read_link(root.join("-l")).unwrap(),
+            Path::new("after")
+        );
+        assert!(
+            root.join("gone-link").symlink_metadata().is_err(),
+            "{shell:?}"
+        );
+        assert!(root.join("not-a-link").is_file(), "{shell:?}");
+        assert!(!root.join("empty").exists(), "{shell:?}");
+        assert!(root.join("full/f").is_file(), "{shell:?}");
+        // A failure (a directory where a file is) fails the script.
+        let bad = format!(
+            "root={}\n{{\n{TREE_APPLY}}} <<'__seed_tree_end'\nd full/f/sub\n__seed_tree_end\n",
+            q(root.to_str().unwrap())
+        );
+        assert!(!run_script(&shell, &bad, b"").status.success(), "{shell:?}");
+    }
+}
+
+/// Every regular file under the dir, `path NUL size NUL mtime NUL`, names as data; nothing for
+/// a dir that is gone.
+#[test]
+fn list_artifacts_under_every_shell() {
+    for shell in posix_shells() {
+        let dir = tempfile::tempdir().unwrap();
+        let arts = dir.path().join("artifacts");
+        std::fs::create_dir_all(arts.join("sub")).unwrap();
+        std::fs::write(arts.join("sub/a\nb"), "12345").unwrap();
+        std::fs::write(arts.join("-x"), "").unwrap();
+        let script = format!("dir={}\n{LIST_ARTIFACTS}", q(arts.to_str().unwrap()));
+        let out = run_script(&shell, &script, b"");
+        assert!(out.status.success(), "{shell:?}");
+        let fields: Vec<&[u8]> = out.stdout.split(|b| *b == 0).collect();
+        let mut files: Vec<(String, String)> = fields
+            .chunks(3)
+            .filter(|c| c.len() == 3)
+            .map(|c| {
+                (
+                    String::from_utf8_lossy(c[0]).into_owned(),
+                    String::from_utf8_lossy(c[1]).into_owned(),
+                )
+            })
+            .collect();
+        files.sort();
+        assert_eq!(
+            files,
+            [
+                ("-x".to_string(), "0".to_string()),
+                ("sub/a\nb".to_string(), "5".to_string())
+            ],
+            "{shell:?}"
+        );
+        let gone = format!(
+            "dir={}\n{LIST_ARTIFACTS}",
+            q(&format!("{}/none", dir.path().display()))
+        );
+        assert_eq!(run(&shell, &gone, ""), "", "{shell:?}");
+    }
+}
+
+/// The terminal session's processes get SIGHUP; one that ignores it goes on.
+#[test]
+fn hang_up_under_every_shell() {
+    for shell in posix_shells() {
+        // A new session: sh (its leader) with a child that ignores HUP and one that does not.
+        let mut leader = Command::new("setsid")
+            .args(["sh", "-c", "(trap '' HUP; exec sleep 30) & sleep 30 & wait"])
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let sid = leader.id();
+        let members = || {
+            let out = Command::new("pgrep")
+                .args(["-s", &sid.to_string(), "sleep"])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).lines().count()
+        };
+        wait_for("both sleeps", || members() == 2);
+        run(&shell, &format!("sid={sid}\n{HANG_UP}"), "");
+        wait_for("the one that does not ignore SIGHUP to end", || {
+            members() == 1
+        });
+        let _ = Command::new("pkill")
+            .args(["-KILL", "-s", &sid.to_string()])
+            .status();
+        let _ = leader.wait();
     }
 }
