@@ -1,0 +1,55 @@
+//! An engine that reaches machines itself, for a long-lived face (the BotMux provider): SSH
+//! connections are pooled in the process (no connection keeper), `local` is this host, and one
+//! machine may be given without a store record (the provider's `REMOTE_RUNNER_HOST` settings).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{Engine, EngineOptions};
+use crate::connect::MachineConnector;
+use crate::error::Result;
+use crate::machine::Machine;
+use crate::ssh::ConnectOptions;
+
+/// The machines an engine opened with [`Engine::open_direct`] reaches.
+#[derive(Clone)]
+pub struct DirectMachines {
+    connector: Arc<MachineConnector>,
+}
+
+impl std::fmt::Debug for DirectMachines {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirectMachines").finish_non_exhaustive()
+    }
+}
+
+impl DirectMachines {
+    /// The machine record for an id: the built-in `local`, the one given to
+    /// [`Engine::open_direct`], or the store's (an `unknown_machine` error otherwise).
+    pub fn machine(&self, machine_id: &str) -> Result<Machine> {
+        self.connector.machine(machine_id)
+    }
+}
+
+impl Engine {
+    /// Open the engine on `state_dir` with default options, reaching machines directly;
+    /// `adhoc` is reachable by its id without a store record.
+    pub fn open_direct(
+        state_dir: &Path,
+        adhoc: Option<Machine>,
+    ) -> Result<(Engine, DirectMachines)> {
+        let mut connector =
+            MachineConnector::new(state_dir.to_path_buf(), ConnectOptions::default());
+        if let Some(machine) = adhoc {
+            connector = connector.with_machine(machine);
+        }
+        let connector = Arc::new(connector);
+        let engine = Engine::with_options(state_dir, connector.clone(), EngineOptions::default())?;
+        Ok((engine, DirectMachines { connector }))
+    }
+}
+
+/// The state directory every face shares unless told otherwise: `~/.remote-runner`.
+pub fn default_state_dir() -> Option<PathBuf> {
+    crate::store::default_state_dir()
+}
