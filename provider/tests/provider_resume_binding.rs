@@ -6,13 +6,9 @@
 
 mod support;
 
-use std::path::Path;
-use std::sync::Arc;
-
-use remote_runner_engine::connect::MachineConnector;
 use remote_runner_engine::engine::Engine;
-use remote_runner_engine::ssh::ConnectOptions;
 use serde_json::{Value, json};
+use std::path::Path;
 use support::pipes::Pipes;
 
 const ENV: &str = r#""protocol":"botmux.remote-runner","version":1"#;
@@ -22,11 +18,9 @@ fn line(body: &str) -> String {
 }
 
 fn engine(state_dir: &Path) -> Engine {
-    let connector = Arc::new(MachineConnector::new(
-        state_dir.to_path_buf(),
-        ConnectOptions::default(),
-    ));
-    Engine::new(state_dir, connector).unwrap()
+    Engine::open_direct(state_dir, Default::default())
+        .unwrap()
+        .0
 }
 
 /// A provider for BotMux session `chat` starts a session; its state is returned and the
@@ -109,10 +103,8 @@ async fn another_chats_state_is_refused_and_its_session_survives() {
 async fn a_state_naming_a_cli_session_is_refused_and_the_cli_session_survives() {
     let dir = tempfile::tempdir().unwrap();
     let state_dir = dir.path().join("state");
-    let engine = engine(&state_dir);
-    let machine = MachineConnector::new(state_dir.clone(), ConnectOptions::default())
-        .machine("local")
-        .unwrap();
+    let (engine, machines) = Engine::open_direct(&state_dir, Default::default()).unwrap();
+    let machine = machines.machine("local").unwrap();
     // What `remote-runner session create` does for a human.
     let human = engine.create_session(&machine, Some("/tmp")).await.unwrap();
     let forged = json!({

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use remote_runner_engine::ErrorCode;
 use remote_runner_engine::engine::Engine;
+use remote_runner_engine::engine::direct::DirectOptions;
 use remote_runner_engine::engine::host::{Host, machine_or_ssh_alias};
 use remote_runner_engine::machine::Machine;
 
@@ -72,10 +73,16 @@ impl Ctx {
         connect_timeout: Option<Duration>,
     ) -> Result<Wired> {
         let machine = self.machine(machine_id)?;
-        let engine = Engine::open_direct(&self.state_dir, Some(machine.clone()), connect_timeout)
-            .map_err(|e| {
-            SeedError::engine(e, "opening the engine state", (STATE, "state_error"))
-        })?;
+        let engine = Engine::open_direct(
+            &self.state_dir,
+            DirectOptions {
+                adhoc: Some(machine.clone()),
+                connect_timeout,
+                prompt_passphrase: true,
+            },
+        )
+        .map(|(engine, _)| engine)
+        .map_err(|e| SeedError::engine(e, "opening the engine state", (STATE, "state_error")))?;
         Ok(Wired { engine, machine })
     }
 
@@ -84,9 +91,11 @@ impl Ctx {
         if let Some(e) = self.records.get() {
             return Ok(e);
         }
-        let engine = Engine::open_direct(&self.state_dir, None, None).map_err(|e| {
-            SeedError::engine(e, "opening the engine state", (STATE, "state_error"))
-        })?;
+        let engine = Engine::open_direct(&self.state_dir, DirectOptions::default())
+            .map(|(engine, _)| engine)
+            .map_err(|e| {
+                SeedError::engine(e, "opening the engine state", (STATE, "state_error"))
+            })?;
         Ok(self.records.get_or_init(|| engine))
     }
 }

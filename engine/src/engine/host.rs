@@ -2,20 +2,16 @@
 //! run a shell script and read its output and exit status, look at a path, make a directory,
 //! remove a file. Outside any session: these are calls on the machine, not commands in a shell.
 //!
-//! Also the direct way to open the engine for such a face: [`Engine::open_direct`] connects
-//! to each machine itself (no connection keeper), and [`machine_or_ssh_alias`] resolves a
+//! Such a face opens its engine with [`Engine::open_direct`] (it connects to each machine
+//! itself, no connection keeper), and [`machine_or_ssh_alias`] resolves a
 //! `--machine` that may be an ssh_config `Host` alias rather than a registered machine.
 
-use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
-use crate::connect::MachineConnector;
 use crate::error::{Error, ErrorCode, Result};
 use crate::machine::Machine;
 use crate::ssh::config::{SshConfigSource, machine_from_alias};
-use crate::ssh::{ConnectOptions, PassphraseSource};
 use crate::store::{self, Store};
 use crate::transport::{ExecOptions, Transport};
 
@@ -47,35 +43,6 @@ impl Engine {
             machine_id: machine_id.to_string(),
             transport: self.connector.connect(machine_id).await?,
         })
-    }
-
-    /// The engine over real machines, each reached over a direct SSH connection kept for this
-    /// engine's life (no connection keeper): `local` on this host, registered machines with
-    /// their stored credentials, and `machine` by its id even when it is not registered (an
-    /// ssh_config alias from [`machine_or_ssh_alias`]). An encrypted key's passphrase is asked
-    /// only when stdin is a terminal. `connect_timeout` bounds each connection attempt (default:
-    /// the SSH layer's).
-    pub fn open_direct(
-        state_dir: &Path,
-        machine: Option<Machine>,
-        connect_timeout: Option<Duration>,
-    ) -> Result<Engine> {
-        let mut options = ConnectOptions {
-            passphrase: if std::io::stdin().is_terminal() {
-                PassphraseSource::Tty
-            } else {
-                PassphraseSource::Never
-            },
-            ..ConnectOptions::default()
-        };
-        if let Some(t) = connect_timeout {
-            options.connect_timeout = Some(t);
-        }
-        let mut connector = MachineConnector::new(state_dir.to_path_buf(), options);
-        if let Some(m) = machine {
-            connector = connector.with_machine(m);
-        }
-        Engine::new(state_dir, Arc::new(connector))
     }
 }
 

@@ -6,8 +6,8 @@ use remote_runner_protocol::{
 };
 use serde_json::Value;
 
+use remote_runner_engine::engine::helper::HelperHost;
 use remote_runner_engine::error::Result;
-use remote_runner_engine::transport::Transport;
 
 /// Largest request file read (a message is at most 32 KiB; more is refused, not truncated).
 const MAX_REQUEST_BYTES: usize = 1024 * 1024;
@@ -61,26 +61,22 @@ pub struct Call {
 }
 
 /// Read `dir` (a call whose `ready` is there).
-pub async fn read(transport: &dyn Transport, n: u64, dir: &str) -> Result<Call> {
+pub async fn read(host: &HelperHost, n: u64, dir: &str) -> Result<Call> {
     let file = |name: &str| format!("{dir}/{name}");
-    let kind = read_text(transport, &file("kind"))
-        .await?
-        .unwrap_or_default();
-    let key = read_text(transport, &file("key")).await?;
-    let recorded_id = read_text(transport, &file("operation"))
+    let kind = read_text(host, &file("kind")).await?.unwrap_or_default();
+    let key = read_text(host, &file("key")).await?;
+    let recorded_id = read_text(host, &file("operation"))
         .await?
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty());
     let operation = match kind.trim() {
         "send" => {
-            let opts = read_text(transport, &file("opts"))
-                .await?
-                .unwrap_or_default();
-            let content = read_text(transport, &file("content")).await?;
+            let opts = read_text(host, &file("opts")).await?.unwrap_or_default();
+            let content = read_text(host, &file("content")).await?;
             parse_send(&opts, content)
         }
         "tool" => {
-            let request = read_text(transport, &file("request")).await?;
+            let request = read_text(host, &file("request")).await?;
             parse_tool(request.as_deref().unwrap_or_default())
         }
         other => Err(format!(
@@ -97,15 +93,9 @@ pub async fn read(transport: &dyn Transport, n: u64, dir: &str) -> Result<Call> 
 }
 
 /// A file's text, `None` when missing; refused as too large rather than cut.
-async fn read_text(transport: &dyn Transport, path: &str) -> Result<Option<String>> {
-    match transport
-        .read_file_range(path, 0, MAX_REQUEST_BYTES + 1)
-        .await
-    {
-        Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
-        Err(e) if e.code == remote_runner_engine::error::ErrorCode::RemoteNotFound => Ok(None),
-        Err(e) => Err(e),
-    }
+async fn read_text(host: &HelperHost, path: &str) -> Result<Option<String>> {
+    let bytes = host.read(path, MAX_REQUEST_BYTES + 1).await?;
+    Ok(bytes.map(|b| String::from_utf8_lossy(&b).into_owned()))
 }
 
 fn parse_send(opts: &str, content: Option<String>) -> std::result::Result<Operation, String> {
@@ -229,25 +219,19 @@ impl Reply {
 
     /// Write the reply into the call's directory: attachments, `out`, `err`, and `status`
     /// last (each atomic), so the helper replays a whole reply.
-    pub async fn write(&self, transport: &dyn Transport, dir: &str) -> Result<()> {
+    pub async fn write(&self, host: &HelperHost, dir: &str) -> Result<()> {
         for (name, bytes) in &self.files {
-            transport
-                .write_file(&format!("{dir}/{name}"), bytes, 0o600)
-                .await?;
+            host.write(&format!("{dir}/{name}"), bytes, 0o600).await?;
         }
-        transport
-            .write_file(&format!("{dir}/out"), &self.out, 0o600)
+        host.write(&format!("{dir}/out"), &self.out, 0o600).await?;
+        host.write(&format!("{dir}/err"), self.err.as_bytes(), 0o600)
             .await?;
-        transport
-            .write_file(&format!("{dir}/err"), self.err.as_bytes(), 0o600)
-            .await?;
-        transport
-            .write_file(
-                &format!("{dir}/status"),
-                format!("{}\n", self.status).as_bytes(),
-                0o600,
-            )
-            .await
+        host.write(
+            &format!("{dir}/status"),
+            format!("{}\n", self.status).as_bytes(),
+            0o600,
+        )
+        .await
     }
 }
 

@@ -11,6 +11,10 @@
 //! - [`call`]: one request read and checked, and the reply the helper replays.
 //! - [`settle`]: results from the host to the calls waiting for them.
 //! - [`turn`]: one turn's calls: watch, send, wait, and hold the `final` until all are settled.
+//!
+//! The chat reaches the machine only through the engine's [`HelperHost`] (the turn's host, or
+//! the machine's for [`sweep`]) and speaks to the host only through an [`EventSink`] (the
+//! provider's single writer): it knows nothing of the provider's server.
 
 pub mod call;
 pub mod settle;
@@ -21,11 +25,11 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
+use remote_runner_engine::engine::helper::HelperHost;
 use remote_runner_engine::error::Result;
-use remote_runner_engine::transport::{Transport, shell_quote};
 
 pub use settle::{Settlement, Settlements};
-pub use turn::ChatTurn;
+pub use turn::{ChatTurn, EventSink};
 
 /// The helper, as installed on machines.
 pub const CHAT_SCRIPT: &str = include_str!("chat.sh");
@@ -50,36 +54,22 @@ pub fn script_path(session_state_dir: &str) -> String {
 }
 
 /// Install the helper at `path` unless it is there (written atomically, mode 0700).
-pub async fn install(transport: &dyn Transport, path: &str) -> Result<()> {
-    if transport.stat(path).await?.is_some() {
-        return Ok(());
-    }
-    if let Some((dir, _)) = path.rsplit_once('/') {
-        transport.create_dir_all(dir, 0o700).await?;
-    }
-    transport
-        .write_file(path, CHAT_SCRIPT.as_bytes(), 0o700)
-        .await
+pub async fn install(host: &HelperHost, path: &str) -> Result<()> {
+    host.install(path, CHAT_SCRIPT.as_bytes()).await
 }
 
 /// A new provider process took over a session (resume): close the chat of every earlier turn
 /// and settle each call still waiting: one the old process had recorded may have reached the
 /// host (exit 4, unknown), one it had not was never sent (exit 3).
-pub async fn sweep(transport: &dyn Transport, session_state_dir: &str) -> Result<()> {
+pub async fn sweep(host: &HelperHost, session_state_dir: &str) -> Result<()> {
     let script = script_path(session_state_dir);
-    if transport.stat(&script).await?.is_none() {
+    if !host.exists(&script).await? {
         return Ok(()); // no turn of this version ever ran here
     }
-    let line = format!(
-        "exec /bin/sh {} __sweep {}",
-        shell_quote(&script),
-        shell_quote(session_state_dir)
-    );
-    remote_runner_engine::remote::sh(
-        transport,
-        &line,
-        None,
-        Some(Duration::from_secs(30)),
+    host.run(
+        &script,
+        &["__sweep", session_state_dir],
+        Duration::from_secs(30),
         64 * 1024,
     )
     .await?;

@@ -12,17 +12,22 @@ use tokio_util::sync::CancellationToken;
 
 use super::call::{self, Call, Operation, Reply, status};
 use super::settle::{Settlement, Settlements};
-use crate::server::writer::Out;
+use remote_runner_engine::engine::helper::HelperHost;
+use remote_runner_engine::engine::retry::{self, LINK};
 use remote_runner_engine::error::{Error, ErrorCode, Result};
-use remote_runner_engine::transport::{Transport, shell_quote};
-use remote_runner_engine::util::retry::{self, LINK};
 
 /// Longest single remote wait for new calls.
 const WATCH_WAIT: Duration = Duration::from_secs(10);
 
+/// Where the chat's events (`outbound_message`, `session_tool`) go: the provider's writer.
+pub trait EventSink: Send + Sync {
+    fn send(&self, event: Event);
+}
+
 /// What a turn's chat needs to know.
 pub struct ChatSetup {
-    pub transport: Arc<dyn Transport>,
+    /// The host the turn runs on.
+    pub host: HelperHost,
     /// The helper on the machine.
     pub script: String,
     /// `<turn dir>/chat`.
@@ -37,7 +42,7 @@ pub struct ChatSetup {
     pub id_prefix: String,
     pub outbound: bool,
     pub session_tool: bool,
-    pub out: Out,
+    pub out: Arc<dyn EventSink>,
     pub settlements: Arc<Settlements>,
 }
 
@@ -140,28 +145,19 @@ impl ChatTurn {
             return;
         }
         let s = &self.inner.setup;
-        let line = format!(
-            "exec /bin/sh {} __close {} {}",
-            shell_quote(&s.script),
-            shell_quote(&s.dir),
-            shell_quote(&s.session_dir)
-        );
+        let args = ["__close", s.dir.as_str(), s.session_dir.as_str()];
         let close = || async {
-            let out = remote_runner_engine::remote::sh(
-                s.transport.as_ref(),
-                &line,
-                None,
-                Some(Duration::from_secs(30)),
-                256 * 1024,
-            )
-            .await?;
-            if !out.status.success() {
+            let out = s
+                .host
+                .run(&s.script, &args, Duration::from_secs(30), 256 * 1024)
+                .await?;
+            if !out.success {
                 return Err(Error::new(
                     ErrorCode::RemoteError,
-                    out.stderr_lossy().trim().to_string(),
+                    out.stderr.trim().to_string(),
                 ));
             }
-            Ok(parse_calls(&out.stdout_lossy()))
+            Ok(parse_calls(&out.stdout))
         };
         let warned = |e: &Error| {
             tracing::warn!("closing the turn's chat failed: {e}");
@@ -179,12 +175,12 @@ impl ChatTurn {
     /// closes it, listing the calls.
     async fn close_unused(&self) -> bool {
         let s = &self.inner.setup;
-        let t = s.transport.as_ref();
         matches!(
-            t.create_dir_fresh(&s.session_dir, &s.dir, 0o700).await,
+            s.host.create_dir_fresh(&s.session_dir, &s.dir, 0o700).await,
             Ok(true)
-        ) && t
-            .write_new_file(&format!("{}/closed", s.dir), b"", 0o600)
+        ) && s
+            .host
+            .write_new(&format!("{}/closed", s.dir), b"", 0o600)
             .await
             .is_ok()
     }
@@ -193,33 +189,24 @@ impl ChatTurn {
     /// and whether the command has exited.
     async fn list(&self, known: usize, wait: Duration) -> Result<(Vec<Ready>, bool)> {
         let s = &self.inner.setup;
-        let exit_file = s.exit_file.as_str();
-        let line = format!(
-            "exec /bin/sh {} __watch {} {known} {} {} {}",
-            shell_quote(&s.script),
-            shell_quote(&s.dir),
-            wait.as_secs(),
-            shell_quote(exit_file),
-            shell_quote(&s.session_dir),
-        );
-        let out = remote_runner_engine::remote::sh(
-            s.transport.as_ref(),
-            &line,
-            None,
-            Some(wait + Duration::from_secs(20)),
-            256 * 1024,
-        )
-        .await?;
-        if !out.status.success() {
+        let (known, secs) = (known.to_string(), wait.as_secs().to_string());
+        let args = [
+            "__watch",
+            s.dir.as_str(),
+            known.as_str(),
+            secs.as_str(),
+            s.exit_file.as_str(),
+            s.session_dir.as_str(),
+        ];
+        let limit = wait + Duration::from_secs(20);
+        let out = s.host.run(&s.script, &args, limit, 256 * 1024).await?;
+        if !out.success {
             return Err(Error::new(
                 ErrorCode::RemoteError,
-                format!(
-                    "the chat helper's watch failed: {}",
-                    out.stderr_lossy().trim()
-                ),
+                format!("the chat helper's watch failed: {}", out.stderr.trim()),
             ));
         }
-        let text = out.stdout_lossy();
+        let text = out.stdout;
         let exited = text.lines().any(|l| l.trim() == "@exit");
         Ok((parse_calls(&text), exited))
     }
@@ -243,7 +230,7 @@ impl ChatTurn {
         let s = &self.inner.setup;
         let dir = format!("{}/{n}", s.dir);
         let reply = if r.proven {
-            let read = || call::read(s.transport.as_ref(), n, &dir);
+            let read = || call::read(&s.host, n, &dir);
             let read = retry::run(LINK, read, |e| warn_any(e, "reading a chat call failed", n));
             let Ok(c) = read.await else {
                 return; // the machine is unreachable: the helper times out (exit 4)
@@ -253,7 +240,7 @@ impl ChatTurn {
             tracing::warn!(call = n, "refused a chat call its turn did not make");
             not_this_turn(&s.dir)
         };
-        let write = || reply.write(s.transport.as_ref(), &dir);
+        let write = || reply.write(&s.host, &dir);
         let _ = retry::run(LINK, write, |e| {
             warn_any(e, "writing a chat reply failed", n)
         })
@@ -325,10 +312,7 @@ impl ChatTurn {
         // this call may have reached the host.
         if c.recorded_id.is_none() {
             let path = format!("{dir}/operation");
-            let record = || {
-                s.transport
-                    .write_file(&path, operation_id.as_bytes(), 0o600)
-            };
+            let record = || s.host.write(&path, operation_id.as_bytes(), 0o600);
             let warned = |e: &Error| warn_any(e, "recording a chat operation failed", c.n);
             if retry::run(LINK, record, warned).await.is_err() {
                 return turn_ended_unsent();

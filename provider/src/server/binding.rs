@@ -10,16 +10,12 @@
 
 use std::path::{Path, PathBuf};
 
-use remote_runner_protocol::{Event, FailureStatus, ResumeCommand, State};
+use remote_runner_protocol::{ResumeCommand, State};
 use serde::{Deserialize, Serialize};
 
-use super::provider::SessionRef;
+use super::failure::Unbound;
+use super::shared::SessionRef;
 use remote_runner_engine::error::{Error, Result};
-
-/// Failure code: the state names a session this provider did not create for this chat.
-pub const NOT_BOUND: &str = "state_not_bound";
-/// Failure code: the state names a machine other than the one this provider is configured for.
-pub const FOREIGN_MACHINE: &str = "state_foreign_machine";
 
 /// The record written next to a session this provider created.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -101,67 +97,31 @@ fn read(state_dir: &Path, session_id: &str) -> Option<Binding> {
     serde_json::from_slice(&bytes).ok()
 }
 
-/// Why a resume's state was refused: a failure code and a message saying what to do.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
-    pub code: &'static str,
-    pub message: String,
-}
-
-impl Refusal {
-    /// The failure answering the `resume` (nothing was touched, so not retryable as is).
-    pub fn into_event(self, request_id: &str) -> Event {
-        Event::failure(
-            Some(request_id.to_string()),
-            None,
-            self.code,
-            self.message,
-            FailureStatus::Failed,
-            false,
-        )
-    }
-}
-
 /// The session a resumed state names, once it is proven to be this chat's session on this
 /// machine; `Ok(None)` when the state names no session (nothing to adopt or destroy).
 pub fn check(
     state_dir: &Path,
     machine_id: &str,
     c: &ResumeCommand,
-) -> std::result::Result<Option<SessionRef>, Refusal> {
+) -> std::result::Result<Option<SessionRef>, Unbound> {
     let Some(named) = named_session(&c.state)? else {
         return Ok(None);
     };
     if named.machine_id != machine_id {
-        return Err(Refusal {
-            code: FOREIGN_MACHINE,
-            message: format!(
-                "the persisted state names machine {:?}, but this provider is configured for {:?}; \
-                 resume it with a provider configured for that machine (REMOTE_RUNNER_MACHINE), \
-                 or start a new session",
-                named.machine_id, machine_id
-            ),
+        return Err(Unbound::ForeignMachine {
+            named: named.machine_id,
+            ours: machine_id.to_string(),
         });
     }
-    let not_bound = |why: &str| Refusal {
-        code: NOT_BOUND,
-        message: format!(
-            "the persisted state names session {:?}, which {why}; nothing was adopted or \
-             destroyed. Start a new session for this chat",
-            named.session_id
-        ),
-    };
+    let session_id = named.session_id.clone();
     match read(state_dir, &named.session_id) {
-        None => Err(not_bound(
-            "this provider did not create (a CLI session, another provider's state directory, \
-             or a forged state)",
-        )),
-        Some(b) if b.botmux_session_id != c.session_id => Err(not_bound(&format!(
-            "belongs to another BotMux session, not {:?}",
-            c.session_id
-        ))),
+        None => Err(Unbound::NoBinding { session_id }),
+        Some(b) if b.botmux_session_id != c.session_id => Err(Unbound::OtherChat {
+            session_id,
+            chat: c.session_id.clone(),
+        }),
         Some(b) if b.machine_id != machine_id || b.session_id != named.session_id => {
-            Err(not_bound("was created on another machine"))
+            Err(Unbound::OtherMachine { session_id })
         }
         Some(_) => Ok(Some(named)),
     }
@@ -169,7 +129,7 @@ pub fn check(
 
 /// The session a state's `providerState` names: both `sessionId` and `machineId` strings, or
 /// neither key.
-fn named_session(state: &State) -> std::result::Result<Option<SessionRef>, Refusal> {
+fn named_session(state: &State) -> std::result::Result<Option<SessionRef>, Unbound> {
     let Some(ps) = state.provider_state.as_ref() else {
         return Ok(None);
     };
@@ -186,12 +146,6 @@ fn named_session(state: &State) -> std::result::Result<Option<SessionRef>, Refus
             session_id: s.to_string(),
             machine_id: m.to_string(),
         })),
-        _ => Err(Refusal {
-            code: NOT_BOUND,
-            message: "the persisted state's providerState does not name a session this provider \
-                      could have made (sessionId and machineId must both be present and \
-                      sessionId must be an engine session id); start a new session"
-                .to_string(),
-        }),
+        _ => Err(Unbound::Malformed),
     }
 }

@@ -3,21 +3,27 @@
 //!
 //! - [`config`]: environment variables (documented in `docs/provider.md`).
 //! - [`writer`]: the single writer that owns stdout.
-//! - [`failure`]: engine errors in the protocol's codes, and the protocol's own failures.
-//! - [`provider`]: the state machine (handshake, start/resume, fencing, cancel/detach/reattach).
-//! - [`lane`]: engine work queued in order, away from the command loop.
+//! - [`provider`]: the configuration's outcome and the entry of every command.
+//! - `cmd`: one file per protocol command, and the table that maps a command to its file.
+//! - [`shared`]: the state every handler and task shares (session, protocol state, turn).
+//! - [`jobs`] and [`lane`]: engine work queued in order, away from the command loop.
+//! - [`session`]: the remote session behind the protocol's (create, bind, adopt, retire).
 //! - [`binding`]: which sessions a resumed state may name.
-//! - [`signals`]: SIGTERM, SIGINT and SIGHUP as one future.
 //! - [`turn`]: one turn, streamed as `progress`, ended by `final` or a failure.
 //! - [`screen`]: `terminal_screen` snapshots, only when something changed.
+//! - [`failure`]: every `failure` event, rendered in one place (codes, messages, hints).
+//! - [`signals`]: SIGTERM, SIGINT and SIGHUP as one future.
 
 pub mod binding;
+mod cmd;
 pub mod config;
 pub mod failure;
-pub mod hint;
+pub mod jobs;
 pub mod lane;
 pub mod provider;
 pub mod screen;
+pub mod session;
+pub mod shared;
 pub mod signals;
 pub mod text;
 pub mod turn;
@@ -26,7 +32,7 @@ pub mod writer;
 use std::time::Duration;
 
 use futures::StreamExt;
-use remote_runner_protocol::{CommandReader, DecodeErrorKind, Event, FailureStatus, FrameError};
+use remote_runner_protocol::{CommandReader, FrameError};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 pub use config::ProviderConfig;
@@ -107,7 +113,7 @@ where
                 tracing::warn!("reading stdin failed: {err}");
                 break (EXIT_STDIN_ERROR, FLUSH_AFTER_EOF);
             }
-            Some(Err(err)) => out.send(bad_line_failure(&err)),
+            Some(Err(err)) => out.send(failure::bad_line(&err)),
         }
     };
     if code == EXIT_STDIN_CLOSED {
@@ -118,26 +124,4 @@ where
     drop(out);
     writer.finish(flush).await;
     code
-}
-
-/// A failure for a line that could not be decoded, correlated when its ids could be read. A
-/// command type protocol v1 does not have gets `unsupported_command`, the code the host's
-/// reference runner answers it with.
-fn bad_line_failure(err: &FrameError) -> Event {
-    let (request_id, turn_id) = match err.decode_error() {
-        Some(d) => (d.request_id.clone(), d.turn_id.clone()),
-        None => (None, None),
-    };
-    let code = match err.decode_error().map(|d| &d.kind) {
-        Some(DecodeErrorKind::UnknownType { type_name: Some(_) }) => "unsupported_command",
-        _ => err.code(),
-    };
-    Event::failure(
-        request_id,
-        turn_id,
-        code,
-        err.to_string(),
-        FailureStatus::Failed,
-        false,
-    )
 }

@@ -6,57 +6,15 @@
 //! last one. Sequences are `max(last + 1, now in ms)`, so they keep increasing across provider
 //! restarts within a generation without storing anything.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use remote_runner_protocol::Event;
-use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::provider::Shared;
+use super::shared::Shared;
 
 /// After a kick, keep looking for this long (output that follows input, a slow prompt).
 const SETTLE: Duration = Duration::from_secs(3);
-
-/// Wakes the screen task; cheap to clone.
-#[derive(Clone, Debug)]
-pub struct ScreenKick {
-    notify: Arc<Notify>,
-    stopped: Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl ScreenKick {
-    pub fn new() -> Self {
-        ScreenKick {
-            notify: Arc::new(Notify::new()),
-            stopped: Arc::default(),
-        }
-    }
-
-    /// Something may have changed on screen.
-    pub fn kick(&self) {
-        self.stopped
-            .store(false, std::sync::atomic::Ordering::SeqCst);
-        self.notify.notify_one();
-    }
-
-    /// No more screens (cancel, shutdown) until the next kick.
-    pub fn stop(&self) {
-        self.stopped
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        self.notify.notify_one();
-    }
-
-    fn is_stopped(&self) -> bool {
-        self.stopped.load(std::sync::atomic::Ordering::SeqCst)
-    }
-}
-
-impl Default for ScreenKick {
-    fn default() -> Self {
-        Self::new()
-    }
-}
 
 /// Start the screen task for the provider's lifetime.
 pub fn spawn(shared: Shared) {
@@ -70,11 +28,11 @@ pub fn spawn(shared: Shared) {
             let busy = shared.lock().turn.is_some();
             if busy || Instant::now() < active_until {
                 tokio::select! {
-                    _ = shared.screen.notify.notified() => active_until = Instant::now() + SETTLE,
+                    _ = shared.screen.notified() => active_until = Instant::now() + SETTLE,
                     _ = tokio::time::sleep(shared.config.screen_interval) => {}
                 }
             } else {
-                shared.screen.notify.notified().await;
+                shared.screen.notified().await;
                 active_until = Instant::now() + SETTLE;
             }
             if shared.screen.is_stopped() {
@@ -116,7 +74,9 @@ async fn publish(shared: &Shared, last: &mut Option<(u64, String)>) {
         if !inner.lifecycle.may_send_screen(generation) {
             return;
         }
-        let now = u64::try_from(remote_runner_engine::util::now_unix_ms()).unwrap_or(0);
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         let seq = now.max(inner.last_sequence + 1);
         inner.last_sequence = seq;
         seq

@@ -6,23 +6,24 @@
 //! configured agent command; the command may leave `thread_id` and `usage.json` in its turn
 //! directory (`$RR_TURN_DIR`), which become `lineage_changed` and `final.usage`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use remote_runner_protocol::lifecycle::Refusal;
-use remote_runner_protocol::{Event, FailureStatus, TurnCommand, Usage, UsageSnapshot};
+use remote_runner_protocol::{Event, TurnCommand, Usage, UsageSnapshot};
 use tokio_util::sync::CancellationToken;
 
 use super::config::TurnMode;
-use super::failure::Failure;
-use super::provider::{Shared, failure_for};
+use super::failure::{self, Failure};
+use super::shared::Shared;
 use super::text::{self, Utf8Stream};
 use crate::chat::ChatTurn;
 use crate::chat::turn::ChatSetup;
+use remote_runner_engine::engine::helper::shell_quote;
+use remote_runner_engine::engine::retry;
 use remote_runner_engine::engine::turn_dir::TurnDir;
 use remote_runner_engine::engine::{CommandRecord, CommandStatus, ExecRequest, OutputStream};
-use remote_runner_engine::error::{Error, ErrorCode, Result};
-use remote_runner_engine::transport::shell_quote;
-use remote_runner_engine::util::retry;
+use remote_runner_engine::error::{Error, Result};
 
 /// How long starting a turn waits before the ACK (a quick command is already done by then).
 const START_WAIT: Duration = Duration::from_millis(300);
@@ -39,8 +40,6 @@ const PROGRESS_PIECE: usize = 512 * 1024;
 const SUMMARY_TAIL: usize = 3 * 1024;
 /// Cap on an agent reply carried in `final.content`.
 const MAX_REPLY: usize = 1024 * 1024;
-/// Failure code: the turn's command was lost but the session lives on (retry the turn).
-pub const COMMAND_LOST: &str = "command_lost";
 
 /// A turn whose command has been accepted by the session shell.
 pub struct StartedTurn {
@@ -130,7 +129,7 @@ pub async fn begin(shared: &Shared, c: &TurnCommand) -> Result<StartedTurn, Fail
             dir,
             chat_script: Some(script),
         }) => Some(ChatTurn::new(ChatSetup {
-            transport: dir.transport(),
+            host: dir.host(),
             script,
             dir: dir.file("chat"),
             session_dir: dir.session_dir.clone(),
@@ -140,7 +139,7 @@ pub async fn begin(shared: &Shared, c: &TurnCommand) -> Result<StartedTurn, Fail
             id_prefix: record.command_id.clone(),
             outbound: shared.config.outbound,
             session_tool: shared.config.session_tool,
-            out: shared.out.clone(),
+            out: Arc::new(shared.out.clone()),
             settlements: shared.settlements.clone(),
         })),
         _ => None,
@@ -167,17 +166,13 @@ async fn turn_place(
     // closes the turn's chat), so a turn costs no round trip for it here.
     let chat_script = if chat_on {
         let script = crate::chat::script_path(&dir.session_dir);
+        let host = dir.host();
         if !shared.chat_installed(&script) {
-            crate::chat::install(dir.transport().as_ref(), &script).await?;
+            crate::chat::install(&host, &script).await?;
             shared.mark_chat_installed(&script);
         }
         // The turn's program runs it by path: checked (StrictModes) before every turn.
-        remote_runner_engine::remote::check_script(
-            dir.transport().as_ref(),
-            &script,
-            "the chat helper",
-        )
-        .await?;
+        host.check(&script, "the chat helper").await?;
         Some(script)
     } else {
         None
@@ -275,7 +270,7 @@ pub async fn stream(
             if err.code.is_session_lost() {
                 shared.lock().session_lost = true;
             }
-            failure_for(None, Some(turn_id), &err)
+            failure::engine(None, Some(turn_id), &err)
         }
     };
     end_turn(shared, turn_id);
@@ -385,23 +380,12 @@ async fn pump(
 }
 
 fn lost_while_streaming(e: Error, started: &StartedTurn) -> Error {
-    if !retry::is_link_error(&e) {
-        return e;
-    }
-    Error::new(
-        ErrorCode::ConnectionLost,
-        format!(
-            "lost the connection while the turn's command was running and could not reconnect \
-             ({}). The command may still be running on the machine: command {} in session {}, \
-             state in {}; `remote-runner session command show --session {} --command-id {}` \
-             shows its result once the machine is reachable",
-            e.message,
-            started.record.command_id,
-            started.session_id,
-            started.record.remote_state_dir,
-            started.session_id,
-            started.record.command_id
-        ),
+    let rec = &started.record;
+    failure::lost_while_streaming(
+        e,
+        &started.session_id,
+        &rec.command_id,
+        &rec.remote_state_dir,
     )
 }
 
@@ -439,24 +423,10 @@ async fn finish(shared: &Shared, turn_id: &str, started: &StartedTurn, end: Stre
             .await
             .unwrap_or(false)
         {
-            return Event::failure(
-                None,
-                Some(turn_id.to_string()),
-                COMMAND_LOST,
-                format!("{why}; the session is still there: send the turn again"),
-                FailureStatus::Failed,
-                true,
-            );
+            return failure::command_lost(turn_id, &why);
         }
         shared.lock().session_lost = true;
-        return failure_for(
-            None,
-            Some(turn_id),
-            &Error::new(
-                ErrorCode::SessionLost,
-                format!("{why}; the next turn starts a new session (generation + 1)"),
-            ),
-        );
+        return failure::session_ended(turn_id, &why);
     }
     match &started.agent_dir {
         None => Event::final_result(turn_id, shell_summary(rec, &end.tail), shared.state(), None),
@@ -509,32 +479,10 @@ async fn agent_final(shared: &Shared, turn_id: &str, rec: &CommandRecord, dir: &
         .await
     {
         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-        Err(e) => return failure_for(None, Some(turn_id), &e),
+        Err(e) => return failure::engine(None, Some(turn_id), &e),
     };
     if rec.exit_code != Some(0) {
-        let (stderr, _) = text::tail(&rec.stderr, 1500);
-        let err = Error::new(
-            ErrorCode::RemoteError,
-            format!(
-                "the agent command {} ({}); stderr: {}",
-                rec.exit_code.map_or_else(
-                    || rec.status.as_str().to_string(),
-                    |c| format!("exited with {c}")
-                ),
-                rec.command_id,
-                if stderr.trim().is_empty() {
-                    "(empty)"
-                } else {
-                    stderr.trim()
-                }
-            ),
-        );
-        let mut event = failure_for(None, Some(turn_id), &err);
-        if let Event::Failure(f) = &mut event {
-            f.code = "agent_failed".into();
-            f.status = FailureStatus::Failed;
-        }
-        return event;
+        return failure::agent_failed(turn_id, rec);
     }
     if let Some(state) = read_thread_id(shared, dir).await {
         shared.out.send(Event::lineage_changed(state));

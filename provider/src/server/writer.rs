@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use remote_runner_protocol::{Event, FailureStatus, LineWriter};
+use remote_runner_protocol::{Event, LineWriter};
 use tokio::io::AsyncWrite;
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
@@ -25,6 +25,13 @@ pub struct Out {
 struct Queued {
     bytes: AtomicUsize,
     written: Notify,
+}
+
+/// The chat's calls send their events through the same writer.
+impl crate::chat::EventSink for Out {
+    fn send(&self, event: Event) {
+        Out::send(self, event);
+    }
 }
 
 impl Out {
@@ -105,7 +112,7 @@ where
                 Err(err) => {
                     // A bug in this provider: never put an invalid line on the wire.
                     tracing::error!(event = event.type_name(), %err, "refusing to write an invalid event");
-                    match invalid_event_failure(&event, &err.to_string()) {
+                    match super::failure::invalid_event(&event, &err.to_string()) {
                         Some(replacement) => replacement,
                         None => continue,
                     }
@@ -124,27 +131,4 @@ where
         counter.written.notify_waiters();
     });
     (Out { tx, queued }, Writer { task, stop })
-}
-
-/// A correlated internal failure to send instead of an event that failed validation, when the
-/// event carried ids the host is waiting on.
-fn invalid_event_failure(event: &Event, why: &str) -> Option<Event> {
-    let request_id = event.request_id().map(str::to_owned);
-    let turn_id = event.turn_id().map(str::to_owned);
-    if request_id.is_none() && turn_id.is_none() {
-        return None;
-    }
-    // Event::failure fits the message to the host's limit (UTF-16 units, on a char boundary).
-    let message = format!(
-        "internal error: the provider built an invalid {} event ({why})",
-        event.type_name()
-    );
-    Some(Event::failure(
-        request_id,
-        turn_id,
-        "internal_error",
-        message,
-        FailureStatus::Failed,
-        false,
-    ))
 }
