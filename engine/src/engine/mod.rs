@@ -12,6 +12,10 @@ pub mod attach;
 pub mod batch;
 pub mod code;
 pub mod command;
+pub mod doctor;
+pub mod file_bytes;
+pub mod machines;
+pub mod open;
 pub mod output;
 pub mod run;
 pub mod send;
@@ -35,9 +39,16 @@ use crate::transport::local::LocalTransport;
 
 pub use crate::records::{CommandMode, CommandRecord, CommandStatus, SessionRecord, SessionStatus};
 pub use command::{ExecRequest, Freshness, LogEntry, OutputStream, StopOutcome};
+pub use doctor::{DoctorOptions, DoctorReport};
+pub use file_bytes::FileSlice;
+pub use machines::{
+    MachineEntry, MachineRemoval, MachineRemoved, Machines, machine_from_ssh_alias,
+    validate_machine_id,
+};
+pub use open::{KeyPassphrase, OpenOptions, default_state_dir, serve_keeper};
 pub use send::{SendEnd, SendOutcome, SendRequest};
 pub use session::{DestroyOptions, DestroyResult, Screen, SendResult, TranscriptChunk};
-pub use slurm::CreateOptions;
+pub use slurm::{CreateOptions, split_slurm_args};
 
 /// Gives the engine a transport for a machine id (an SSH connection, or this host).
 #[async_trait]
