@@ -1,6 +1,6 @@
-//! Bytes of one file on a session's machine, by offset, through the same transport as the
-//! session's own calls (the MCP face's `file_read` and `file_write`). Whole trees and verified
-//! copies are [`Engine::file_put`] and [`Engine::file_get`].
+//! Bytes of one file on a session's machine, by offset, over a direct connection to it (the MCP
+//! face's `file_read` and `file_write`). Whole trees and verified copies are
+//! [`Engine::file_put`] and [`Engine::file_get`].
 
 use super::Engine;
 use crate::error::{Error, ErrorCode, Result};
@@ -27,7 +27,7 @@ impl Engine {
         length: usize,
     ) -> Result<FileSlice> {
         let (machine_id, path) = self.session_path(session_id, path)?;
-        let transport = self.connector.connect(&machine_id).await?;
+        let transport = self.direct.connect(&machine_id).await?;
         let size = match transport.stat(&path).await? {
             Some(st) => st.size,
             None => {
@@ -51,7 +51,7 @@ impl Engine {
         content: &[u8],
     ) -> Result<String> {
         let (machine_id, path) = self.session_path(session_id, path)?;
-        let transport = self.connector.connect(&machine_id).await?;
+        let transport = self.direct.connect(&machine_id).await?;
         transport.write_file(&path, content, 0o644).await?;
         Ok(path)
     }

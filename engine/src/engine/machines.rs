@@ -257,18 +257,15 @@ impl Engine {
     async fn destroy_sessions_of(&self, machine_id: &str, sessions: &[String]) -> Result<()> {
         // A session on a machine that cannot be reached would be recorded destroyed while its
         // shell runs on: reach the machine first, or remove nothing.
-        self.connector
-            .connect(machine_id)
-            .await
-            .map_err(|e| Error {
-                message: format!(
-                    "machine {machine_id} was not removed: its active sessions ({}) cannot be \
+        self.direct.connect(machine_id).await.map_err(|e| Error {
+            message: format!(
+                "machine {machine_id} was not removed: its active sessions ({}) cannot be \
                      stopped because the machine cannot be reached: {}",
-                    sessions.join(", "),
-                    e.message
-                ),
-                ..e
-            })?;
+                sessions.join(", "),
+                e.message
+            ),
+            ..e
+        })?;
         for session_id in sessions {
             self.destroy(session_id).await.map_err(|e| Error {
                 message: format!(

@@ -125,6 +125,9 @@ pub struct Engine {
     state_dir: PathBuf,
     store: Mutex<Store>,
     connector: Arc<dyn Connector>,
+    /// The machines themselves, never through a keeper: a code runtime streams, which a
+    /// keeper does not forward ([`Engine::open`]; else the same as `connector`).
+    direct: Arc<dyn Connector>,
     options: EngineOptions,
     /// The nodes of sessions in Slurm allocations, by job id ([`Engine::session_transport`]).
     nodes: crate::slurm::Nodes,
@@ -157,6 +160,7 @@ impl Engine {
         Ok(Engine {
             state_dir: state_dir.to_path_buf(),
             store: Mutex::new(store),
+            direct: connector.clone(),
             connector,
             options,
             nodes: crate::slurm::Nodes::default(),

@@ -75,21 +75,24 @@ impl Engine {
                 .map_err(|m| Error::new(ErrorCode::ConfigInvalid, m).retryable(false))?;
             // Without our own path a running keeper is still used, but none is started.
             let launcher = keeper::Launcher::current(idle).ok();
-            Arc::new(KeeperConnector::new(direct, state_dir, launcher))
+            Arc::new(KeeperConnector::new(direct.clone(), state_dir, launcher))
         } else {
-            direct
+            direct.clone()
         };
-        Engine::with_options(state_dir, connector, options.engine)
+        let mut engine = Engine::with_options(state_dir, connector, options.engine)?;
+        engine.direct = direct;
+        Ok(engine)
     }
 
-    /// A code runtime on `machine_id`, or, for a `session` in a Slurm allocation, on its node.
+    /// A code runtime on `machine_id`, or, for a `session` in a Slurm allocation, on its node;
+    /// reached directly, never through a keeper (its runs stream).
     pub async fn code_runtime(
         &self,
         machine_id: &str,
         session: Option<&SessionRecord>,
         config: CodeConfig,
     ) -> Result<CodeRuntime> {
-        let mut transport = self.connector.connect(machine_id).await?;
+        let mut transport = self.direct.connect(machine_id).await?;
         if let Some(session) = session {
             transport = self.code_transport(session, transport);
         }
