@@ -5,14 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use remote_runner_engine::connect::MachineConnector;
-use remote_runner_engine::engine::{Connector, Engine, EngineOptions};
-use remote_runner_engine::keeper::{self, KeeperConnector};
+use remote_runner_engine::engine::{Engine, EngineOptions, KeyPassphrase, Machines, OpenOptions};
 use remote_runner_engine::machine::Machine;
-use remote_runner_engine::ssh::{ConnectOptions, PassphraseSource};
-
-use remote_runner_engine::store::credentials::CredentialStore;
-use remote_runner_engine::store::{self, Store};
 use remote_runner_engine::{Error, ErrorCode, Result};
 
 use crate::cli::GlobalArgs;
@@ -42,7 +36,7 @@ impl Context {
                 ));
             }
             Some(dir) => dir.clone(),
-            None => store::default_state_dir().ok_or_else(|| {
+            None => remote_runner_engine::engine::default_state_dir().ok_or_else(|| {
                 Error::new(
                     ErrorCode::ConfigInvalid,
                     "cannot find your home directory for the default state dir; pass \
@@ -59,16 +53,19 @@ impl Context {
         })
     }
 
-    /// Open the record store (creates the state dir with mode 0700).
-    pub fn store(&self) -> Result<Store> {
+    /// The machine records (creates the state dir with mode 0700).
+    pub fn machines(&self) -> Result<Machines> {
         self.check_state_dir()?;
-        Store::open(&self.state_dir)
+        Machines::open(&self.state_dir)
     }
 
-    /// The credential file beside the store.
-    pub fn credentials(&self) -> Result<CredentialStore> {
-        self.check_state_dir()?;
-        CredentialStore::open(&self.state_dir)
+    /// How an encrypted key's passphrase is obtained: asked only when stdin is a terminal.
+    pub fn passphrase(&self) -> KeyPassphrase {
+        if std::io::stdin().is_terminal() {
+            KeyPassphrase::AskOnTerminal
+        } else {
+            KeyPassphrase::Never
+        }
     }
 
     /// A state dir path that exists but is not a directory is a configuration mistake that no
@@ -103,48 +100,25 @@ impl Context {
     }
 
     /// [`Context::engine`] with the engine's tunables given (the MCP face sizes excerpts).
+    /// SSH machines are reached through their connection keeper when one answers (started in
+    /// the background on first use), else directly.
     pub fn engine_with(&self, engine_options: EngineOptions) -> Result<Wired> {
-        let options = ConnectOptions {
-            passphrase: if std::io::stdin().is_terminal() {
-                PassphraseSource::Tty
-            } else {
-                PassphraseSource::Never
-            },
+        let options = OpenOptions {
+            keeper: true,
+            passphrase: self.passphrase(),
             connect_timeout: timeout::connect_bound(self.timeout_scope, self.timeout),
-            ..ConnectOptions::default()
+            engine: engine_options,
+            adhoc: None,
         };
         self.check_state_dir()?;
-        let connector = Arc::new(MachineConnector::new(self.state_dir.clone(), options));
-        let engine = Engine::with_options(
-            &self.state_dir,
-            self.keeper_connector(connector.clone())?,
-            engine_options,
-        )?;
-        Ok(Wired { engine, connector })
+        let engine = Engine::open(&self.state_dir, options)?;
+        Ok(Wired { engine })
     }
 }
 
-impl Context {
-    /// The engine's connector: SSH machines through their connection keeper when one answers
-    /// (started in the background on first use), else directly. `REMOTE_RUNNER_KEEPER=off`
-    /// turns keepers off; `REMOTE_RUNNER_KEEPER_IDLE` is a keeper's idle time in seconds.
-    fn keeper_connector(&self, direct: Arc<MachineConnector>) -> Result<Arc<dyn Connector>> {
-        let idle = keeper::paths::idle_from_env()
-            .map_err(|m| Error::new(ErrorCode::ConfigInvalid, m).retryable(false))?;
-        // Without our own path the CLI still uses a running keeper but starts none.
-        let launcher = keeper::Launcher::current(idle).ok();
-        Ok(Arc::new(KeeperConnector::new(
-            direct,
-            &self.state_dir,
-            launcher,
-        )))
-    }
-}
-
-/// An engine and the connector behind it (which also resolves machine ids to records).
+/// An engine opened on real machines.
 pub struct Wired {
     pub engine: Engine,
-    pub connector: Arc<MachineConnector>,
 }
 
 impl std::fmt::Debug for Wired {
@@ -158,6 +132,6 @@ impl std::fmt::Debug for Wired {
 impl Wired {
     /// The machine record for an id (`local`, or a stored machine; `unknown_machine` otherwise).
     pub fn machine(&self, machine_id: &str) -> Result<Machine> {
-        self.connector.machine(machine_id)
+        self.engine.machine(machine_id)
     }
 }

@@ -65,6 +65,12 @@ pub enum Hint {
     ResetConnections,
 }
 
+/// `s` as one word of a POSIX shell command line, for a face that shows a command to run
+/// (quoted only when needed, the engine's own quoting).
+pub fn shell_word(s: &str) -> String {
+    crate::transport::shell_quote(s)
+}
+
 /// The OpenSSH command that records a host's key in `known_hosts` (for a face's
 /// [`Hint::AcceptHostKey`]; it is OpenSSH's, not a face's).
 pub fn keyscan_command(host: &str, port: u16, known_hosts: &str) -> String {

@@ -18,9 +18,7 @@ fn line(body: &str) -> String {
 }
 
 fn engine(state_dir: &Path) -> Engine {
-    Engine::open_direct(state_dir, Default::default())
-        .unwrap()
-        .0
+    Engine::open(state_dir, Default::default()).unwrap()
 }
 
 /// A provider for BotMux session `chat` starts a session; its state is returned and the
@@ -103,8 +101,8 @@ async fn another_chats_state_is_refused_and_its_session_survives() {
 async fn a_state_naming_a_cli_session_is_refused_and_the_cli_session_survives() {
     let dir = tempfile::tempdir().unwrap();
     let state_dir = dir.path().join("state");
-    let (engine, machines) = Engine::open_direct(&state_dir, Default::default()).unwrap();
-    let machine = machines.machine("local").unwrap();
+    let engine = Engine::open(&state_dir, Default::default()).unwrap();
+    let machine = engine.machine("local").unwrap();
     // What `remote-runner session create` does for a human.
     let human = engine.create_session(&machine, Some("/tmp")).await.unwrap();
     let forged = json!({

@@ -1,14 +1,15 @@
 //! What every command gets: the state dir, an engine for the records, and an engine wired to
 //! one machine.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use remote_runner_engine::ErrorCode;
 use remote_runner_engine::engine::Engine;
-use remote_runner_engine::engine::direct::DirectOptions;
 use remote_runner_engine::engine::host::{Host, machine_or_ssh_alias};
+use remote_runner_engine::engine::{KeyPassphrase, OpenOptions};
 use remote_runner_engine::machine::Machine;
 
 use crate::error::{Result, SSH, STATE, SeedError};
@@ -73,15 +74,19 @@ impl Ctx {
         connect_timeout: Option<Duration>,
     ) -> Result<Wired> {
         let machine = self.machine(machine_id)?;
-        let engine = Engine::open_direct(
+        let engine = Engine::open(
             &self.state_dir,
-            DirectOptions {
+            OpenOptions {
                 adhoc: Some(machine.clone()),
                 connect_timeout,
-                prompt_passphrase: true,
+                passphrase: if std::io::stdin().is_terminal() {
+                    KeyPassphrase::AskOnTerminal
+                } else {
+                    KeyPassphrase::Never
+                },
+                ..OpenOptions::default()
             },
         )
-        .map(|(engine, _)| engine)
         .map_err(|e| SeedError::engine(e, "opening the engine state", (STATE, "state_error")))?;
         Ok(Wired { engine, machine })
     }
@@ -91,11 +96,9 @@ impl Ctx {
         if let Some(e) = self.records.get() {
             return Ok(e);
         }
-        let engine = Engine::open_direct(&self.state_dir, DirectOptions::default())
-            .map(|(engine, _)| engine)
-            .map_err(|e| {
-                SeedError::engine(e, "opening the engine state", (STATE, "state_error"))
-            })?;
+        let engine = Engine::open(&self.state_dir, OpenOptions::default()).map_err(|e| {
+            SeedError::engine(e, "opening the engine state", (STATE, "state_error"))
+        })?;
         Ok(self.records.get_or_init(|| engine))
     }
 }

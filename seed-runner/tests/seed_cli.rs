@@ -1074,9 +1074,8 @@ fn registered_machine_id() {
 
 /// The engine's sessions in the bed's state dir (what `remote-runner session list` reads).
 fn engine_sessions(bed: &Bed) -> Vec<remote_runner_engine::engine::SessionRecord> {
-    remote_runner_engine::engine::Engine::open_direct(&bed.state_dir(), Default::default())
+    remote_runner_engine::engine::Engine::open(&bed.state_dir(), Default::default())
         .unwrap()
-        .0
         .session_list()
         .unwrap()
 }

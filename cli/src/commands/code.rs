@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use remote_runner_engine::engine::Connector;
 use remote_runner_engine::engine::code::{CodeConfig, CodeRuntime, Language, raw_member};
 use remote_runner_engine::{Error, Result};
 use serde_json::value::RawValue;
@@ -121,12 +120,12 @@ pub(crate) async fn runtime(ctx: &Context, args: &RuntimeArgs) -> Result<Arc<Cod
     };
     config.validate()?;
     wired.machine(&machine)?;
-    let mut transport = wired.connector.connect(&machine).await?;
-    if let Some(session) = &session {
-        // A session in a Slurm allocation: its runs go to the allocation's node.
-        transport = wired.engine.code_transport(session, transport);
-    }
-    Ok(Arc::new(CodeRuntime::new(transport, config)?))
+    // A session in a Slurm allocation: its runs go to the allocation's node.
+    let runtime = wired
+        .engine
+        .code_runtime(&machine, session.as_ref(), config)
+        .await?;
+    Ok(Arc::new(runtime))
 }
 
 /// Write `text` and a newline to stdout now (both faces print their own lines).

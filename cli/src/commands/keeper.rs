@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 use remote_runner_engine::Result;
-use remote_runner_engine::keeper::server::{self, KeeperOptions};
+use remote_runner_engine::engine::serve_keeper;
 use serde_json::json;
 
 use crate::context::Context;
@@ -22,11 +22,11 @@ pub struct KeeperArgs {
 }
 
 pub async fn run(ctx: &Context, args: KeeperArgs) -> Result<Report> {
-    server::serve(KeeperOptions {
-        state_dir: ctx.state_dir.clone(),
-        machine_id: args.machine.clone(),
-        idle: Duration::from_secs(args.idle_secs),
-    })
+    serve_keeper(
+        &ctx.state_dir,
+        &args.machine,
+        Duration::from_secs(args.idle_secs),
+    )
     .await?;
     Ok(Report::new(
         json!({"machine_id": args.machine, "ended": true}),

@@ -4,11 +4,8 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
-use remote_runner_engine::engine::Connector;
-use remote_runner_engine::machine::{AuthType, LOCAL_MACHINE_ID, Machine, PathMapping, Scheduler};
-use remote_runner_engine::slurm;
-use remote_runner_engine::store::Store;
-use remote_runner_engine::store::machines;
+use remote_runner_engine::engine::{MachineRemoval, split_slurm_args};
+use remote_runner_engine::machine::{AuthType, LOCAL_MACHINE_ID, PathMapping, Scheduler};
 use remote_runner_engine::{Error, ErrorCode, Result};
 use serde_json::{Value, json};
 
@@ -216,7 +213,7 @@ pub fn scheduler_from(
     kind: Option<SchedulerArg>,
     slurm_args: Option<&str>,
 ) -> Result<Option<Scheduler>> {
-    let args = slurm_args.map(slurm::split_args).transpose()?;
+    let args = slurm_args.map(split_slurm_args).transpose()?;
     match (kind, args) {
         (None, None) => Ok(None),
         (Some(SchedulerArg::None), None) => Ok(Some(Scheduler::None)),
@@ -298,18 +295,13 @@ pub async fn run(ctx: &Context, command: MachineCommand) -> Result<Report> {
 // list, show
 
 fn list(ctx: &Context) -> Result<Report> {
-    let store = ctx.store()?;
-    let stored = machines::list_stored(&store)?;
-    let local = Machine::local();
-    let json_machines: Vec<Value> = std::iter::once(machine_json(&local))
-        .chain(stored.iter().map(|s| machine_json(&s.machine)))
-        .collect();
+    let machines = ctx.machines()?.list()?;
+    let json_machines: Vec<Value> = machines.iter().map(|m| machine_json(&m.machine)).collect();
     let json = json!({
         "machines": json_machines,
         "summary": { "machine_count": json_machines.len() },
     });
-    let mut rows = vec![machine_row(&local, None)];
-    rows.extend(stored.iter().map(|s| machine_row(&s.machine, Some(s))));
+    let rows = machines.iter().map(machine_row).collect();
     let human = vec![Block::Table {
         headers: vec![
             "MACHINE",
@@ -327,20 +319,13 @@ fn list(ctx: &Context) -> Result<Report> {
 }
 
 fn show(ctx: &Context, machine_id: &str) -> Result<Report> {
-    let store = ctx.store()?;
-    let (machine, stored) = if machine_id == LOCAL_MACHINE_ID {
-        (Machine::local(), None)
-    } else {
-        let s = machines::get_stored(&store, machine_id)?
-            .ok_or_else(|| machines::unknown_machine(store.conn(), machine_id))?;
-        (s.machine.clone(), Some(s))
-    };
-    let mut fields = machine_fields(&machine);
-    if let Some(s) = &stored {
-        fields.push(("added", Cell::plain(relative_time(&s.created_at))));
-        fields.push(("updated", Cell::plain(relative_time(&s.updated_at))));
+    let entry = ctx.machines()?.show(machine_id)?;
+    let mut fields = machine_fields(&entry.machine);
+    if let (Some(created), Some(updated)) = (&entry.created_at, &entry.updated_at) {
+        fields.push(("added", Cell::plain(relative_time(created))));
+        fields.push(("updated", Cell::plain(relative_time(updated))));
     }
-    Ok(Report::new(machine_json(&machine)).human(vec![Block::Fields(fields)]))
+    Ok(Report::new(machine_json(&entry.machine)).human(vec![Block::Fields(fields)]))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -348,43 +333,38 @@ fn show(ctx: &Context, machine_id: &str) -> Result<Report> {
 
 async fn remove(ctx: &Context, args: RemoveArgs) -> Result<Report> {
     let machine_id = args.machine_id.as_str();
-    let store = ctx.store()?;
-    let mut destroyed = Vec::new();
-    loop {
-        match machines::remove_unless_active(&store, machine_id)? {
-            machines::Removal::Removed => break,
-            machines::Removal::Unknown => {
-                return Err(machines::unknown_machine(store.conn(), machine_id));
-            }
-            machines::Removal::ActiveSessions(active) if args.force => {
-                // Sessions started meanwhile are found by the next round.
-                destroy_sessions(ctx, machine_id, &active).await?;
-                destroyed.extend(active);
-            }
-            machines::Removal::ActiveSessions(active) => {
-                return Err(Error::new(
-                    ErrorCode::NotReady,
-                    format!(
-                        "machine {machine_id} has {} active session(s): {}; destroy them first \
-                         (`remote-runner session destroy --session ID`), or add --force to \
-                         destroy them and then remove the machine",
-                        active.len(),
-                        active.join(", ")
-                    ),
-                ));
-            }
+    let removed = match ctx.machines()?.remove(machine_id).await? {
+        MachineRemoval::Removed(removed) => removed,
+        // Its active sessions are destroyed first (their remote shells stopped); the machine
+        // must be reachable, and the first failure stops the removal.
+        MachineRemoval::ActiveSessions(_) if args.force => {
+            ctx.engine()?
+                .engine
+                .remove_machine_forced(machine_id)
+                .await?
         }
-    }
-    let password_removed = ctx.credentials()?.remove(machine_id)?;
-    remote_runner_engine::keeper::disconnect(&ctx.state_dir, machine_id).await;
-    let retained = session_count(&store, machine_id)?;
+        MachineRemoval::ActiveSessions(active) => {
+            return Err(Error::new(
+                ErrorCode::NotReady,
+                format!(
+                    "machine {machine_id} has {} active session(s): {}; destroy them first \
+                     (`remote-runner session destroy --session ID`), or add --force to \
+                     destroy them and then remove the machine",
+                    active.len(),
+                    active.join(", ")
+                ),
+            ));
+        }
+    };
+    let destroyed = &removed.destroyed_sessions;
+    let retained = removed.retained_sessions;
     let json = json!({
         "machine_id": machine_id,
         "removed": true,
         "sessions_retained": true,
         "retained_session_count": retained,
         "destroyed_sessions": destroyed,
-        "password_removed": password_removed,
+        "password_removed": removed.password_removed,
     });
     let mut human = Vec::new();
     if !destroyed.is_empty() {
@@ -401,48 +381,6 @@ async fn remove(ctx: &Context, args: RemoveArgs) -> Result<Report> {
         Tone::Good,
     )));
     Ok(Report::new(json).human(human))
-}
-
-/// `--force`: destroy each session (its remote shell stopped) before the machine goes; the
-/// first failure stops the removal, so no session is left active on a machine that is gone.
-async fn destroy_sessions(ctx: &Context, machine_id: &str, sessions: &[String]) -> Result<()> {
-    let wired = ctx.engine()?;
-    // A session on a machine that cannot be reached would be recorded destroyed while its
-    // shell runs on: reach the machine first, or remove nothing.
-    Connector::connect(wired.connector.as_ref(), machine_id)
-        .await
-        .map_err(|e| Error {
-            message: format!(
-                "machine {machine_id} was not removed: its active sessions ({}) cannot be \
-                 stopped because the machine cannot be reached: {}",
-                sessions.join(", "),
-                e.message
-            ),
-            ..e
-        })?;
-    for session_id in sessions {
-        wired.engine.destroy(session_id).await.map_err(|e| Error {
-            message: format!(
-                "machine {machine_id} was not removed: destroying its session {session_id} \
-                 failed: {}",
-                e.message
-            ),
-            ..e
-        })?;
-    }
-    Ok(())
-}
-
-/// Sessions recorded for a machine (kept on removal so their logs stay readable).
-fn session_count(store: &Store, machine_id: &str) -> Result<i64> {
-    store
-        .conn()
-        .query_row(
-            "SELECT COUNT(*) FROM sessions WHERE machine_id = ?1",
-            [machine_id],
-            |r| r.get(0),
-        )
-        .map_err(|e| Error::new(ErrorCode::Store, format!("cannot count sessions: {e}")))
 }
 
 fn configure_startup(ctx: &Context, args: ConfigureStartupArgs) -> Result<Report> {
@@ -464,22 +402,23 @@ fn configure_startup(ctx: &Context, args: ConfigureStartupArgs) -> Result<Report
     if let Some(cwd) = &args.default_cwd {
         check_dir_path("--default-cwd", cwd)?;
     }
-    let store = ctx.store()?;
-    let machine = machines::update(&store, &args.machine_id, |m| {
-        if args.clear_startup_commands {
-            m.startup_commands.clear();
-        } else if !args.startup_commands.is_empty() {
-            m.startup_commands = args.startup_commands.clone();
-        }
-        if let Some(cwd) = &args.default_cwd {
-            m.default_cwd = cwd.clone();
-        }
-        if let Some(switch) = &args.login_env {
-            m.login_env = switch == "on";
-        }
-        Ok(())
-    })
-    .map_err(|e| explain_local_refusal(e, &args.machine_id))?;
+    let machine = ctx
+        .machines()?
+        .configure(&args.machine_id, |m| {
+            if args.clear_startup_commands {
+                m.startup_commands.clear();
+            } else if !args.startup_commands.is_empty() {
+                m.startup_commands = args.startup_commands.clone();
+            }
+            if let Some(cwd) = &args.default_cwd {
+                m.default_cwd = cwd.clone();
+            }
+            if let Some(switch) = &args.login_env {
+                m.login_env = switch == "on";
+            }
+            Ok(())
+        })
+        .map_err(|e| explain_local_refusal(e, &args.machine_id))?;
     Ok(Report::new(machine_json(&machine)).human(vec![Block::Fields(machine_fields(&machine))]))
 }
 
@@ -504,35 +443,37 @@ fn configure_path_map(ctx: &Context, args: ConfigurePathMapArgs) -> Result<Repor
             ));
         }
     };
-    let store = ctx.store()?;
-    let machine = machines::update(&store, &args.machine_id, |m| {
-        match &mapping {
-            Some(map) => {
-                m.path_mappings
-                    .retain(|p| p.command_prefix != map.command_prefix);
-                m.path_mappings.push(map.clone());
+    let machine = ctx
+        .machines()?
+        .configure(&args.machine_id, |m| {
+            match &mapping {
+                Some(map) => {
+                    m.path_mappings
+                        .retain(|p| p.command_prefix != map.command_prefix);
+                    m.path_mappings.push(map.clone());
+                }
+                None => m.path_mappings.clear(),
             }
-            None => m.path_mappings.clear(),
-        }
-        Ok(())
-    })
-    .map_err(|e| explain_local_refusal(e, &args.machine_id))?;
+            Ok(())
+        })
+        .map_err(|e| explain_local_refusal(e, &args.machine_id))?;
     Ok(Report::new(machine_json(&machine)).human(vec![Block::Fields(machine_fields(&machine))]))
 }
 
 fn configure_scheduler(ctx: &Context, args: ConfigureSchedulerArgs) -> Result<Report> {
     let scheduler =
         scheduler_from(Some(args.scheduler), args.slurm_args.as_deref())?.unwrap_or_default();
-    let store = ctx.store()?;
-    let machine = machines::update(&store, &args.machine_id, |m| {
-        m.scheduler = scheduler.clone();
-        Ok(())
-    })
-    .map_err(|e| explain_local_refusal(e, &args.machine_id))?;
+    let machine = ctx
+        .machines()?
+        .configure(&args.machine_id, |m| {
+            m.scheduler = scheduler.clone();
+            Ok(())
+        })
+        .map_err(|e| explain_local_refusal(e, &args.machine_id))?;
     Ok(Report::new(machine_json(&machine)).human(vec![Block::Fields(machine_fields(&machine))]))
 }
 
-/// `machines::update` refuses the built-in `local` machine in generic words; say what to do
+/// `Machines::configure` refuses the built-in `local` machine in generic words; say what to do
 /// instead. Other errors (an unknown id lists the known ones) pass through unchanged.
 fn explain_local_refusal(err: Error, machine_id: &str) -> Error {
     if machine_id == LOCAL_MACHINE_ID && err.code == ErrorCode::InvalidArgument {

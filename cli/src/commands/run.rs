@@ -7,7 +7,7 @@
 
 use clap::{Args, Subcommand};
 use remote_runner_engine::engine::run::{RunManifest, RunRequest, RunStatus, RunTransfer};
-use remote_runner_engine::slurm;
+use remote_runner_engine::engine::split_slurm_args;
 use remote_runner_engine::{Error, ErrorCode, Result};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -152,7 +152,7 @@ async fn once(ctx: &Context, args: OnceArgs) -> Result<Report> {
         timeout: ctx.timeout,
         verify: args.verify,
         slurm_args: match &args.slurm_args {
-            Some(text) => slurm::split_args(text)?,
+            Some(text) => split_slurm_args(text)?,
             None => Vec::new(),
         },
     };

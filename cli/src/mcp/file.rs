@@ -1,7 +1,7 @@
 //! `file_read`, `file_write` (bytes of one file on the session's machine, through the same
 //! transport as the engine's), `file_put`, `file_get` (the CLI's `file put | get`).
 
-use remote_runner_engine::engine::Connector;
+use remote_runner_engine::engine::FileSlice;
 use remote_runner_engine::{Error, Result};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -46,52 +46,27 @@ pub struct TransferArgs {
     pub remote: String,
 }
 
-/// The session's machine transport and the path made absolute under the session's cwd.
-async fn locate(
-    call: &Call,
-    session_id: &str,
-    path: &str,
-) -> Result<(
-    std::sync::Arc<dyn remote_runner_engine::transport::Transport>,
-    String,
-)> {
+/// Checks of a call's session and path before the engine reads or writes.
+fn check(call: &Call, session_id: &str, path: &str) -> Result<()> {
     call.state.check_session(session_id)?;
     if path.is_empty() || path.contains('\0') {
         return Err(Error::invalid(
             "path must be a non-empty file path without NUL bytes",
         ));
     }
-    let session = call.state.engine().session_show(session_id)?;
-    let path = if path.starts_with('/') {
-        path.to_string()
-    } else {
-        format!("{}/{path}", session.cwd.trim_end_matches('/'))
-    };
-    let transport = call
-        .state
-        .wired
-        .connector
-        .connect(&session.machine_id)
-        .await?;
-    Ok((transport, path))
+    Ok(())
 }
 
 pub async fn read(call: &Call, args: ReadArgs) -> Result<Reply> {
-    let (transport, path) = locate(call, &args.session_id, &args.path).await?;
+    check(call, &args.session_id, &args.path)?;
     let cap = call.state.max_output as u64;
     let length = args.length.unwrap_or(cap).min(cap) as usize;
     let offset = args.offset.unwrap_or(0);
-    let size = match transport.stat(&path).await? {
-        Some(st) => st.size,
-        None => {
-            return Err(Error::new(
-                remote_runner_engine::ErrorCode::RemoteNotFound,
-                format!("{path} does not exist on the session's machine; check the path"),
-            )
-            .retryable(false));
-        }
-    };
-    let data = transport.read_file_range(&path, offset, length).await?;
+    let FileSlice { path, size, data } = call
+        .state
+        .engine()
+        .session_file_read(&args.session_id, &args.path, offset, length)
+        .await?;
     let end = offset + data.len() as u64;
     let (encoding, content) = match std::str::from_utf8(&data) {
         Ok(text) => ("utf-8", text.to_string()),
@@ -126,9 +101,11 @@ pub async fn read(call: &Call, args: ReadArgs) -> Result<Reply> {
 }
 
 pub async fn write(call: &Call, args: WriteArgs) -> Result<Reply> {
-    let (transport, path) = locate(call, &args.session_id, &args.path).await?;
-    transport
-        .write_file(&path, args.content.as_bytes(), 0o644)
+    check(call, &args.session_id, &args.path)?;
+    let path = call
+        .state
+        .engine()
+        .session_file_write(&args.session_id, &args.path, args.content.as_bytes())
         .await?;
     let json = json!({
         "session_id": args.session_id,

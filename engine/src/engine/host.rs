@@ -2,9 +2,9 @@
 //! run a shell script and read its output and exit status, look at a path, make a directory,
 //! remove a file. Outside any session: these are calls on the machine, not commands in a shell.
 //!
-//! Such a face opens its engine with [`Engine::open_direct`] (it connects to each machine
-//! itself, no connection keeper), and [`machine_or_ssh_alias`] resolves a
-//! `--machine` that may be an ssh_config `Host` alias rather than a registered machine.
+//! Such a face opens its engine with [`Engine::open`] without a keeper (it connects to each
+//! machine itself), and [`machine_or_ssh_alias`] resolves a `--machine` that may be an
+//! ssh_config `Host` alias rather than a registered machine.
 
 use std::path::Path;
 use std::sync::Arc;

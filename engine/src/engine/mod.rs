@@ -12,9 +12,12 @@ pub mod attach;
 pub mod batch;
 pub mod code;
 pub mod command;
-pub mod direct;
+pub mod doctor;
+pub mod file_bytes;
 pub mod helper;
 pub mod host;
+pub mod machines;
+pub mod open;
 pub mod output;
 pub mod retry;
 pub mod run;
@@ -39,9 +42,16 @@ use crate::transport::local::LocalTransport;
 
 pub use crate::records::{CommandMode, CommandRecord, CommandStatus, SessionRecord, SessionStatus};
 pub use command::{ExecRequest, Freshness, LogEntry, OutputStream, StopOutcome};
+pub use doctor::{DoctorOptions, DoctorReport};
+pub use file_bytes::FileSlice;
+pub use machines::{
+    MachineEntry, MachineRemoval, MachineRemoved, Machines, machine_from_ssh_alias,
+    validate_machine_id,
+};
+pub use open::{KeyPassphrase, OpenOptions, default_state_dir, serve_keeper};
 pub use send::{SendEnd, SendOutcome, SendRequest};
 pub use session::{DestroyOptions, DestroyResult, Screen, SendResult, TranscriptChunk};
-pub use slurm::CreateOptions;
+pub use slurm::{CreateOptions, split_slurm_args};
 
 /// Gives the engine a transport for a machine id (an SSH connection, or this host).
 #[async_trait]
@@ -118,6 +128,11 @@ pub struct Engine {
     state_dir: PathBuf,
     store: Mutex<Store>,
     connector: Arc<dyn Connector>,
+    /// The machines themselves, never through a keeper: a code runtime streams, which a
+    /// keeper does not forward ([`Engine::open`]; else the same as `connector`).
+    direct: Arc<dyn Connector>,
+    /// A machine reachable by its id without a store record ([`OpenOptions::adhoc`]).
+    adhoc: Option<crate::machine::Machine>,
     options: EngineOptions,
     /// The nodes of sessions in Slurm allocations, by job id ([`Engine::session_transport`]).
     nodes: crate::slurm::Nodes,
@@ -150,7 +165,9 @@ impl Engine {
         Ok(Engine {
             state_dir: state_dir.to_path_buf(),
             store: Mutex::new(store),
+            direct: connector.clone(),
             connector,
+            adhoc: None,
             options,
             nodes: crate::slurm::Nodes::default(),
         })

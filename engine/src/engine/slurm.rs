@@ -15,6 +15,12 @@ use crate::util::now_rfc3339;
 /// Without `--timeout`, how long a session create waits for a pending allocation.
 pub const DEFAULT_ALLOCATION_BOUND: Duration = Duration::from_secs(600);
 
+/// A user's Slurm arguments (one shell-quoted string, e.g. `--partition=gpu --time=60`) as
+/// words; refuses what is not an option and the options the engine sets itself.
+pub fn split_slurm_args(text: &str) -> Result<Vec<String>> {
+    slurm::split_args(text)
+}
+
 /// How a session is created beyond machine and cwd.
 #[derive(Clone, Default)]
 pub struct CreateOptions {

@@ -360,7 +360,7 @@ fn adhoc_machine(get: &impl Fn(&str) -> Option<String>, host: String) -> Result<
 }
 
 fn default_state_dir() -> Result<PathBuf> {
-    remote_runner_engine::engine::direct::default_state_dir().ok_or_else(|| {
+    remote_runner_engine::engine::default_state_dir().ok_or_else(|| {
         bad(
             vars::STATE_DIR,
             "is not set and the home directory is unknown; set it to a private directory",

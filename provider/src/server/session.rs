@@ -37,7 +37,7 @@ pub async fn create(
     generation: u64,
     agent_thread_id: Option<String>,
 ) -> Result<(SessionRef, State)> {
-    let machine = shared.machines.machine(&shared.config.machine_id)?;
+    let machine = shared.engine.machine(&shared.config.machine_id)?;
     let cwd = shared.config.remote_cwd_for(host_cwd, &machine);
     let rec = shared.engine.create_session(&machine, Some(&cwd)).await?;
     let session = SessionRef {

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use remote_runner_engine::engine::Engine;
-use remote_runner_engine::engine::direct::{DirectMachines, DirectOptions};
+use remote_runner_engine::engine::OpenOptions;
 use remote_runner_engine::error::Result;
 use remote_runner_protocol::lifecycle::ProviderLifecycle;
 use remote_runner_protocol::{Event, State};
@@ -63,8 +63,6 @@ pub struct Inner {
 pub struct Shared {
     pub config: Arc<ProviderConfig>,
     pub engine: Arc<Engine>,
-    /// The machine records the engine reaches (the configured machine's `default_cwd`).
-    pub machines: DirectMachines,
     pub out: Out,
     pub inner: Arc<Mutex<Inner>>,
     pub screen: ScreenKick,
@@ -86,11 +84,13 @@ impl Shared {
     /// Open the engine for `config` and start the lanes (not the screen task: see
     /// `screen::spawn`).
     pub fn new(config: ProviderConfig, out: Out) -> Result<Shared> {
-        let (engine, machines) = Engine::open_direct(
+        // Machines are reached directly (no keeper: the provider is long-lived) and an encrypted
+        // key's passphrase is never asked (stdin is the protocol).
+        let engine = Engine::open(
             &config.state_dir,
-            DirectOptions {
+            OpenOptions {
                 adhoc: config.adhoc_machine.clone(),
-                ..DirectOptions::default()
+                ..OpenOptions::default()
             },
         )?;
         let inner = Arc::new(Mutex::new(Inner {
@@ -107,7 +107,6 @@ impl Shared {
         Ok(Shared {
             config: Arc::new(config),
             engine: Arc::new(engine),
-            machines,
             out,
             inner,
             screen: ScreenKick::new(),

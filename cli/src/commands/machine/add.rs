@@ -2,16 +2,14 @@
 //! and (for password auth) one credential, written so that a failure leaves nothing half-added.
 
 use std::io::IsTerminal;
-use std::path::Path;
 
 use clap::ValueEnum;
+use remote_runner_engine::engine::machines::missing_key_file;
+use remote_runner_engine::engine::{machine_from_ssh_alias, validate_machine_id};
 use remote_runner_engine::machine::{
     AuthType, HostKeyPolicy, LOCAL_MACHINE_ID, Machine, MachineField,
 };
 use remote_runner_engine::secret::Secret;
-use remote_runner_engine::ssh::config::{SshConfigSource, expand_tilde, machine_from_alias};
-use remote_runner_engine::store::Store;
-use remote_runner_engine::store::machines;
 use remote_runner_engine::{Error, ErrorCode, Result};
 use serde_json::json;
 
@@ -32,7 +30,7 @@ pub fn run(ctx: &Context, args: AddArgs) -> Result<Report> {
         None if prompter.interactive => prompter.ask("Machine id (e.g. lab-gpu-01)", None)?,
         None => return Err(missing_flags(&["MACHINE_ID (or --machine-id)"])),
     };
-    machines::validate_machine_id(&id)?;
+    validate_machine_id(&id)?;
     if id.eq_ignore_ascii_case(LOCAL_MACHINE_ID) {
         return Err(Error::invalid(format!(
             "{LOCAL_MACHINE_ID:?} is the built-in machine for this host and cannot be added or \
@@ -40,8 +38,8 @@ pub fn run(ctx: &Context, args: AddArgs) -> Result<Report> {
         )));
     }
 
-    let store = ctx.store()?;
-    let existing = machines::get(&store, &id)?;
+    let machines = ctx.machines()?;
+    let existing = machines.stored(&id)?;
     let replacing = confirm_replacement(ctx, &prompter, &args, &id, existing.as_ref())?;
 
     // `--replace` keeps what the flags do not change: the stored record is the starting point
@@ -58,7 +56,11 @@ pub fn run(ctx: &Context, args: AddArgs) -> Result<Report> {
         has_password: draft.auth_type == AuthType::Password,
         ..draft
     };
-    save(ctx, &store, &machine, password.as_ref(), replacing)?;
+    if replacing {
+        machines.replace(&machine, password.as_ref())?;
+    } else {
+        machines.add(&machine, password.as_ref())?;
+    }
 
     let mut json = machine_json(&machine);
     json["replaced"] = json!(replacing);
@@ -136,11 +138,7 @@ fn ssh_config_base(args: &AddArgs, id: &str) -> Result<Option<Machine>> {
     if !args.from_ssh_config && args.host.is_some() {
         return Ok(None);
     }
-    let source = match &args.ssh_config {
-        Some(path) => SshConfigSource::File(path.clone()),
-        None => SshConfigSource::Default,
-    };
-    let found = machine_from_alias(id, &source)?;
+    let found = machine_from_ssh_alias(id, args.ssh_config.as_deref())?;
     if found.is_none() && args.from_ssh_config {
         return Err(Error::invalid(format!(
             "--from-ssh-config: no `Host {id}` entry in the ssh_config file; add one, pass \
@@ -345,35 +343,6 @@ fn resolve_password(
     ))
 }
 
-/// Write the record and the password so that a failure leaves no half-added machine.
-fn save(
-    ctx: &Context,
-    store: &Store,
-    machine: &Machine,
-    password: Option<&Secret>,
-    replacing: bool,
-) -> Result<()> {
-    let creds = ctx.credentials()?;
-    if replacing {
-        if let Some(password) = password {
-            creds.set_password(&machine.machine_id, password)?;
-        }
-        machines::replace(store, machine)?;
-        if machine.auth_type != AuthType::Password {
-            creds.remove(&machine.machine_id)?;
-        }
-        return Ok(());
-    }
-    machines::insert(store, machine)?;
-    if let Some(password) = password
-        && let Err(err) = creds.set_password(&machine.machine_id, password)
-    {
-        let _ = machines::remove(store, &machine.machine_id);
-        return Err(err);
-    }
-    Ok(())
-}
-
 /// The engine's check of the record, naming the flag of the field at fault.
 fn validate(m: &Machine) -> Result<()> {
     m.check().map_err(|p| {
@@ -388,14 +357,13 @@ fn validate(m: &Machine) -> Result<()> {
 }
 
 fn warn_about_missing_key(ctx: &Context, m: &Machine) {
-    if let Some(key) = &m.key_path {
-        let expanded = expand_tilde(Path::new(key));
-        if !expanded.exists() {
-            ctx.out.note(&format!(
-                "key file {key} does not exist on this host yet; create it or fix --key-path \
-                 before connecting"
-            ));
-        }
+    if let Some(key) = &m.key_path
+        && missing_key_file(m).is_some()
+    {
+        ctx.out.note(&format!(
+            "key file {key} does not exist on this host yet; create it or fix --key-path before \
+             connecting"
+        ));
     }
 }
 

@@ -1,7 +1,7 @@
 //! `remote-runner machine disconnect`: end connection keepers now.
 
 use clap::Args;
-use remote_runner_engine::keeper::{self, Disconnected};
+use remote_runner_engine::engine::machines::{Disconnected, disconnect_keepers};
 use remote_runner_engine::{Error, Result};
 use serde_json::json;
 
@@ -34,11 +34,8 @@ pub struct DisconnectArgs {
 
 pub async fn run(ctx: &Context, args: DisconnectArgs) -> Result<Report> {
     let ended: Vec<Disconnected> = match (&args.machine, args.all) {
-        (_, true) => keeper::disconnect_all(&ctx.state_dir).await,
-        (Some(id), false) => keeper::disconnect(&ctx.state_dir, id)
-            .await
-            .into_iter()
-            .collect(),
+        (_, true) => disconnect_keepers(&ctx.state_dir, None).await,
+        (Some(id), false) => disconnect_keepers(&ctx.state_dir, Some(id)).await,
         (None, false) => {
             return Err(Error::invalid(
                 "say which keeper to end: --machine ID, or --all",

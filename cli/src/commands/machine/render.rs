@@ -1,12 +1,13 @@
 //! How a machine looks: its JSON (the record; it holds no secret) and its human rows/fields.
 
+use remote_runner_engine::engine::MachineEntry;
 use remote_runner_engine::machine::{AuthType, HostKeyPolicy, Machine};
-use remote_runner_engine::store::machines::StoredMachine;
 use serde_json::{Value, json};
 
 use crate::output::{Cell, Tone, relative_time};
 
-pub fn machine_row(m: &Machine, stored: Option<&StoredMachine>) -> Vec<Cell> {
+pub fn machine_row(entry: &MachineEntry) -> Vec<Cell> {
+    let m = &entry.machine;
     let (host, port) = if m.is_local() {
         ("this host".to_string(), "-".to_string())
     } else {
@@ -19,8 +20,8 @@ pub fn machine_row(m: &Machine, stored: Option<&StoredMachine>) -> Vec<Cell> {
         Cell::plain(m.user.clone()),
         Cell::plain(auth_name(m.auth_type)),
         Cell::plain(m.default_cwd.clone()),
-        match stored {
-            Some(s) => Cell::new(relative_time(&s.created_at), Tone::Dim),
+        match &entry.created_at {
+            Some(created) => Cell::new(relative_time(created), Tone::Dim),
             None => Cell::new("built in", Tone::Dim),
         },
     ]

@@ -7,8 +7,8 @@ use remote_runner_engine::engine::CreateOptions;
 use remote_runner_engine::engine::DestroyOptions;
 use remote_runner_engine::engine::send::DEFAULT_SEND_TIMEOUT;
 use remote_runner_engine::engine::session::MAX_READ;
+use remote_runner_engine::engine::split_slurm_args;
 use remote_runner_engine::engine::{SendEnd, SendRequest};
-use remote_runner_engine::slurm;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,7 +31,7 @@ pub async fn create(ctx: &Context, args: CreateArgs) -> Result<Report> {
     let out = ctx.out;
     let opts = CreateOptions {
         slurm_args: match &args.slurm_args {
-            Some(text) => slurm::split_args(text)?,
+            Some(text) => split_slurm_args(text)?,
             None => Vec::new(),
         },
         allocation_bound: ctx.timeout,
