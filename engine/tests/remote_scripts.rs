@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 use remote_runner_engine::remote::{CTL_NAME, CTL_SCRIPT, bootstrap_line};
 
 const SESSION_SCRIPT: &str = include_str!("../src/tmux/rr.sh");
+const RUNNER_JS: &str = include_str!("../src/engine/code/runner.js");
 
 use remote_runner_testkit::need_tool as need;
 
@@ -19,6 +20,11 @@ fn scripts_are_shellcheck_clean() {
         ("ctl.sh", "sh", CTL_SCRIPT),
         ("rr.sh", "bash", SESSION_SCRIPT),
         ("run.sh", "sh", remote_runner_engine::engine::code::RUN_SH),
+        (
+            "prepare.sh",
+            "sh",
+            remote_runner_engine::engine::code::PREPARE_SH,
+        ),
     ] {
         let path = dir.path().join(name);
         std::fs::write(&path, text).unwrap();
@@ -405,4 +411,209 @@ fn installed_root_at(state: &Path) -> PathBuf {
     std::fs::write(&ctl, CTL_SCRIPT).unwrap();
     chmod(&ctl, 0o600);
     ctl
+}
+
+// ------------------------------------------------------------------ the code runtime's scripts
+
+/// The control script's `sh` verb running `script` with `params` (each a shell variable, as the
+/// engine sends them) and `data` on stdin, as the account whose home is `home`; returns (stdout
+/// and stderr after their start markers, status).
+fn run_sh_in(
+    shell: &[&str],
+    ctl: &Path,
+    home: &Path,
+    script: &str,
+    params: &[(&str, &str)],
+    data: &[u8],
+) -> (String, String, i32) {
+    let mut text = format!("RR_SCRIPT={}\n", shell_single_quote(script));
+    for (name, value) in params {
+        text.push_str(&format!("{name}={}\n", shell_single_quote(value)));
+    }
+    let mut child = Command::new(shell[0])
+        .args(&shell[1..])
+        .arg(ctl)
+        .args(["sh", "n0nce"])
+        .env("HOME", home)
+        .env_remove("XDG_STATE_HOME")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(format!("{text}@rr:n0nce:end\n").as_bytes())
+        .unwrap();
+    stdin.write_all(data).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let after = |bytes: &[u8]| {
+        let text = String::from_utf8_lossy(bytes).into_owned();
+        text.split_once("@rr:n0nce:begin\n")
+            .unwrap_or_else(|| panic!("no reply frame from {shell:?}: {text:?}"))
+            .1
+            .to_string()
+    };
+    (
+        after(&out.stdout),
+        after(&out.stderr),
+        out.status.code().unwrap_or(-1),
+    )
+}
+
+/// `run.sh` checks the runner with the bootstrap line's own StrictModes text, word for word
+/// (the line's copy cannot live in a file; this keeps the two from drifting apart).
+#[test]
+fn the_runner_check_is_the_bootstrap_lines_own() {
+    use remote_runner_engine::remote::{REFUSED_PREFIX, STRICT_MODES};
+    let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let run_sh = remote_runner_engine::engine::code::RUN_SH;
+    assert!(
+        words(run_sh).contains(&words(STRICT_MODES)),
+        "run.sh's rr_check_runner must hold STRICT_MODES (engine/src/remote/mod.rs) word for word"
+    );
+    assert!(run_sh.contains(&format!("printf '{REFUSED_PREFIX}%s\\n'")));
+}
+
+/// The code runtime's scripts under dash, bash and busybox sh, through the control script as
+/// the engine runs them: every value the host passes is a parameter, so quotes, `$(...)`,
+/// backquotes and newlines in it are data; `prepare.sh` reports the runner directory and what
+/// the machine has; `run.sh` runs the real runner under `node` in the given directory with the
+/// run's marker, refuses a runner others can write to (status 93, the refusal on stderr), and
+/// in sweep-only mode kills what carries the run's marker.
+#[test]
+fn code_scripts_under_dash_bash_and_busybox() {
+    use remote_runner_engine::engine::code::{PREPARE_SH, RUN_SH};
+    use remote_runner_engine::remote::REFUSED_PREFIX;
+    need("node");
+    let tricky = "a'b \"c $(touch pwned) `touch pwned2`\nd";
+    for shell in posix_shells() {
+        let base = tempfile::tempdir().unwrap();
+        chmod(base.path(), 0o755);
+        let home = base.path().join("home");
+        std::fs::create_dir(&home).unwrap();
+        chmod(&home, 0o700);
+        let ctl = installed_root(&home);
+        let prepare = |interp: &str, name: &str| {
+            let (out, err, status) = run_sh_in(
+                &shell,
+                &ctl,
+                &home,
+                PREPARE_SH,
+                &[("rr_interp", interp), ("rr_runner_name", name)],
+                b"",
+            );
+            assert_eq!(status, 0, "{shell:?}: {out} {err}");
+            out
+        };
+        let dir = home.join(".local/state/remote-runner/code");
+        let name = "runner-test.js";
+        let out = prepare("node", name);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines[..2],
+            [dir.to_str().unwrap(), "absent"],
+            "{shell:?}: {out}"
+        );
+        assert!(matches!(lines[2], "ns" | "no-ns"), "{shell:?}: {out}");
+        let namespaces = lines[2] == "ns";
+        let runner = dir.join(name);
+        std::fs::write(&runner, RUNNER_JS).unwrap();
+        chmod(&runner, 0o600);
+        assert_eq!(prepare("node", name).lines().nth(1), Some("present"));
+        // A value is data: neither the interpreter's nor the runner's name runs anything.
+        let out = prepare(&format!("{tricky}; touch pwned3"), tricky);
+        assert_eq!(out, "missing-interpreter\n", "{shell:?}");
+
+        let cwd = home.join(tricky);
+        std::fs::create_dir(&cwd).unwrap();
+        let run_id = format!("code-scripts-{}-{}", std::process::id(), shell.join("-"));
+        let request = "{\"program\":\"return [process.cwd(), process.env.RR_CODE_RUN]\",\
+                       \"cap\":65536,\"maxDepth\":512,\"bindings\":[]}\n";
+        let mut modes = vec!["0"];
+        if namespaces {
+            modes.push("1");
+        }
+        for ns in modes {
+            let params = [
+                ("rr_run", run_id.as_str()),
+                ("rr_budget", "30.000"),
+                ("rr_interp", "node"),
+                ("rr_runner", runner.to_str().unwrap()),
+                ("rr_cwd", cwd.to_str().unwrap()),
+                ("rr_ns", ns),
+                ("rr_fsize", "2048"),
+                ("rr_mem", ""),
+                ("rr_nproc", ""),
+                ("rr_sweep_only", "0"),
+            ];
+            let (out, err, status) =
+                run_sh_in(&shell, &ctl, &home, RUN_SH, &params, request.as_bytes());
+            assert_eq!(status, 0, "{shell:?} ns={ns}: {out} {err}");
+            let line: serde_json::Value = serde_json::from_str(out.trim())
+                .unwrap_or_else(|e| panic!("{shell:?} ns={ns}: {e}: {out} {err}"));
+            assert_eq!(
+                line,
+                serde_json::json!({"t": "result", "result": {"logs": [],
+                    "value": [cwd.to_str().unwrap(), run_id]}}),
+                "{shell:?} ns={ns}"
+            );
+
+            // A runner others can write to is refused before it runs.
+            chmod(&runner, 0o620);
+            let (out, err, status) =
+                run_sh_in(&shell, &ctl, &home, RUN_SH, &params, request.as_bytes());
+            chmod(&runner, 0o600);
+            assert_eq!(status, 93, "{shell:?}: {out} {err}");
+            assert!(
+                err.contains(&format!("{REFUSED_PREFIX}-rw--w----"))
+                    && err.contains(runner.to_str().unwrap()),
+                "{shell:?}: {err}"
+            );
+            assert!(out.is_empty(), "{shell:?}: nothing ran: {out}");
+        }
+        for file in ["pwned", "pwned2", "pwned3"] {
+            for at in [&home, &cwd, &dir] {
+                assert!(
+                    !at.join(file).exists(),
+                    "{shell:?}: {file} in {}",
+                    at.display()
+                );
+            }
+        }
+
+        // Sweep only: what carries the run's marker is killed, whatever its process group.
+        let mut marked = Command::new("setsid")
+            .args(["sleep", "300"])
+            .env("RR_CODE_RUN", &run_id)
+            .spawn()
+            .unwrap();
+        let mut other = Command::new("sleep")
+            .arg("300")
+            .env("RR_CODE_RUN", format!("{run_id}-other"))
+            .spawn()
+            .unwrap();
+        let (out, err, status) = run_sh_in(
+            &shell,
+            &ctl,
+            &home,
+            RUN_SH,
+            &[("rr_run", &run_id), ("rr_sweep_only", "1")],
+            b"",
+        );
+        assert_eq!(status, 0, "{shell:?}: {out} {err}");
+        let swept = marked.wait().unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&swept),
+            Some(9),
+            "{shell:?}"
+        );
+        assert!(
+            other.try_wait().unwrap().is_none(),
+            "{shell:?}: another run's process stays"
+        );
+        other.kill().unwrap();
+        other.wait().unwrap();
+    }
 }
