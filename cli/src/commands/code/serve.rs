@@ -1,10 +1,13 @@
 //! `code serve`: the code-runtime protocol as JSON lines on stdin/stdout (docs/code-runtime.md).
 //!
-//! Messages are typed both ways ([`Incoming`], [`Outgoing`]); every line out goes through one
-//! writer task, so lines from concurrent runs never tear. Values (resolutions, arguments,
+//! Messages are typed both ways ([`wire`]); every line out goes through one writer task
+//! ([`writer`]), so lines from concurrent runs never tear. Values (resolutions, arguments,
 //! results) stay raw JSON text: no depth limit, lone surrogates and `-0` kept. A line that
 //! cannot be used gets an `error` reply and serving goes on; EOF disposes: every run in flight
 //! is aborted, its result written, then the process exits 0.
+
+mod wire;
+mod writer;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -13,98 +16,14 @@ use remote_runner_engine::Result;
 use remote_runner_engine::engine::code::{
     CodeBindingNamespace, CodeCall, CodeRuntime, raw_member, validate_bindings,
 };
-use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::io::AsyncBufReadExt;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::context::Context;
-
-/// A line from the harness, before its fields are checked for its type.
-#[derive(Deserialize)]
-struct Incoming<'a> {
-    #[serde(rename = "type")]
-    kind: Option<String>,
-    #[serde(rename = "runId")]
-    run_id: Option<String>,
-    program: Option<String>,
-    bindings: Option<Vec<CodeBindingNamespace>>,
-    #[serde(rename = "callId")]
-    call_id: Option<String>,
-    #[serde(borrow, default)]
-    value: Option<&'a RawValue>,
-    message: Option<String>,
-}
-
-/// A line to the harness.
-#[derive(Serialize)]
-#[serde(tag = "type", rename_all = "lowercase")]
-enum Outgoing<'a> {
-    Hello {
-        language: &'a str,
-        isolation: &'a str,
-    },
-    Call {
-        #[serde(rename = "runId")]
-        run_id: &'a str,
-        #[serde(rename = "callId")]
-        call_id: &'a str,
-        global: &'a str,
-        function: &'a str,
-        args: &'a RawValue,
-    },
-    Result {
-        #[serde(rename = "runId")]
-        run_id: &'a str,
-        result: &'a RawValue,
-    },
-    Error {
-        #[serde(rename = "runId", skip_serializing_if = "Option::is_none")]
-        run_id: Option<&'a str>,
-        code: &'a str,
-        message: &'a str,
-    },
-}
-
-/// The one writer of stdout: whole lines, in the order queued.
-#[derive(Clone)]
-struct Out(mpsc::UnboundedSender<String>);
-
-impl Out {
-    fn send(&self, msg: &Outgoing) {
-        let line = serde_json::to_string(msg).expect("outgoing messages serialize");
-        let _ = self.0.send(line);
-    }
-
-    fn error(&self, run_id: Option<&str>, code: &str, message: &str) {
-        self.send(&Outgoing::Error {
-            run_id,
-            code,
-            message,
-        });
-    }
-}
-
-fn writer() -> (Out, tokio::task::JoinHandle<()>) {
-    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
-    let task = tokio::spawn(async move {
-        let mut stdout = tokio::io::BufWriter::new(tokio::io::stdout());
-        while let Some(line) = rx.recv().await {
-            if stdout.write_all(line.as_bytes()).await.is_err()
-                || stdout.write_all(b"\n").await.is_err()
-            {
-                return;
-            }
-            // Flush once nothing else is queued: a burst goes out in one write.
-            if rx.is_empty() && stdout.flush().await.is_err() {
-                return;
-            }
-        }
-        let _ = stdout.flush().await;
-    });
-    (Out(tx), task)
-}
+use wire::{Message, Outgoing};
+use writer::Out;
 
 /// Runs in flight and the settlers of their binding calls.
 #[derive(Default)]
@@ -124,7 +43,7 @@ pub(super) async fn serve(
     args: super::RuntimeArgs,
 ) -> Result<crate::output::Report> {
     let rt = super::runtime(ctx, &args).await?;
-    let (out, writer) = writer();
+    let (out, writer) = writer::spawn();
     out.send(&Outgoing::Hello {
         language: rt.language().as_str(),
         isolation: rt.isolation(),
@@ -186,21 +105,12 @@ fn handle(
     state: &Shared,
     tasks: &mut tokio::task::JoinSet<()>,
 ) -> std::result::Result<(), String> {
-    let msg: Incoming = serde_json::from_str(line)
-        .map_err(|e| format!("the line is not a message of the code-runtime protocol: {e}"))?;
-    let kind = msg.kind.as_deref().ok_or("the message has no type")?;
-    let run_id = msg
-        .run_id
-        .clone()
-        .ok_or_else(|| format!("the {kind} message has no runId"))?;
-    match kind {
-        "run" => {
-            let program = msg
-                .program
-                .ok_or("the run message has no program (the program's source text)")?;
-            let bindings = msg
-                .bindings
-                .ok_or("the run message has no bindings (an array, [] for none)")?;
+    match Message::parse(line)? {
+        Message::Run {
+            run_id,
+            program,
+            bindings,
+        } => {
             validate_bindings(&bindings, rt.language()).map_err(|e| e.message)?;
             let token = CancellationToken::new();
             {
@@ -224,7 +134,7 @@ fn handle(
             ));
             Ok(())
         }
-        "abort" => {
+        Message::Abort { run_id } => {
             let s = state.lock().expect("state lock");
             let token = s
                 .runs
@@ -233,34 +143,34 @@ fn handle(
             token.cancel();
             Ok(())
         }
-        "resolve" | "reject" => {
-            let call_id = msg
-                .call_id
-                .ok_or_else(|| format!("the {kind} message has no callId"))?;
-            let reply = if kind == "resolve" {
-                match msg.value {
-                    Some(v) => Ok(v.get().to_string()),
-                    None if raw_member(line, "value") == Some("null") => Ok("null".to_string()),
-                    None => return Err("the resolve message has no value".into()),
-                }
-            } else {
-                Err(msg
-                    .message
-                    .ok_or("the reject message has no message (a string)")?)
-            };
-            let settle = state
-                .lock()
-                .expect("state lock")
-                .calls
-                .remove(&(run_id, call_id))
-                .ok_or("no call with this callId is in flight")?;
-            let _ = settle.send(reply);
-            Ok(())
-        }
-        other => Err(format!(
-            "unknown message type {other:?}; use run, abort, resolve or reject"
-        )),
+        Message::Resolve {
+            run_id,
+            call_id,
+            value,
+        } => settle(state, run_id, call_id, Ok(value.get().to_string())),
+        Message::Reject {
+            run_id,
+            call_id,
+            message,
+        } => settle(state, run_id, call_id, Err(message)),
     }
+}
+
+/// Settle the binding call `call_id` of run `run_id`.
+fn settle(
+    state: &Shared,
+    run_id: String,
+    call_id: String,
+    reply: std::result::Result<String, String>,
+) -> std::result::Result<(), String> {
+    let settle = state
+        .lock()
+        .expect("state lock")
+        .calls
+        .remove(&(run_id, call_id))
+        .ok_or("no call with this callId is in flight")?;
+    let _ = settle.send(reply);
+    Ok(())
 }
 
 /// One run: forward its binding calls, then write its result. The run leaves the state before
