@@ -524,21 +524,54 @@ fn runs_in_a_sessions_cwd(bed: &Bed) {
 }
 both_machines!(code_runs_in_a_sessions_cwd, runs_in_a_sessions_cwd);
 
-/// stdin EOF with a call in flight: the run is aborted (its call can no longer be settled),
-/// serve writes its result and exits.
+/// stdin EOF with calls in flight: every run is aborted (its calls can no longer be settled),
+/// serve writes their results and exits. Each program catches a rejection of its call and would
+/// settle with it: the result is `abort` all the same, whatever the timing (dispose aborts the
+/// runs and leaves their calls unsettled; it used to reject them too, and a program that caught
+/// the rejection could settle before its abort was seen).
 fn dispose_rejects_unsettled_calls(bed: &Bed) {
-    let mut s = Serve::start(bed, "javascript", &[]);
-    assert_eq!(s.next()["type"], "hello");
-    s.send(json!({"type": "run", "runId": "r", "bindings": [{"global": "tools", "functions": ["wait"]}],
-        "program": "try { await tools.wait(1); return 'settled'; } catch (e) { return e.message; }"}));
-    let call = s.next();
-    assert_eq!(call["type"], "call", "{call}");
-    s.close();
-    let result = s.next();
-    assert_eq!(result["type"], "result", "{result}");
-    assert_eq!(result["result"]["error"]["kind"], "abort", "{result}");
-    assert_eq!(s.wait(), 0);
-    no_process_left(bed);
+    const RUNS: usize = 4;
+    for (language, program) in [
+        (
+            "javascript",
+            "try { await tools.wait(1); return 'settled'; } catch (e) { return e.message; }",
+        ),
+        (
+            "python",
+            "try:\n    await tools.wait(1)\n    return 'settled'\nexcept Exception as e:\n    return str(e)",
+        ),
+    ] {
+        let mut s = Serve::start(bed, language, &[]);
+        assert_eq!(s.next()["type"], "hello");
+        for n in 0..RUNS {
+            s.send(
+                json!({"type": "run", "runId": format!("r{n}"), "program": program,
+                "bindings": [{"global": "tools", "functions": ["wait"]}]}),
+            );
+        }
+        for _ in 0..RUNS {
+            let call = s.next();
+            assert_eq!(call["type"], "call", "{language}: {call}");
+        }
+        s.close();
+        let mut ended = Vec::new();
+        for _ in 0..RUNS {
+            let result = s.next();
+            assert_eq!(result["type"], "result", "{language}: {result}");
+            assert_eq!(
+                result["result"]["error"]["kind"], "abort",
+                "{language}: {result}"
+            );
+            ended.push(result["runId"].as_str().unwrap().to_string());
+        }
+        ended.sort();
+        assert_eq!(
+            ended,
+            (0..RUNS).map(|n| format!("r{n}")).collect::<Vec<_>>()
+        );
+        assert_eq!(s.wait(), 0);
+        no_process_left(bed);
+    }
 }
 both_machines!(
     code_dispose_rejects_unsettled_calls,

@@ -30,13 +30,11 @@ use writer::Out;
 struct State {
     runs: HashMap<String, CancellationToken>,
     calls: HashMap<(String, String), oneshot::Sender<std::result::Result<String, String>>>,
-    /// stdin reached its end: calls are refused at once.
+    /// stdin reached its end: no run starts, and no call goes out (the harness cannot answer).
     closed: bool,
 }
 
 type Shared = Arc<Mutex<State>>;
-
-const DISPOSED: &str = "the host closed the runtime (stdin EOF) before settling this call";
 
 pub(super) async fn serve(
     ctx: &Context,
@@ -79,14 +77,13 @@ pub(super) async fn serve(
             out.error(run_id.as_deref(), "invalid_argument", &message);
         }
     }
-    // stdin EOF: dispose. Every run in flight is aborted (its processes stopped); calls in
-    // flight can no longer be settled. Each run's result is written, then we exit.
+    // stdin EOF: dispose. Every run in flight is aborted (its processes stopped), its result
+    // written, then we exit. Calls in flight are left unsettled until their run ends: rejecting
+    // them would let a program that catches the rejection settle before its abort is seen, and
+    // its result would depend on which came first.
     {
         let mut state = state.lock().expect("state lock");
         state.closed = true;
-        for (_, reply) in state.calls.drain() {
-            let _ = reply.send(Err(DISPOSED.to_string()));
-        }
         for token in state.runs.values() {
             token.cancel();
         }
@@ -190,14 +187,16 @@ async fn run(
         tokio::spawn(async move {
             while let Some(call) = rx.recv().await {
                 let mut s = state.lock().expect("state lock");
-                if s.closed {
-                    let _ = call.reply.send(Err(DISPOSED.to_string()));
-                    continue;
-                }
                 // Registered before the line goes out: the harness may answer at once.
                 s.calls
                     .insert((run_id.clone(), call.call_id.clone()), call.reply);
+                let closed = s.closed;
                 drop(s);
+                if closed {
+                    // Disposing: the run is being aborted; its call stays unsettled (see
+                    // `serve`) and nobody is left to answer it.
+                    continue;
+                }
                 let args = RawValue::from_string(call.args)
                     .unwrap_or_else(|_| RawValue::from_string("null".into()).expect("null"));
                 out.send(&Outgoing::Call {
