@@ -928,7 +928,8 @@ both_machines!(
 );
 
 /// Without the PID namespace, a child that clears its environment (so carries no run marker)
-/// but stays in the run's session and process group still ends with the run.
+/// still ends with the run: one that stays in the run's session and process group, and one
+/// that also leaves them (`setsid`), which only the run's RLIMIT_RTTIME mark catches.
 fn fallback_takes_an_unmarked_child(bed: &Bed) {
     for (language, program) in [
         (
@@ -940,6 +941,19 @@ fn fallback_takes_an_unmarked_child(bed: &Bed) {
             "python",
             "import subprocess\n\
              subprocess.Popen(['env', '-i', 'sleep', '300'], stdout=subprocess.DEVNULL)\n\
+             return 'settled'",
+        ),
+        (
+            "javascript",
+            "require('child_process').spawn('setsid', ['env', '-i', 'sleep', '300'], \
+             {detached: true, stdio: 'ignore'}).unref();\n\
+             return 'settled'",
+        ),
+        (
+            "python",
+            "import subprocess\n\
+             subprocess.Popen(['env', '-i', 'sleep', '300'], start_new_session=True, \
+             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n\
              return 'settled'",
         ),
     ] {

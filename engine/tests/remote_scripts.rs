@@ -480,8 +480,9 @@ fn the_runner_check_is_the_bootstrap_lines_own() {
 /// the engine runs them: every value the host passes is a parameter, so quotes, `$(...)`,
 /// backquotes and newlines in it are data; `prepare.sh` reports the runner directory and what
 /// the machine has; `run.sh` runs the real runner under `node` in the given directory with the
-/// run's marker, refuses a runner others can write to (status 93, the refusal on stderr), and
-/// in sweep-only mode kills what carries the run's marker.
+/// run's marker, a child that left with `setsid` and `env -i` ending with it (the run's
+/// RLIMIT_RTTIME mark), refuses a runner others can write to (status 93, the refusal on
+/// stderr), and in sweep-only mode kills what carries the run's marker or mark.
 #[test]
 fn code_scripts_under_dash_bash_and_busybox() {
     use remote_runner_engine::engine::code::{PREPARE_SH, RUN_SH};
@@ -501,7 +502,11 @@ fn code_scripts_under_dash_bash_and_busybox() {
                 &ctl,
                 &home,
                 PREPARE_SH,
-                &[("rr_interp", interp), ("rr_runner_name", name)],
+                &[
+                    ("rr_interp", interp),
+                    ("rr_runner_name", name),
+                    ("rr_mark_max", "2199023255551"),
+                ],
                 b"",
             );
             assert_eq!(status, 0, "{shell:?}: {out} {err}");
@@ -517,6 +522,11 @@ fn code_scripts_under_dash_bash_and_busybox() {
             "{shell:?}: {out}"
         );
         assert!(matches!(lines[2], "ns" | "no-ns"), "{shell:?}: {out}");
+        assert_eq!(
+            lines.get(3),
+            Some(&"mark"),
+            "{shell:?}: prlimit(1) is here: {out}"
+        );
         let namespaces = lines[2] == "ns";
         let runner = dir.join(name);
         std::fs::write(&runner, RUNNER_JS).unwrap();
@@ -529,8 +539,13 @@ fn code_scripts_under_dash_bash_and_busybox() {
         let cwd = home.join(tricky);
         std::fs::create_dir(&cwd).unwrap();
         let run_id = format!("code-scripts-{}-{}", std::process::id(), shell.join("-"));
-        let request = "{\"program\":\"return [process.cwd(), process.env.RR_CODE_RUN]\",\
+        // The program leaves a child behind that clears its environment and leaves the run's
+        // session and process group: the run's mark (its RLIMIT_RTTIME) still takes it.
+        let request = "{\"program\":\"const c = require('child_process').spawn('setsid', \
+                       ['env', '-i', 'sleep', '300'], {detached: true, stdio: 'ignore'}); \
+                       c.unref(); return [process.cwd(), process.env.RR_CODE_RUN, c.pid]\",\
                        \"cap\":65536,\"maxDepth\":512,\"bindings\":[]}\n";
+        let mark = "1100000000001";
         let mut modes = vec!["0"];
         if namespaces {
             modes.push("1");
@@ -538,6 +553,7 @@ fn code_scripts_under_dash_bash_and_busybox() {
         for ns in modes {
             let params = [
                 ("rr_run", run_id.as_str()),
+                ("rr_mark", mark),
                 ("rr_budget", "30.000"),
                 ("rr_interp", "node"),
                 ("rr_runner", runner.to_str().unwrap()),
@@ -553,11 +569,16 @@ fn code_scripts_under_dash_bash_and_busybox() {
             assert_eq!(status, 0, "{shell:?} ns={ns}: {out} {err}");
             let line: serde_json::Value = serde_json::from_str(out.trim())
                 .unwrap_or_else(|e| panic!("{shell:?} ns={ns}: {e}: {out} {err}"));
+            let pid = line["result"]["value"][2].as_u64().unwrap();
             assert_eq!(
                 line,
                 serde_json::json!({"t": "result", "result": {"logs": [],
-                    "value": [cwd.to_str().unwrap(), run_id]}}),
+                    "value": [cwd.to_str().unwrap(), run_id, pid]}}),
                 "{shell:?} ns={ns}"
+            );
+            assert!(
+                !Path::new(&format!("/proc/{pid}")).exists(),
+                "{shell:?} ns={ns}: the escaped child {pid} is gone with the run"
             );
 
             // A runner others can write to is refused before it runs.
@@ -583,10 +604,20 @@ fn code_scripts_under_dash_bash_and_busybox() {
             }
         }
 
-        // Sweep only: what carries the run's marker is killed, whatever its process group.
+        // Sweep only: what carries the run's marker or its mark is killed, whatever its process
+        // group; another run's is not.
         let mut marked = Command::new("setsid")
             .args(["sleep", "300"])
             .env("RR_CODE_RUN", &run_id)
+            .spawn()
+            .unwrap();
+        let mut limited = Command::new("prlimit")
+            .arg(format!("--rttime={mark}:{mark}"))
+            .args(["setsid", "env", "-i", "sleep", "300"])
+            .spawn()
+            .unwrap();
+        let mut other_mark = Command::new("prlimit")
+            .args(["--rttime=1100000000002:1100000000002", "sleep", "300"])
             .spawn()
             .unwrap();
         let mut other = Command::new("sleep")
@@ -599,21 +630,29 @@ fn code_scripts_under_dash_bash_and_busybox() {
             &ctl,
             &home,
             RUN_SH,
-            &[("rr_run", &run_id), ("rr_sweep_only", "1")],
+            &[
+                ("rr_run", &run_id),
+                ("rr_mark", mark),
+                ("rr_sweep_only", "1"),
+            ],
             b"",
         );
         assert_eq!(status, 0, "{shell:?}: {out} {err}");
-        let swept = marked.wait().unwrap();
-        assert_eq!(
-            std::os::unix::process::ExitStatusExt::signal(&swept),
-            Some(9),
-            "{shell:?}"
-        );
-        assert!(
-            other.try_wait().unwrap().is_none(),
-            "{shell:?}: another run's process stays"
-        );
-        other.kill().unwrap();
-        other.wait().unwrap();
+        for swept in [&mut marked, &mut limited] {
+            let status = swept.wait().unwrap();
+            assert_eq!(
+                std::os::unix::process::ExitStatusExt::signal(&status),
+                Some(9),
+                "{shell:?}"
+            );
+        }
+        for stays in [&mut other, &mut other_mark] {
+            assert!(
+                stays.try_wait().unwrap().is_none(),
+                "{shell:?}: another run's process stays"
+            );
+            stays.kill().unwrap();
+            stays.wait().unwrap();
+        }
     }
 }

@@ -297,6 +297,21 @@ struct Prepared {
     /// The machine runs each run in a PID namespace of its own (unprivileged user namespaces
     /// allowed and `unshare` new enough).
     pid_namespace: bool,
+    /// `prlimit(1)` can mark a run's processes with [`run_mark`] (`run.sh`).
+    mark: bool,
+}
+
+/// The largest [`run_mark`].
+const MARK_MAX: u64 = (1 << 41) - 1;
+
+/// The run's mark: the hard limit on realtime CPU time (RLIMIT_RTTIME, microseconds) its
+/// processes carry, which survives `env -i`, `setsid` and a new process group (`run.sh` sweeps
+/// by it). Between 2^40 and [`MARK_MAX`] (12 to 25 days of realtime CPU time, which binds
+/// nothing), distinct per run id.
+fn run_mark(run_id: &str) -> u64 {
+    let hash = Sha256::digest(run_id.as_bytes());
+    let bits = u64::from_be_bytes(hash[..8].try_into().expect("8 bytes"));
+    (1 << 40) | (bits >> 24)
 }
 
 /// A code runtime on one machine. Cheap to share; runs are independent processes.
@@ -346,6 +361,7 @@ impl CodeRuntime {
                     .param("RR_SCRIPT", PREPARE_SH)
                     .param("rr_interp", lang.interpreter())
                     .param("rr_runner_name", name.as_str())
+                    .param("rr_mark_max", MARK_MAX.to_string())
                     .limit(Duration::from_secs(60))
                     .max_output(8 << 20)
                     .run(self.transport.as_ref())
@@ -392,9 +408,11 @@ impl CodeRuntime {
                 }
                 let pid_namespace = lines.next() == Some("ns")
                     && std::env::var_os("REMOTE_RUNNER_CODE_NO_PIDNS").is_none();
+                let mark = lines.next() == Some("mark");
                 Ok(Prepared {
                     runner,
                     pid_namespace,
+                    mark,
                 })
             })
             .await
@@ -413,6 +431,14 @@ impl CodeRuntime {
         let opt = |v: Option<u64>| v.map(|n| n.to_string()).unwrap_or_default();
         vec![
             ("rr_run", run_id.to_string()),
+            (
+                "rr_mark",
+                if prepared.mark {
+                    run_mark(run_id).to_string()
+                } else {
+                    String::new()
+                },
+            ),
             ("rr_budget", format!("{:.3}", c.time_budget.as_secs_f64())),
             ("rr_interp", c.language.interpreter().to_string()),
             ("rr_runner", prepared.runner.clone()),
@@ -884,5 +910,21 @@ impl crate::engine::Engine {
         machine: Arc<dyn Transport>,
     ) -> Arc<dyn Transport> {
         self.session_transport(session, machine)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_marks_are_in_range_and_per_run() {
+        let a = run_mark("code-a");
+        let b = run_mark("code-b");
+        for m in [a, b] {
+            assert!((1 << 40..=MARK_MAX).contains(&m), "{m}");
+        }
+        assert_ne!(a, b);
+        assert_eq!(a, run_mark("code-a"));
     }
 }

@@ -3,10 +3,12 @@
 # verb; the host's values arrive as its parameters (shell variables, never script text):
 #   rr_interp       the interpreter to look for (node or python3)
 #   rr_runner_name  the runner's file name, runner-<hash>.js|py
+#   rr_mark_max     the largest run mark (an RLIMIT_RTTIME hard limit, see run.sh)
 #
 # Prints, one per line: the runner directory (or missing-interpreter / missing-timeout alone),
-# whether the runner is there already (present / absent), and whether runs can have a PID
-# namespace of their own (ns / no-ns).
+# whether the runner is there already (present / absent), whether runs can have a PID
+# namespace of their own (ns / no-ns), and whether prlimit(1) can mark a run's processes with
+# a hard limit up to rr_mark_max (mark / no-mark).
 # shellcheck shell=sh
 # shellcheck disable=SC2154 # rr_* are the host's parameters
 
@@ -30,4 +32,9 @@ if unshare --user --map-current-user --pid --fork --mount-proc --kill-child true
   echo ns
 else
   echo no-ns
+fi
+if prlimit "--rttime=$rr_mark_max:$rr_mark_max" true </dev/null >/dev/null 2>&1; then
+  echo mark
+else
+  echo no-mark
 fi
