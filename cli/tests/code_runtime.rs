@@ -1417,3 +1417,44 @@ fn code_runs_on_a_slurm_sessions_node_and_its_tree_ends() {
     let r = bed.run(&["session", "destroy", "--session", &session, "--json"]);
     assert_eq!(r.code, 0, "{r:?}");
 }
+
+/// A line that never ends cannot grow serve's memory without bound: past 256 MiB it gets a
+/// `line_too_long` error at once (before its newline comes), its bytes are dropped up to its
+/// newline and serving goes on; a line over the bound cut off by EOF gets the error too, and
+/// serve disposes and exits 0 as at any EOF.
+#[test]
+fn code_serve_bounds_a_line() {
+    let bed = Bed::local();
+    let mut s = Serve::start(&bed, "javascript", &[]);
+    assert_eq!(s.next()["type"], "hello");
+    let chunk = vec![b'x'; 1 << 20];
+    let over = |s: &mut Serve| {
+        let stdin = s.stdin.as_mut().unwrap();
+        for _ in 0..=256 {
+            stdin.write_all(&chunk).unwrap();
+        }
+        stdin.flush().unwrap();
+        let m = s.next();
+        assert_eq!(
+            (m["type"].as_str(), m["code"].as_str()),
+            (Some("error"), Some("line_too_long")),
+            "{m}"
+        );
+        assert!(m["message"].as_str().unwrap().contains("256 MiB"), "{m}");
+    };
+    over(&mut s);
+    // The rest of that line, up to its newline, is dropped; the next line is served.
+    s.send_raw(b"{\"type\":\"run\",\"runId\":\"dropped\"}");
+    s.send(json!({"type": "run", "runId": "after", "program": "return 1", "bindings": []}));
+    let m = s.next();
+    assert_eq!(
+        (m["type"].as_str(), m["runId"].as_str()),
+        (Some("result"), Some("after")),
+        "{m}"
+    );
+    assert_eq!(m["result"]["value"], 1, "{m}");
+    // One cut off by EOF.
+    over(&mut s);
+    s.close();
+    assert_eq!(s.wait(), 0);
+}

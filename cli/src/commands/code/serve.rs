@@ -3,9 +3,11 @@
 //! Messages are typed both ways ([`wire`]); every line out goes through one writer task
 //! ([`writer`]), so lines from concurrent runs never tear. Values (resolutions, arguments,
 //! results) stay raw JSON text: no depth limit, lone surrogates and `-0` kept. A line that
-//! cannot be used gets an `error` reply and serving goes on; EOF disposes: every run in flight
-//! is aborted, its result written, then the process exits 0.
+//! cannot be used, or one over [`MAX_LINE`] ([`lines`]), gets an `error` reply and serving
+//! goes on; EOF disposes: every run in flight is aborted, its result written, then the process
+//! exits 0.
 
+mod lines;
 mod wire;
 mod writer;
 
@@ -17,11 +19,11 @@ use remote_runner_engine::engine::code::{
     CodeBindingNamespace, CodeCall, CodeRuntime, raw_member, validate_bindings,
 };
 use serde_json::value::RawValue;
-use tokio::io::AsyncBufReadExt;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::context::Context;
+use lines::{Lines, MAX_LINE, Next};
 use wire::{Message, Outgoing};
 use writer::Out;
 
@@ -48,18 +50,30 @@ pub(super) async fn serve(
     });
     let state: Shared = Arc::new(Mutex::new(State::default()));
     let mut tasks = tokio::task::JoinSet::new();
-    let mut input = tokio::io::BufReader::new(tokio::io::stdin());
-    let mut buf = Vec::new();
+    let mut input = Lines::new(tokio::io::BufReader::new(tokio::io::stdin()), MAX_LINE);
     loop {
-        buf.clear();
-        match input.read_until(b'\n', &mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
+        let buf = match input.next().await {
+            Next::Line(line) => line,
+            Next::TooLong => {
+                out.error(
+                    None,
+                    "line_too_long",
+                    &format!(
+                        "the line is longer than {} MiB ({MAX_LINE} bytes) before its newline; \
+                         it was dropped up to its newline. Send each message as one JSON line \
+                         under {} MiB (a program or value that large is not carried)",
+                        MAX_LINE >> 20,
+                        MAX_LINE >> 20,
+                    ),
+                );
+                continue;
+            }
+            Next::End => break,
+        };
         while let Some(done) = tasks.try_join_next() {
             let _ = done;
         }
-        let Ok(line) = std::str::from_utf8(&buf) else {
+        let Ok(line) = std::str::from_utf8(buf) else {
             out.error(
                 None,
                 "invalid_argument",
