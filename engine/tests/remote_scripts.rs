@@ -1,5 +1,6 @@
-//! The remote scripts as files: shellcheck-clean, and the control script behaving the same under
-//! dash, bash and busybox sh; the bootstrap line read the same way by every login shell.
+//! The remote scripts as files: shellcheck-clean, and the control script and the code runtime's
+//! scripts (`prepare.sh`, `run.sh`) behaving the same under dash, bash and busybox sh; the
+//! bootstrap line read the same way by every login shell.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
