@@ -39,7 +39,7 @@ pub use wire::{MAX_DEPTH, depth_path, raw_member};
 const RUNNER_JS: &str = include_str!("runner.js");
 const RUNNER_PY: &str = include_str!("runner.py");
 /// The per-run wrapper (POSIX sh, shellchecked), run as the control script's `sh` verb with
-/// the run's values as parameters ([`CodeRuntime::run_params`]).
+/// the run's values as parameters (`CodeRuntime::run_params`).
 pub const RUN_SH: &str = include_str!("run.sh");
 /// The machine's preparation (POSIX sh, shellchecked): the runner directory, the interpreter,
 /// `timeout(1)`, whether the runner is uploaded, whether PID namespaces work.
