@@ -524,21 +524,54 @@ fn runs_in_a_sessions_cwd(bed: &Bed) {
 }
 both_machines!(code_runs_in_a_sessions_cwd, runs_in_a_sessions_cwd);
 
-/// stdin EOF with a call in flight: the run is aborted (its call can no longer be settled),
-/// serve writes its result and exits.
+/// stdin EOF with calls in flight: every run is aborted (its calls can no longer be settled),
+/// serve writes their results and exits. Each program catches a rejection of its call and would
+/// settle with it: the result is `abort` all the same, whatever the timing (dispose aborts the
+/// runs and leaves their calls unsettled; it used to reject them too, and a program that caught
+/// the rejection could settle before its abort was seen).
 fn dispose_rejects_unsettled_calls(bed: &Bed) {
-    let mut s = Serve::start(bed, "javascript", &[]);
-    assert_eq!(s.next()["type"], "hello");
-    s.send(json!({"type": "run", "runId": "r", "bindings": [{"global": "tools", "functions": ["wait"]}],
-        "program": "try { await tools.wait(1); return 'settled'; } catch (e) { return e.message; }"}));
-    let call = s.next();
-    assert_eq!(call["type"], "call", "{call}");
-    s.close();
-    let result = s.next();
-    assert_eq!(result["type"], "result", "{result}");
-    assert_eq!(result["result"]["error"]["kind"], "abort", "{result}");
-    assert_eq!(s.wait(), 0);
-    no_process_left(bed);
+    const RUNS: usize = 4;
+    for (language, program) in [
+        (
+            "javascript",
+            "try { await tools.wait(1); return 'settled'; } catch (e) { return e.message; }",
+        ),
+        (
+            "python",
+            "try:\n    await tools.wait(1)\n    return 'settled'\nexcept Exception as e:\n    return str(e)",
+        ),
+    ] {
+        let mut s = Serve::start(bed, language, &[]);
+        assert_eq!(s.next()["type"], "hello");
+        for n in 0..RUNS {
+            s.send(
+                json!({"type": "run", "runId": format!("r{n}"), "program": program,
+                "bindings": [{"global": "tools", "functions": ["wait"]}]}),
+            );
+        }
+        for _ in 0..RUNS {
+            let call = s.next();
+            assert_eq!(call["type"], "call", "{language}: {call}");
+        }
+        s.close();
+        let mut ended = Vec::new();
+        for _ in 0..RUNS {
+            let result = s.next();
+            assert_eq!(result["type"], "result", "{language}: {result}");
+            assert_eq!(
+                result["result"]["error"]["kind"], "abort",
+                "{language}: {result}"
+            );
+            ended.push(result["runId"].as_str().unwrap().to_string());
+        }
+        ended.sort();
+        assert_eq!(
+            ended,
+            (0..RUNS).map(|n| format!("r{n}")).collect::<Vec<_>>()
+        );
+        assert_eq!(s.wait(), 0);
+        no_process_left(bed);
+    }
 }
 both_machines!(
     code_dispose_rejects_unsettled_calls,
@@ -895,7 +928,8 @@ both_machines!(
 );
 
 /// Without the PID namespace, a child that clears its environment (so carries no run marker)
-/// but stays in the run's session and process group still ends with the run.
+/// still ends with the run: one that stays in the run's session and process group, and one
+/// that also leaves them (`setsid`), which only the run's RLIMIT_RTTIME mark catches.
 fn fallback_takes_an_unmarked_child(bed: &Bed) {
     for (language, program) in [
         (
@@ -907,6 +941,19 @@ fn fallback_takes_an_unmarked_child(bed: &Bed) {
             "python",
             "import subprocess\n\
              subprocess.Popen(['env', '-i', 'sleep', '300'], stdout=subprocess.DEVNULL)\n\
+             return 'settled'",
+        ),
+        (
+            "javascript",
+            "require('child_process').spawn('setsid', ['env', '-i', 'sleep', '300'], \
+             {detached: true, stdio: 'ignore'}).unref();\n\
+             return 'settled'",
+        ),
+        (
+            "python",
+            "import subprocess\n\
+             subprocess.Popen(['env', '-i', 'sleep', '300'], start_new_session=True, \
+             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n\
              return 'settled'",
         ),
     ] {
@@ -1369,4 +1416,45 @@ fn code_runs_on_a_slurm_sessions_node_and_its_tree_ends() {
     }
     let r = bed.run(&["session", "destroy", "--session", &session, "--json"]);
     assert_eq!(r.code, 0, "{r:?}");
+}
+
+/// A line that never ends cannot grow serve's memory without bound: past 256 MiB it gets a
+/// `line_too_long` error at once (before its newline comes), its bytes are dropped up to its
+/// newline and serving goes on; a line over the bound cut off by EOF gets the error too, and
+/// serve disposes and exits 0 as at any EOF.
+#[test]
+fn code_serve_bounds_a_line() {
+    let bed = Bed::local();
+    let mut s = Serve::start(&bed, "javascript", &[]);
+    assert_eq!(s.next()["type"], "hello");
+    let chunk = vec![b'x'; 1 << 20];
+    let over = |s: &mut Serve| {
+        let stdin = s.stdin.as_mut().unwrap();
+        for _ in 0..=256 {
+            stdin.write_all(&chunk).unwrap();
+        }
+        stdin.flush().unwrap();
+        let m = s.next();
+        assert_eq!(
+            (m["type"].as_str(), m["code"].as_str()),
+            (Some("error"), Some("line_too_long")),
+            "{m}"
+        );
+        assert!(m["message"].as_str().unwrap().contains("256 MiB"), "{m}");
+    };
+    over(&mut s);
+    // The rest of that line, up to its newline, is dropped; the next line is served.
+    s.send_raw(b"{\"type\":\"run\",\"runId\":\"dropped\"}");
+    s.send(json!({"type": "run", "runId": "after", "program": "return 1", "bindings": []}));
+    let m = s.next();
+    assert_eq!(
+        (m["type"].as_str(), m["runId"].as_str()),
+        (Some("result"), Some("after")),
+        "{m}"
+    );
+    assert_eq!(m["result"]["value"], 1, "{m}");
+    // One cut off by EOF.
+    over(&mut s);
+    s.close();
+    assert_eq!(s.wait(), 0);
 }

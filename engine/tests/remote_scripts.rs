@@ -1,5 +1,6 @@
-//! The remote scripts as files: shellcheck-clean, and the control script behaving the same under
-//! dash, bash and busybox sh; the bootstrap line read the same way by every login shell.
+//! The remote scripts as files: shellcheck-clean, and the control script and the code runtime's
+//! scripts (`prepare.sh`, `run.sh`) behaving the same under dash, bash and busybox sh; the
+//! bootstrap line read the same way by every login shell.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -8,7 +9,9 @@ use std::process::{Command, Stdio};
 use remote_runner_engine::remote::{CTL_NAME, CTL_SCRIPT, bootstrap_line};
 
 const SESSION_SCRIPT: &str = include_str!("../src/tmux/rr.sh");
+const RUNNER_JS: &str = include_str!("../src/engine/code/runner.js");
 
+use remote_runner_testkit::need_tool as need;
 use remote_runner_testkit::scripts::{assert_shellcheck_clean, posix_shells};
 
 #[test]
@@ -17,6 +20,11 @@ fn scripts_are_shellcheck_clean() {
         ("ctl.sh", "sh", CTL_SCRIPT),
         ("rr.sh", "bash", SESSION_SCRIPT),
         ("run.sh", "sh", remote_runner_engine::engine::code::RUN_SH),
+        (
+            "prepare.sh",
+            "sh",
+            remote_runner_engine::engine::code::PREPARE_SH,
+        ),
     ]);
 }
 
@@ -384,4 +392,248 @@ fn installed_root_at(state: &Path) -> PathBuf {
     std::fs::write(&ctl, CTL_SCRIPT).unwrap();
     chmod(&ctl, 0o600);
     ctl
+}
+
+// ------------------------------------------------------------------ the code runtime's scripts
+
+/// The control script's `sh` verb running `script` with `params` (each a shell variable, as the
+/// engine sends them) and `data` on stdin, as the account whose home is `home`; returns (stdout
+/// and stderr after their start markers, status).
+fn run_sh_in(
+    shell: &[&str],
+    ctl: &Path,
+    home: &Path,
+    script: &str,
+    params: &[(&str, &str)],
+    data: &[u8],
+) -> (String, String, i32) {
+    let mut text = format!("RR_SCRIPT={}\n", shell_single_quote(script));
+    for (name, value) in params {
+        text.push_str(&format!("{name}={}\n", shell_single_quote(value)));
+    }
+    let mut child = Command::new(shell[0])
+        .args(&shell[1..])
+        .arg(ctl)
+        .args(["sh", "n0nce"])
+        .env("HOME", home)
+        .env_remove("XDG_STATE_HOME")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(format!("{text}@rr:n0nce:end\n").as_bytes())
+        .unwrap();
+    stdin.write_all(data).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let after = |bytes: &[u8]| {
+        let text = String::from_utf8_lossy(bytes).into_owned();
+        text.split_once("@rr:n0nce:begin\n")
+            .unwrap_or_else(|| panic!("no reply frame from {shell:?}: {text:?}"))
+            .1
+            .to_string()
+    };
+    (
+        after(&out.stdout),
+        after(&out.stderr),
+        out.status.code().unwrap_or(-1),
+    )
+}
+
+/// `run.sh` checks the runner with the bootstrap line's own StrictModes text, word for word
+/// (the line's copy cannot live in a file; this keeps the two from drifting apart).
+#[test]
+fn the_runner_check_is_the_bootstrap_lines_own() {
+    use remote_runner_engine::remote::{REFUSED_PREFIX, STRICT_MODES};
+    let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let run_sh = remote_runner_engine::engine::code::RUN_SH;
+    assert!(
+        words(run_sh).contains(&words(STRICT_MODES)),
+        "run.sh's rr_check_runner must hold STRICT_MODES (engine/src/remote/mod.rs) word for word"
+    );
+    assert!(run_sh.contains(&format!("printf '{REFUSED_PREFIX}%s\\n'")));
+}
+
+/// The code runtime's scripts under dash, bash and busybox sh, through the control script as
+/// the engine runs them: every value the host passes is a parameter, so quotes, `$(...)`,
+/// backquotes and newlines in it are data; `prepare.sh` reports the runner directory and what
+/// the machine has; `run.sh` runs the real runner under `node` in the given directory with the
+/// run's marker, a child that left with `setsid` and `env -i` ending with it (the run's
+/// RLIMIT_RTTIME mark), refuses a runner others can write to (status 93, the refusal on
+/// stderr), and in sweep-only mode kills what carries the run's marker or mark.
+#[test]
+fn code_scripts_under_dash_bash_and_busybox() {
+    use remote_runner_engine::engine::code::{PREPARE_SH, RUN_SH};
+    use remote_runner_engine::remote::REFUSED_PREFIX;
+    need("node");
+    let tricky = "a'b \"c $(touch pwned) `touch pwned2`\nd";
+    for shell in posix_shells() {
+        let base = tempfile::tempdir().unwrap();
+        chmod(base.path(), 0o755);
+        let home = base.path().join("home");
+        std::fs::create_dir(&home).unwrap();
+        chmod(&home, 0o700);
+        let ctl = installed_root(&home);
+        let prepare = |interp: &str, name: &str| {
+            let (out, err, status) = run_sh_in(
+                &shell,
+                &ctl,
+                &home,
+                PREPARE_SH,
+                &[
+                    ("rr_interp", interp),
+                    ("rr_runner_name", name),
+                    ("rr_mark_max", "2199023255551"),
+                ],
+                b"",
+            );
+            assert_eq!(status, 0, "{shell:?}: {out} {err}");
+            out
+        };
+        let dir = home.join(".local/state/remote-runner/code");
+        let name = "runner-test.js";
+        let out = prepare("node", name);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines[..2],
+            [dir.to_str().unwrap(), "absent"],
+            "{shell:?}: {out}"
+        );
+        assert!(matches!(lines[2], "ns" | "no-ns"), "{shell:?}: {out}");
+        assert_eq!(
+            lines.get(3),
+            Some(&"mark"),
+            "{shell:?}: prlimit(1) is here: {out}"
+        );
+        let namespaces = lines[2] == "ns";
+        let runner = dir.join(name);
+        std::fs::write(&runner, RUNNER_JS).unwrap();
+        chmod(&runner, 0o600);
+        assert_eq!(prepare("node", name).lines().nth(1), Some("present"));
+        // A value is data: neither the interpreter's nor the runner's name runs anything.
+        let out = prepare(&format!("{tricky}; touch pwned3"), tricky);
+        assert_eq!(out, "missing-interpreter\n", "{shell:?}");
+
+        let cwd = home.join(tricky);
+        std::fs::create_dir(&cwd).unwrap();
+        let run_id = format!("code-scripts-{}-{}", std::process::id(), shell.join("-"));
+        // The program leaves a child behind that clears its environment and leaves the run's
+        // session and process group: the run's mark (its RLIMIT_RTTIME) still takes it.
+        let request = "{\"program\":\"const c = require('child_process').spawn('setsid', \
+                       ['env', '-i', 'sleep', '300'], {detached: true, stdio: 'ignore'}); \
+                       c.unref(); return [process.cwd(), process.env.RR_CODE_RUN, c.pid]\",\
+                       \"cap\":65536,\"maxDepth\":512,\"bindings\":[]}\n";
+        let mark = "1100000000001";
+        let mut modes = vec!["0"];
+        if namespaces {
+            modes.push("1");
+        }
+        for ns in modes {
+            let params = [
+                ("rr_run", run_id.as_str()),
+                ("rr_mark", mark),
+                ("rr_budget", "30.000"),
+                ("rr_interp", "node"),
+                ("rr_runner", runner.to_str().unwrap()),
+                ("rr_cwd", cwd.to_str().unwrap()),
+                ("rr_ns", ns),
+                ("rr_fsize", "2048"),
+                ("rr_mem", ""),
+                ("rr_nproc", ""),
+                ("rr_sweep_only", "0"),
+            ];
+            let (out, err, status) =
+                run_sh_in(&shell, &ctl, &home, RUN_SH, &params, request.as_bytes());
+            assert_eq!(status, 0, "{shell:?} ns={ns}: {out} {err}");
+            let line: serde_json::Value = serde_json::from_str(out.trim())
+                .unwrap_or_else(|e| panic!("{shell:?} ns={ns}: {e}: {out} {err}"));
+            let pid = line["result"]["value"][2].as_u64().unwrap();
+            assert_eq!(
+                line,
+                serde_json::json!({"t": "result", "result": {"logs": [],
+                    "value": [cwd.to_str().unwrap(), run_id, pid]}}),
+                "{shell:?} ns={ns}"
+            );
+            assert!(
+                !Path::new(&format!("/proc/{pid}")).exists(),
+                "{shell:?} ns={ns}: the escaped child {pid} is gone with the run"
+            );
+
+            // A runner others can write to is refused before it runs.
+            chmod(&runner, 0o620);
+            let (out, err, status) =
+                run_sh_in(&shell, &ctl, &home, RUN_SH, &params, request.as_bytes());
+            chmod(&runner, 0o600);
+            assert_eq!(status, 93, "{shell:?}: {out} {err}");
+            assert!(
+                err.contains(&format!("{REFUSED_PREFIX}-rw--w----"))
+                    && err.contains(runner.to_str().unwrap()),
+                "{shell:?}: {err}"
+            );
+            assert!(out.is_empty(), "{shell:?}: nothing ran: {out}");
+        }
+        for file in ["pwned", "pwned2", "pwned3"] {
+            for at in [&home, &cwd, &dir] {
+                assert!(
+                    !at.join(file).exists(),
+                    "{shell:?}: {file} in {}",
+                    at.display()
+                );
+            }
+        }
+
+        // Sweep only: what carries the run's marker or its mark is killed, whatever its process
+        // group; another run's is not.
+        let mut marked = Command::new("setsid")
+            .args(["sleep", "300"])
+            .env("RR_CODE_RUN", &run_id)
+            .spawn()
+            .unwrap();
+        let mut limited = Command::new("prlimit")
+            .arg(format!("--rttime={mark}:{mark}"))
+            .args(["setsid", "env", "-i", "sleep", "300"])
+            .spawn()
+            .unwrap();
+        let mut other_mark = Command::new("prlimit")
+            .args(["--rttime=1100000000002:1100000000002", "sleep", "300"])
+            .spawn()
+            .unwrap();
+        let mut other = Command::new("sleep")
+            .arg("300")
+            .env("RR_CODE_RUN", format!("{run_id}-other"))
+            .spawn()
+            .unwrap();
+        let (out, err, status) = run_sh_in(
+            &shell,
+            &ctl,
+            &home,
+            RUN_SH,
+            &[
+                ("rr_run", &run_id),
+                ("rr_mark", mark),
+                ("rr_sweep_only", "1"),
+            ],
+            b"",
+        );
+        assert_eq!(status, 0, "{shell:?}: {out} {err}");
+        for swept in [&mut marked, &mut limited] {
+            let status = swept.wait().unwrap();
+            assert_eq!(
+                std::os::unix::process::ExitStatusExt::signal(&status),
+                Some(9),
+                "{shell:?}"
+            );
+        }
+        for stays in [&mut other, &mut other_mark] {
+            assert!(
+                stays.try_wait().unwrap().is_none(),
+                "{shell:?}: another run's process stays"
+            );
+            stays.kill().unwrap();
+            stays.wait().unwrap();
+        }
+    }
 }

@@ -128,7 +128,8 @@ pub(crate) async fn runtime(ctx: &Context, args: &RuntimeArgs) -> Result<Arc<Cod
     Ok(Arc::new(runtime))
 }
 
-/// Write `text` and a newline to stdout now (both faces print their own lines).
+/// Write `text` and a newline to stdout now (`code run`'s lines; `serve` writes only through its
+/// writer task, `serve/writer.rs`).
 fn print_line(text: &str) {
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes());

@@ -236,8 +236,21 @@ pub async fn sh_stream<T: Transport + ?Sized>(
     transport: &T,
     script: &str,
 ) -> Result<Option<(crate::transport::ExecStream, Vec<u8>)>> {
-    let params = format!("RR_SCRIPT={}\n", shell_quote(script));
-    channels::open_verb(transport, "sh", &params).await
+    sh_stream_with(transport, script, &[]).await
+}
+
+/// [`sh_stream`] with parameters: each reaches the script as a shell variable, never as code
+/// (as [`Call::param`]), so the script's text stays fixed.
+pub async fn sh_stream_with<T: Transport + ?Sized>(
+    transport: &T,
+    script: &str,
+    params: &[(&str, String)],
+) -> Result<Option<(crate::transport::ExecStream, Vec<u8>)>> {
+    let mut text = format!("RR_SCRIPT={}\n", shell_quote(script));
+    for (name, value) in params {
+        text.push_str(&format!("{name}={}\n", shell_quote(value)));
+    }
+    channels::open_verb(transport, "sh", &text).await
 }
 
 /// The one line sent to the login shell: only words and one single-quoted string without `'`,

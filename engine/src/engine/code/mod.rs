@@ -3,14 +3,15 @@
 //! code-runtime seam, `docs/code-runtime.md`).
 //!
 //! One small runner script per language (`runner.js` under `node`, `runner.py` under `python3`)
-//! is uploaded once by content hash to `<state root>/code/` on the machine. Each run is one
-//! streaming exec of `run.sh` ([`crate::remote::sh_stream`]), its own channel: the runner reads
-//! the request and the settlements of binding calls on fd 4 (the channel's stdin) and writes
-//! binding calls and, last, its result on fd 3 (the channel's stdout), JSON lines. The program's
-//! own stdin is `/dev/null` and its fds 1 and 2 go to the channel's stderr, so nothing it prints
-//! is taken for a protocol message; what the runner sends is checked here anyway (calls only to
-//! declared bindings, results only of the seam's shape), because the program runs in the
-//! runner's process and could write anything on fd 3.
+//! is uploaded once by content hash to `<state root>/code/` on the machine (`prepare.sh`). Each
+//! run is one streaming exec of `run.sh` ([`crate::remote::sh_stream_with`]; the run's values
+//! are its parameters, never script text), its own channel: the runner reads the request and
+//! the settlements of binding calls on fd 4 (the channel's stdin) and writes binding calls and,
+//! last, its result on fd 3 (the channel's stdout), JSON lines. The program's own stdin is
+//! `/dev/null` and its fds 1 and 2 go to the channel's stderr, so nothing it prints is taken
+//! for a protocol message; what the runner sends is checked here anyway (calls only to declared
+//! bindings, results only of the seam's shape), because the program runs in the runner's
+//! process and could write anything on fd 3.
 //!
 //! The run's process tree ends with it: the runner is the first process of a PID namespace of its
 //! own where the machine allows unprivileged user namespaces, and in any case every process of
@@ -31,14 +32,18 @@ use tokio::sync::{OnceCell, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, ErrorCode, Result};
-use crate::transport::{ExecOptions, ExitStatus, StreamEvent, Transport, shell_quote};
+use crate::transport::{ExitStatus, StreamEvent, Transport};
 
 pub use wire::{MAX_DEPTH, depth_path, raw_member};
 
 const RUNNER_JS: &str = include_str!("runner.js");
 const RUNNER_PY: &str = include_str!("runner.py");
-/// The per-run wrapper (POSIX sh, shellchecked), run as the control script's `sh` verb.
+/// The per-run wrapper (POSIX sh, shellchecked), run as the control script's `sh` verb with
+/// the run's values as parameters (`CodeRuntime::run_params`).
 pub const RUN_SH: &str = include_str!("run.sh");
+/// The machine's preparation (POSIX sh, shellchecked): the runner directory, the interpreter,
+/// `timeout(1)`, whether the runner is uploaded, whether PID namespaces work.
+pub const PREPARE_SH: &str = include_str!("prepare.sh");
 
 /// Exit status of `timeout(1)` when the budget expired.
 const TIMEOUT_STATUS: i32 = 124;
@@ -292,6 +297,21 @@ struct Prepared {
     /// The machine runs each run in a PID namespace of its own (unprivileged user namespaces
     /// allowed and `unshare` new enough).
     pid_namespace: bool,
+    /// `prlimit(1)` can mark a run's processes with [`run_mark`] (`run.sh`).
+    mark: bool,
+}
+
+/// The largest [`run_mark`].
+const MARK_MAX: u64 = (1 << 41) - 1;
+
+/// The run's mark: the hard limit on realtime CPU time (RLIMIT_RTTIME, microseconds) its
+/// processes carry, which survives `env -i`, `setsid` and a new process group (`run.sh` sweeps
+/// by it). Between 2^40 and [`MARK_MAX`] (12 to 25 days of realtime CPU time, which binds
+/// nothing), distinct per run id.
+fn run_mark(run_id: &str) -> u64 {
+    let hash = Sha256::digest(run_id.as_bytes());
+    let bits = u64::from_be_bytes(hash[..8].try_into().expect("8 bytes"));
+    (1 << 40) | (bits >> 24)
 }
 
 /// A code runtime on one machine. Cheap to share; runs are independent processes.
@@ -337,22 +357,14 @@ impl CodeRuntime {
                 let (source, ext) = lang.runner();
                 let hash = hex::encode(Sha256::digest(source.as_bytes()));
                 let name = format!("runner-{}.{ext}", &hash[..16]);
-                let script = format!(
-                    "umask 077\n\
-                     r=${{XDG_STATE_HOME:-}}; case $r in /*) ;; *) r=$HOME/.local/state ;; esac\n\
-                     d=$r/remote-runner/code\n\
-                     mkdir -p \"$d\" || exit 3\n\
-                     command -v {interp} >/dev/null 2>&1 || {{ echo missing-interpreter; exit 0; }}\n\
-                     command -v timeout >/dev/null 2>&1 || {{ echo missing-timeout; exit 0; }}\n\
-                     printf '%s\\n' \"$d\"\n\
-                     if [ -f \"$d/{name}\" ]; then echo present; else echo absent; fi\n\
-                     if unshare --user --map-current-user --pid --fork --mount-proc --kill-child true \
-                     </dev/null >/dev/null 2>&1; then echo ns; else echo no-ns; fi\n",
-                    interp = lang.interpreter(),
-                );
-                let out = self
-                    .transport
-                    .exec(&script, ExecOptions::default())
+                let out = crate::remote::Call::new("sh")
+                    .param("RR_SCRIPT", PREPARE_SH)
+                    .param("rr_interp", lang.interpreter())
+                    .param("rr_runner_name", name.as_str())
+                    .param("rr_mark_max", MARK_MAX.to_string())
+                    .limit(Duration::from_secs(60))
+                    .max_output(8 << 20)
+                    .run(self.transport.as_ref())
                     .await?;
                 let text = out.stdout_lossy();
                 let mut lines = text.lines();
@@ -396,40 +408,47 @@ impl CodeRuntime {
                 }
                 let pid_namespace = lines.next() == Some("ns")
                     && std::env::var_os("REMOTE_RUNNER_CODE_NO_PIDNS").is_none();
+                let mark = lines.next() == Some("mark");
                 Ok(Prepared {
                     runner,
                     pid_namespace,
+                    mark,
                 })
             })
             .await
     }
 
-    /// The `run.sh` text for one run: the host's assignments, the runner's owner and mode
-    /// check (`rr_check_runner`, OpenSSH StrictModes: the runner and every directory above it,
-    /// see [`crate::remote::STRICT_MODES`]), then the script, which calls the check right
-    /// before it starts the runner.
-    fn run_script(&self, prepared: &Prepared, run_id: &str, sweep_only: bool) -> String {
+    /// The parameters of `run.sh` for one run: shell variables on the machine, never script
+    /// text. `run.sh` checks the runner's owner and mode (and those of every directory above
+    /// it) right before it starts it, as the bootstrap line checks the control script.
+    fn run_params(
+        &self,
+        prepared: &Prepared,
+        run_id: &str,
+        sweep_only: bool,
+    ) -> Vec<(&'static str, String)> {
         let c = &self.config;
         let opt = |v: Option<u64>| v.map(|n| n.to_string()).unwrap_or_default();
-        format!(
-            "rr_run={run} rr_budget={budget:.3} rr_interp={interp} rr_runner={runner} \
-             rr_cwd={cwd} rr_ns={ns} rr_fsize={fsize} rr_mem={mem} rr_nproc={nproc} \
-             rr_sweep_only={sweep}\n\
-             rr_check_runner() {{ f=$1; {check}\n\
-             if [ -n \"$p\" ]; then printf '{refused}%s\\n' \"$p\"; return 1; fi; }}\n{RUN_SH}",
-            check = crate::remote::STRICT_MODES,
-            refused = crate::remote::REFUSED_PREFIX,
-            run = shell_quote(run_id),
-            budget = c.time_budget.as_secs_f64(),
-            interp = c.language.interpreter(),
-            runner = shell_quote(&prepared.runner),
-            cwd = shell_quote(c.cwd.as_deref().unwrap_or("")),
-            ns = u8::from(prepared.pid_namespace),
-            fsize = opt(c.max_file_size.map(|n| n / 512)),
-            mem = opt(c.max_memory.map(|n| n / 1024)),
-            nproc = opt(c.max_processes),
-            sweep = u8::from(sweep_only),
-        )
+        vec![
+            ("rr_run", run_id.to_string()),
+            (
+                "rr_mark",
+                if prepared.mark {
+                    run_mark(run_id).to_string()
+                } else {
+                    String::new()
+                },
+            ),
+            ("rr_budget", format!("{:.3}", c.time_budget.as_secs_f64())),
+            ("rr_interp", c.language.interpreter().to_string()),
+            ("rr_runner", prepared.runner.clone()),
+            ("rr_cwd", c.cwd.clone().unwrap_or_default()),
+            ("rr_ns", u8::from(prepared.pid_namespace).to_string()),
+            ("rr_fsize", opt(c.max_file_size.map(|n| n / 512))),
+            ("rr_mem", opt(c.max_memory.map(|n| n / 1024))),
+            ("rr_nproc", opt(c.max_processes)),
+            ("rr_sweep_only", u8::from(sweep_only).to_string()),
+        ]
     }
 
     /// Run one program. Never fails for the program's sake: every program outcome is a
@@ -448,9 +467,9 @@ impl CodeRuntime {
         validate_bindings(bindings, self.config.language)?;
         let prepared = self.prepare().await?;
         let run_id = crate::util::new_id("code");
-        let script = self.run_script(prepared, &run_id, false);
+        let params = self.run_params(prepared, &run_id, false);
         let Some((mut stream, early)) =
-            crate::remote::sh_stream(self.transport.as_ref(), &script).await?
+            crate::remote::sh_stream_with(self.transport.as_ref(), RUN_SH, &params).await?
         else {
             return Err(Error::new(
                 ErrorCode::RemoteError,
@@ -852,14 +871,14 @@ impl CodeRuntime {
     /// Stop a run's whole process tree on the machine (every process carrying its marker;
     /// with a PID namespace the runner's end takes the rest); best effort.
     async fn stop(&self, prepared: &Prepared, run_id: &str) {
-        let options = ExecOptions {
-            timeout: Some(Duration::from_secs(20)),
-            ..ExecOptions::default()
-        };
-        let _ = self
-            .transport
-            .exec(&self.run_script(prepared, run_id, true), options)
-            .await;
+        let mut call = crate::remote::Call::new("sh")
+            .param("RR_SCRIPT", RUN_SH)
+            .limit(Duration::from_secs(20))
+            .max_output(8 << 20);
+        for (name, value) in self.run_params(prepared, run_id, true) {
+            call = call.param(name, value);
+        }
+        let _ = call.run(self.transport.as_ref()).await;
     }
 }
 
@@ -891,5 +910,21 @@ impl crate::engine::Engine {
         machine: Arc<dyn Transport>,
     ) -> Arc<dyn Transport> {
         self.session_transport(session, machine)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_marks_are_in_range_and_per_run() {
+        let a = run_mark("code-a");
+        let b = run_mark("code-b");
+        for m in [a, b] {
+            assert!((1 << 40..=MARK_MAX).contains(&m), "{m}");
+        }
+        assert_ne!(a, b);
+        assert_eq!(a, run_mark("code-a"));
     }
 }
