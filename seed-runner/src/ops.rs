@@ -11,10 +11,11 @@ use remote_runner_engine::connect::MachineConnector;
 use remote_runner_engine::engine::transfer::TransferOptions;
 use remote_runner_engine::engine::{CommandStatus, Engine, ExecRequest, SessionStatus};
 use remote_runner_engine::machine::Machine;
+use remote_runner_engine::remote::Remote;
 use remote_runner_engine::ssh::config::{SshConfigSource, machine_from_alias};
 use remote_runner_engine::ssh::{ConnectOptions, PassphraseSource};
 use remote_runner_engine::store::{self, Store};
-use remote_runner_engine::transport::{ExecOptions, Transport, shell_quote};
+use remote_runner_engine::transport::{ExecOptions, shell_quote};
 use serde_json::{Value, json};
 
 use crate::error::{
@@ -37,7 +38,7 @@ struct Wired {
 }
 
 impl Wired {
-    async fn transport(&self) -> Result<Arc<dyn Transport>> {
+    async fn transport(&self) -> Result<Arc<Remote>> {
         use remote_runner_engine::engine::Connector;
         self.connector
             .connect(&self.machine.machine_id)
@@ -1426,7 +1427,7 @@ enum Failed {
 async fn sync_up(
     ctx: &Ctx,
     wired: &Wired,
-    transport: &Arc<dyn Transport>,
+    transport: &Arc<Remote>,
     session: &Session,
     mount: &Mount,
     remake: bool,
@@ -1454,7 +1455,7 @@ async fn sync_up(
     up.map(|stats| stats.uploaded.into_iter().collect())
 }
 
-async fn remake_remote_dir(transport: &Arc<dyn Transport>, mount: &Mount) -> Result<()> {
+async fn remake_remote_dir(transport: &Arc<Remote>, mount: &Mount) -> Result<()> {
     let out = transport
         .exec(
             &make_dir_script(&shell_quote(&mount.remote_path)),

@@ -23,7 +23,8 @@ use std::sync::Arc;
 use remote_runner_engine::ErrorCode;
 use remote_runner_engine::engine::Engine;
 use remote_runner_engine::engine::transfer::TransferOptions;
-use remote_runner_engine::transport::{ExecOptions, Transport, shell_quote};
+use remote_runner_engine::remote::Remote;
+use remote_runner_engine::transport::{ExecOptions, shell_quote};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Result, SYNC, SeedError};
@@ -107,7 +108,7 @@ fn parent_of(path: &str) -> Option<&str> {
 pub async fn upload(
     engine: &Engine,
     engine_session: &str,
-    transport: &Arc<dyn Transport>,
+    transport: &Arc<Remote>,
     local_root: &Path,
     remote_root: &str,
     manifest: &mut Manifest,
@@ -197,7 +198,7 @@ pub async fn upload(
 /// Files under `<remote_root>/artifacts`: (relative path, size, mtime) of each, and the names
 /// (lossily decoded) of those whose path is not UTF-8, which no transfer can name.
 async fn remote_artifacts(
-    transport: &Arc<dyn Transport>,
+    transport: &Arc<Remote>,
     remote_root: &str,
 ) -> Result<(Vec<(String, u64, String)>, Vec<String>)> {
     let dir = format!("{remote_root}/artifacts");
@@ -268,7 +269,7 @@ fn link_gone(code: ErrorCode) -> bool {
 pub async fn download_artifacts(
     engine: &Engine,
     engine_session: &str,
-    transport: &Arc<dyn Transport>,
+    transport: &Arc<Remote>,
     local_root: &Path,
     remote_root: &str,
     manifest: &mut Manifest,

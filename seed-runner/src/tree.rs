@@ -14,7 +14,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use remote_runner_engine::transport::{ExecOptions, Transport, shell_quote};
+use remote_runner_engine::remote::Remote;
+use remote_runner_engine::transport::{ExecOptions, shell_quote};
 
 use crate::error::{Result, SYNC, SeedError};
 use crate::state::Manifest;
@@ -74,7 +75,7 @@ fn scan(root: &Path) -> Result<Scanned> {
 /// Make new local directories and symlinks on the remote side, and remove there the ones that
 /// were deleted locally (a directory only when empty).
 pub async fn upload(
-    transport: &Arc<dyn Transport>,
+    transport: &Arc<Remote>,
     local_root: &Path,
     remote_root: &str,
     manifest: &mut Manifest,
@@ -183,7 +184,7 @@ pub fn inputs(manifest: &Manifest, sent_now: Option<&BTreeSet<String>>) -> Strin
 /// The inputs (from [`inputs`]) gone or changed on the remote side since `stamp` (relative to
 /// `remote_root`). Nothing when the work dir or the stamp is gone (the next exec sees to it).
 pub async fn changed(
-    transport: &Arc<dyn Transport>,
+    transport: &Arc<Remote>,
     remote_root: &str,
     stamp: &str,
     inputs: String,

@@ -73,7 +73,7 @@ async fn locate(
         .connector
         .connect(&session.machine_id)
         .await?;
-    Ok((transport, path))
+    Ok((transport.transport().clone(), path))
 }
 
 pub async fn read(call: &Call, args: ReadArgs) -> Result<Reply> {

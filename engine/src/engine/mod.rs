@@ -28,9 +28,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::error::{Error, ErrorCode, Hint, Result};
+use crate::remote::Remote;
 use crate::store::{self, Store};
 use crate::tmux::{SessionPaths, TmuxDriver};
-use crate::transport::Transport;
 use crate::transport::local::LocalTransport;
 
 pub use crate::records::{CommandMode, CommandRecord, CommandStatus, SessionRecord, SessionStatus};
@@ -39,18 +39,19 @@ pub use send::{SendEnd, SendOutcome, SendRequest};
 pub use session::{DestroyOptions, DestroyResult, Screen, SendResult, TranscriptChunk};
 pub use slurm::CreateOptions;
 
-/// Gives the engine a transport for a machine id (an SSH connection, or this host).
+/// Gives the engine a machine for a machine id: its byte transport (an SSH connection, this
+/// host, the CLI's keeper) and the control plane its calls take ([`Remote`]).
 #[async_trait]
 pub trait Connector: Send + Sync {
-    async fn connect(&self, machine_id: &str) -> Result<Arc<dyn Transport>>;
+    async fn connect(&self, machine_id: &str) -> Result<Arc<Remote>>;
 }
 
-/// Every machine id maps to the same transport (tests, single-machine tools).
-pub struct FixedConnector(pub Arc<dyn Transport>);
+/// Every machine id maps to the same machine (tests, single-machine tools).
+pub struct FixedConnector(pub Arc<Remote>);
 
 #[async_trait]
 impl Connector for FixedConnector {
-    async fn connect(&self, _machine_id: &str) -> Result<Arc<dyn Transport>> {
+    async fn connect(&self, _machine_id: &str) -> Result<Arc<Remote>> {
         Ok(self.0.clone())
     }
 }
@@ -60,9 +61,9 @@ pub struct LocalConnector;
 
 #[async_trait]
 impl Connector for LocalConnector {
-    async fn connect(&self, machine_id: &str) -> Result<Arc<dyn Transport>> {
+    async fn connect(&self, machine_id: &str) -> Result<Arc<Remote>> {
         if machine_id == crate::machine::LOCAL_MACHINE_ID {
-            Ok(Arc::new(LocalTransport::new()))
+            Ok(Remote::direct(Arc::new(LocalTransport::new())))
         } else {
             Err(Error::new(
                 ErrorCode::UnknownMachine,

@@ -22,6 +22,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use remote_runner_engine::error::Result;
+use remote_runner_engine::remote::Remote;
 use remote_runner_engine::transport::{Transport, shell_quote};
 
 pub use settle::{Settlement, Settlements};
@@ -65,7 +66,7 @@ pub async fn install(transport: &dyn Transport, path: &str) -> Result<()> {
 /// A new provider process took over a session (resume): close the chat of every earlier turn
 /// and settle each call still waiting: one the old process had recorded may have reached the
 /// host (exit 4, unknown), one it had not was never sent (exit 3).
-pub async fn sweep(transport: &dyn Transport, session_state_dir: &str) -> Result<()> {
+pub async fn sweep(transport: &Remote, session_state_dir: &str) -> Result<()> {
     let script = script_path(session_state_dir);
     if transport.stat(&script).await?.is_none() {
         return Ok(()); // no turn of this version ever ran here

@@ -14,7 +14,8 @@ use super::call::{self, Call, Operation, Reply, status};
 use super::settle::{Settlement, Settlements};
 use crate::server::writer::Out;
 use remote_runner_engine::error::{Error, ErrorCode, Result};
-use remote_runner_engine::transport::{Transport, shell_quote};
+use remote_runner_engine::remote::Remote;
+use remote_runner_engine::transport::shell_quote;
 use remote_runner_engine::util::retry::{self, LINK};
 
 /// Longest single remote wait for new calls.
@@ -22,7 +23,7 @@ const WATCH_WAIT: Duration = Duration::from_secs(10);
 
 /// What a turn's chat needs to know.
 pub struct ChatSetup {
-    pub transport: Arc<dyn Transport>,
+    pub transport: Arc<Remote>,
     /// The helper on the machine.
     pub script: String,
     /// `<turn dir>/chat`.
@@ -243,7 +244,7 @@ impl ChatTurn {
         let s = &self.inner.setup;
         let dir = format!("{}/{n}", s.dir);
         let reply = if r.proven {
-            let read = || call::read(s.transport.as_ref(), n, &dir);
+            let read = || call::read(s.transport.bytes(), n, &dir);
             let read = retry::run(LINK, read, |e| warn_any(e, "reading a chat call failed", n));
             let Ok(c) = read.await else {
                 return; // the machine is unreachable: the helper times out (exit 4)
@@ -253,7 +254,7 @@ impl ChatTurn {
             tracing::warn!(call = n, "refused a chat call its turn did not make");
             not_this_turn(&s.dir)
         };
-        let write = || reply.write(s.transport.as_ref(), &dir);
+        let write = || reply.write(s.transport.bytes(), &dir);
         let _ = retry::run(LINK, write, |e| {
             warn_any(e, "writing a chat reply failed", n)
         })

@@ -31,8 +31,8 @@ use remote_runner_engine::connect::MachineConnector;
 use remote_runner_engine::engine::Connector;
 use remote_runner_engine::engine::{Engine, EngineOptions};
 use remote_runner_engine::error::{Error, ErrorCode, Result};
+use remote_runner_engine::remote::Remote;
 use remote_runner_engine::ssh::ConnectOptions;
-use remote_runner_engine::transport::Transport;
 
 /// How long `cancel` waits for a turn task, or a session create it cut short, before answering
 /// anyway (below the host's default 20 s operation timeout).
@@ -122,7 +122,7 @@ impl Shared {
     }
 
     /// The transport the engine uses for a machine.
-    pub async fn engine_transport(&self, machine_id: &str) -> Result<Arc<dyn Transport>> {
+    pub async fn engine_transport(&self, machine_id: &str) -> Result<Arc<Remote>> {
         self.connector.connect(machine_id).await
     }
 }

@@ -168,7 +168,7 @@ async fn turn_place(
     let chat_script = if chat_on {
         let script = crate::chat::script_path(&dir.session_dir);
         if !shared.chat_installed(&script) {
-            crate::chat::install(dir.transport().as_ref(), &script).await?;
+            crate::chat::install(dir.transport().bytes(), &script).await?;
             shared.mark_chat_installed(&script);
         }
         // The turn's program runs it by path: checked (StrictModes) before every turn.

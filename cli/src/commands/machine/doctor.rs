@@ -8,11 +8,12 @@ use std::path::Path;
 
 use remote_runner_engine::machine::{AuthType, Machine};
 use remote_runner_engine::remote;
+use remote_runner_engine::remote::Remote;
 use remote_runner_engine::slurm;
 use remote_runner_engine::ssh::{self, ConnectOptions, PassphraseSource};
 use remote_runner_engine::store::machines;
 use remote_runner_engine::transport::local::LocalTransport;
-use remote_runner_engine::transport::{Transport, shell_quote};
+use remote_runner_engine::transport::shell_quote;
 use remote_runner_engine::util::now_rfc3339;
 use remote_runner_engine::{Error, ErrorCode, Result};
 use serde_json::{Value, json};
@@ -139,7 +140,11 @@ pub async fn run(ctx: &Context, machine_id: &str) -> Result<Report> {
     let machine = machines::resolve(&store, machine_id)?;
     let findings = if machine.is_local() {
         let mut findings = check_local(&machine);
-        check_session_tools(&LocalTransport::new(), &mut findings).await;
+        check_session_tools(
+            &Remote::direct(std::sync::Arc::new(LocalTransport::new())),
+            &mut findings,
+        )
+        .await;
         findings
     } else {
         check_ssh(ctx, &machine).await?
@@ -214,6 +219,7 @@ async fn check_ssh(ctx: &Context, machine: &Machine) -> Result<Findings> {
         };
         match ssh::connect(machine, quiet).await {
             Ok(transport) => {
+                let transport = Remote::direct(transport);
                 check_session_tools(transport.as_ref(), &mut findings).await;
                 if !machine.scheduler.is_none() {
                     check_slurm(transport.as_ref(), &mut findings).await;
@@ -234,7 +240,7 @@ async fn check_ssh(ctx: &Context, machine: &Machine) -> Result<Findings> {
 /// What sessions need on the machine, checked the way `session create` checks it (through the
 /// engine's control plane, whatever the login shell): the engine's state directory (ownership),
 /// tmux and bash at supported versions. Its answer replaces the probe's plain `tmux -V`.
-async fn check_session_tools(transport: &dyn Transport, findings: &mut Findings) {
+async fn check_session_tools(transport: &Remote, findings: &mut Findings) {
     findings.errors.retain(|e| e.code != ErrorCode::TmuxMissing);
     match remote::prepare(transport).await {
         Ok(tools) => {
@@ -267,7 +273,7 @@ async fn check_session_tools(transport: &dyn Transport, findings: &mut Findings)
 /// A Slurm machine: every Slurm command sessions and runs use answers on the login node, and
 /// the partitions (`details.slurm`). No accounting (`sacct` says it is disabled) is not a
 /// failure: exit codes then come from `squeue` and the engine's own exit file.
-async fn check_slurm(transport: &dyn Transport, findings: &mut Findings) {
+async fn check_slurm(transport: &Remote, findings: &mut Findings) {
     let probe = match slurm::ops::probe(transport).await {
         Ok(p) => p,
         Err(e) => {

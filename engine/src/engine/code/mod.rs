@@ -31,7 +31,8 @@ use tokio::sync::{OnceCell, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, ErrorCode, Result};
-use crate::transport::{ExecOptions, ExitStatus, StreamEvent, Transport, shell_quote};
+use crate::remote::Remote;
+use crate::transport::{ExecOptions, ExitStatus, StreamEvent, shell_quote};
 
 pub use wire::{MAX_DEPTH, depth_path, raw_member};
 
@@ -296,7 +297,7 @@ struct Prepared {
 
 /// A code runtime on one machine. Cheap to share; runs are independent processes.
 pub struct CodeRuntime {
-    transport: Arc<dyn Transport>,
+    transport: Arc<Remote>,
     config: CodeConfig,
     prepared: OnceCell<Prepared>,
 }
@@ -305,7 +306,7 @@ pub struct CodeRuntime {
 type Settled = (u64, std::result::Result<String, String>);
 
 impl CodeRuntime {
-    pub fn new(transport: Arc<dyn Transport>, config: CodeConfig) -> Result<CodeRuntime> {
+    pub fn new(transport: Arc<Remote>, config: CodeConfig) -> Result<CodeRuntime> {
         config.validate()?;
         Ok(CodeRuntime {
             transport,
@@ -820,7 +821,7 @@ impl CodeRuntime {
                     .find_map(|l| l.strip_prefix(crate::remote::REFUSED_PREFIX))
                 {
                     return Err(crate::remote::insecure_error(
-                        self.transport.as_ref(),
+                        self.transport.bytes(),
                         &format!(
                             "refusing to run the code runtime's runner {}",
                             self.prepared.get().map_or("", |p| p.runner.as_str())
@@ -888,8 +889,8 @@ impl crate::engine::Engine {
     pub fn code_transport(
         &self,
         session: &crate::engine::SessionRecord,
-        machine: Arc<dyn Transport>,
-    ) -> Arc<dyn Transport> {
+        machine: Arc<Remote>,
+    ) -> Arc<Remote> {
         self.session_transport(session, machine)
     }
 }
