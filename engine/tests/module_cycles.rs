@@ -33,7 +33,11 @@ fn no_cycle_between_top_level_modules() {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
     let graph = graph(&src);
     // The scan sees references at all (a scanner that found none would pass vacuously).
-    for (from, to) in [("remote", "transport"), ("engine", "store"), ("tmux", "remote")] {
+    for (from, to) in [
+        ("remote", "transport"),
+        ("engine", "store"),
+        ("tmux", "remote"),
+    ] {
         assert!(
             graph.get(from).is_some_and(|m| m.contains_key(to)),
             "the scan found no reference from {from} to {to}: it is broken"
@@ -84,7 +88,11 @@ fn graph(src: &Path) -> Graph {
         collect(&src.join(module), &mut files);
         assert!(!files.is_empty(), "no source for module {module}");
         for path in files {
-            let rel = path.strip_prefix(src).unwrap().to_string_lossy().into_owned();
+            let rel = path
+                .strip_prefix(src)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
             let depth = module_depth(&rel);
             let text = std::fs::read_to_string(&path).expect("read a source file");
             for (line, target) in references(&code_only(&text), depth) {
@@ -132,7 +140,11 @@ fn references(code: &str, depth: usize) -> Vec<(usize, String)> {
         let boundary = i == 0 || !is_ident(bytes[i - 1]);
         if boundary && code[i..].starts_with("crate::") {
             let at = i + "crate::".len();
-            found.extend(names_at(code, at).into_iter().map(|n| (line_of(code, i), n)));
+            found.extend(
+                names_at(code, at)
+                    .into_iter()
+                    .map(|n| (line_of(code, i), n)),
+            );
             i = at;
             continue;
         }
@@ -145,7 +157,11 @@ fn references(code: &str, depth: usize) -> Vec<(usize, String)> {
             }
             // `super` that climbs to the crate root names a top-level module next.
             if ups >= depth {
-                found.extend(names_at(code, at).into_iter().map(|n| (line_of(code, i), n)));
+                found.extend(
+                    names_at(code, at)
+                        .into_iter()
+                        .map(|n| (line_of(code, i), n)),
+                );
             }
             i = at;
             continue;
@@ -285,10 +301,7 @@ fn code_only(text: &str) -> String {
         } else if b[i] == b'\'' {
             // A char literal ('a', '\n', '\''), not a lifetime ('a, 'static).
             let len = if b.get(i + 1) == Some(&b'\\') {
-                b[i + 2..]
-                    .iter()
-                    .position(|&c| c == b'\'')
-                    .map(|p| p + 3)
+                b[i + 2..].iter().position(|&c| c == b'\'').map(|p| p + 3)
             } else {
                 let ch = text[i + 1..].chars().next().map_or(1, char::len_utf8);
                 (b.get(i + 1 + ch) == Some(&b'\'')).then_some(ch + 2)

@@ -23,7 +23,7 @@
 //! scripts as SSH ones.
 //!
 //! This module is the layer above the byte transport ([`crate::transport`]): a call runs over
-//! any [`Transport`], by the route of the machine's [`ControlPlane`] ([`plane`]: a kept control
+//! any [`Transport`], by the route of the machine's [`ControlPlane`] ([`Remote`]: a kept control
 //! process, the CLI's connection keeper, or a Slurm job's node).
 
 mod channels;
