@@ -9,10 +9,10 @@
 //!   (installing the control script when the machine lacks it).
 //! - The CLI's connection keeper (`crate::keeper::KeeperTransport`): the whole call crosses its
 //!   socket and runs on the keeper's own [`Direct`] plane.
-//! - A Slurm session's node: the same plane over the node's bytes (`crate::slurm::NodeTransport`,
-//!   whose processes run as steps of the job), under the job's scope ([`Remote::on_node`]); a
-//!   direct plane runs the call there on the connection's control processes, the keeper's
-//!   forwards it with the job.
+//! - A Slurm session's node (`crate::slurm::NodePlane`, over the node's bytes,
+//!   `crate::slurm::NodeTransport`, whose processes run as steps of the job): the login
+//!   machine's plane with the job, so a direct plane runs the call there on the connection's
+//!   control processes under the job's scope, and the keeper's forwards it with the job.
 //!
 //! The route is fixed when the `Remote` is made (by the engine's connector), so a call is one
 //! direct dispatch: no probing of the transport for what it can do.
@@ -43,15 +43,12 @@ pub trait ControlPlane: Send + Sync + 'static {
 pub struct Remote {
     transport: Arc<dyn Transport>,
     plane: Arc<dyn ControlPlane>,
-    /// The Slurm job whose node this is, for a session's node.
-    node: Option<String>,
 }
 
 impl std::fmt::Debug for Remote {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Remote")
             .field("transport", &self.transport.describe())
-            .field("node", &self.node)
             .finish()
     }
 }
@@ -67,11 +64,7 @@ impl std::ops::Deref for Remote {
 impl Remote {
     /// `transport`'s bytes with calls taking `plane`.
     pub fn new(transport: Arc<dyn Transport>, plane: Arc<dyn ControlPlane>) -> Remote {
-        Remote {
-            transport,
-            plane,
-            node: None,
-        }
+        Remote { transport, plane }
     }
 
     /// A connection this process holds, with its own control processes ([`Direct`]). Make it
@@ -91,26 +84,15 @@ impl Remote {
         &*self.transport
     }
 
-    /// The Slurm job whose node this is, if it is one.
-    pub fn node(&self) -> Option<&str> {
-        self.node.as_deref()
-    }
-
-    /// The node of Slurm job `job` reached through this machine: `transport` is the node's
-    /// bytes (processes there as steps of the job), and calls take this machine's plane under
-    /// the job's scope (one budget of control processes per connection).
-    pub fn on_node(&self, transport: Arc<dyn Transport>, job: &str) -> Remote {
-        Remote {
-            transport,
-            plane: self.plane.clone(),
-            node: Some(job.to_string()),
-        }
+    /// The control plane its calls take.
+    pub fn plane(&self) -> &Arc<dyn ControlPlane> {
+        &self.plane
     }
 
     /// Run one control-script call (see [`Call::run`]).
     pub async fn call(&self, call: &Call<'_>) -> Result<ExecOutput> {
         self.plane
-            .call(&*self.transport, self.node.as_deref(), call)
+            .call(&*self.transport, None, call)
             .await
             .map(|o| call.cap(o))
     }

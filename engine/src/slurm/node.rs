@@ -7,17 +7,17 @@
 //! the session's allocation. [`NodeTransport`] is the node's byte transport: each process the
 //! engine would start on the login node (a control-plane line) runs under `srun --jobid=J
 //! --overlap --quiet` instead; files go straight through the login node (the session's
-//! directory is on the cluster's shared file system). The node's calls take the login node's
-//! control plane under the job's scope ([`Remote::on_node`]): its long-lived control processes
-//! come from the login connection's budget, and through the CLI's keeper the whole call goes
-//! to the keeper with the job.
+//! directory is on the cluster's shared file system). [`NodePlane`] is the node's control
+//! plane: the login node's, with the job, so its long-lived control processes come from the
+//! login connection's budget (under the job's scope), and through the CLI's keeper the whole
+//! call goes to the keeper with the job.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 
 use crate::error::{Error, ErrorCode, Result};
-use crate::remote::Remote;
+use crate::remote::{Call, ControlPlane, Remote};
 use crate::transport::{
     BoxRead, BoxWrite, DirEntry, ExecOptions, ExecOutput, ExecStream, FileStat, Transport,
     shell_quote,
@@ -52,9 +52,33 @@ impl Nodes {
             .entry(job.to_string())
             .or_insert_with(|| {
                 let bytes = Arc::new(NodeTransport::new(login.transport().clone(), job));
-                Arc::new(login.on_node(bytes, job))
+                let plane = Arc::new(NodePlane {
+                    login: login.plane().clone(),
+                    job: job.to_string(),
+                });
+                Arc::new(Remote::new(bytes, plane))
             })
             .clone()
+    }
+}
+
+/// The control plane of Slurm job `job`'s node: the login machine's, with the job.
+pub struct NodePlane {
+    login: Arc<dyn ControlPlane>,
+    job: String,
+}
+
+#[async_trait]
+impl ControlPlane for NodePlane {
+    /// `transport` is the node's ([`NodeTransport`]): what the login's plane starts on it runs
+    /// as a step of the job.
+    async fn call(
+        &self,
+        transport: &dyn Transport,
+        _node: Option<&str>,
+        call: &Call<'_>,
+    ) -> Result<ExecOutput> {
+        self.login.call(transport, Some(&self.job), call).await
     }
 }
 
