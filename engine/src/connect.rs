@@ -11,22 +11,23 @@ use tokio::sync::Mutex;
 use crate::engine::Connector;
 use crate::error::Result;
 use crate::machine::{LOCAL_MACHINE_ID, Machine};
-use crate::ssh::{self, ConnectOptions, SshTransport};
+use crate::remote::Remote;
+use crate::ssh::{self, ConnectOptions};
 use crate::store::{self, Store, credentials::CredentialStore};
-use crate::transport::Transport;
 use crate::transport::local::LocalTransport;
 
-/// Connects machine ids to transports, keeping one pooled SSH transport per machine.
+/// Connects machine ids to machines, keeping one pooled SSH transport per machine with its
+/// control plane ([`Remote::direct`]: the connection's long-lived control processes).
 pub struct MachineConnector {
     state_dir: PathBuf,
     base_options: ConnectOptions,
     /// Ad-hoc machines that are not in the store (the provider's host/user/key configuration).
     extra: HashMap<String, Machine>,
-    cache: Mutex<HashMap<String, Arc<SshTransport>>>,
-    /// `local`'s one transport: it holds the kept control processes (`ctl.sh serve`), so a
+    cache: Mutex<HashMap<String, Arc<Remote>>>,
+    /// `local`'s one machine: it holds the kept control processes (`ctl.sh serve`), so a
     /// fresh one per connect would start a new control process (a shell, `id`, `ls`, the script)
     /// on every call instead of reusing one.
-    local: Arc<LocalTransport>,
+    local: Arc<Remote>,
     /// The store, opened at the first lookup and kept (not opened per connect).
     store: std::sync::Mutex<Option<Store>>,
 }
@@ -38,7 +39,7 @@ impl MachineConnector {
             base_options,
             extra: HashMap::new(),
             cache: Mutex::new(HashMap::new()),
-            local: Arc::new(LocalTransport::new()),
+            local: Remote::direct(Arc::new(LocalTransport::new())),
             store: std::sync::Mutex::new(None),
         }
     }
@@ -67,7 +68,7 @@ impl MachineConnector {
         })
     }
 
-    async fn connect_ssh(&self, machine_id: &str) -> Result<Arc<SshTransport>> {
+    async fn connect_ssh(&self, machine_id: &str) -> Result<Arc<Remote>> {
         let mut cache = self.cache.lock().await;
         if let Some(t) = cache.get(machine_id)
             && t.is_connected()
@@ -81,18 +82,18 @@ impl MachineConnector {
                 CredentialStore::open(&self.state_dir)?.get_password(machine_id)
             })?;
         }
-        let transport = ssh::connect(&machine, opts).await?;
-        cache.insert(machine_id.to_string(), transport.clone());
-        Ok(transport)
+        let remote = Remote::direct(ssh::connect(&machine, opts).await?);
+        cache.insert(machine_id.to_string(), remote.clone());
+        Ok(remote)
     }
 }
 
 #[async_trait]
 impl Connector for MachineConnector {
-    async fn connect(&self, machine_id: &str) -> Result<Arc<dyn Transport>> {
+    async fn connect(&self, machine_id: &str) -> Result<Arc<Remote>> {
         if machine_id == LOCAL_MACHINE_ID {
             return Ok(self.local.clone());
         }
-        Ok(self.connect_ssh(machine_id).await?)
+        self.connect_ssh(machine_id).await
     }
 }

@@ -2,7 +2,9 @@
 //!
 //! Faces (the `botmux-remote-runner` provider, the `remote-runner` CLI and its MCP server,
 //! `seed-runner`) are separate crates that call into [`engine`]. The engine reaches machines only
-//! through the [`transport::Transport`] trait (SSH or local) and keeps records in [`store`].
+//! through a [`remote::Remote`]: a byte transport ([`transport::Transport`]: SSH, local, the
+//! CLI's keeper, a Slurm node) and the control plane its calls take ([`remote::ControlPlane`]);
+//! it keeps records in [`store`].
 
 pub mod connect;
 pub mod engine;

@@ -4,10 +4,10 @@ mod engine_suite;
 
 use std::sync::Arc;
 
-use remote_runner_engine::transport::Transport;
+use remote_runner_engine::remote::Remote;
 use remote_runner_engine::transport::local::LocalTransport;
 
-fn local() -> (Arc<dyn Transport>, tempfile::TempDir, String) {
+fn local() -> (Arc<Remote>, tempfile::TempDir, String) {
     assert!(
         std::process::Command::new("tmux")
             .arg("-V")
@@ -17,7 +17,7 @@ fn local() -> (Arc<dyn Transport>, tempfile::TempDir, String) {
     );
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_string_lossy().into_owned();
-    (Arc::new(LocalTransport::new()), dir, path)
+    (Remote::direct(Arc::new(LocalTransport::new())), dir, path)
 }
 
 macro_rules! local_tests {

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use remote_runner_engine::engine::{CommandRecord, ExecRequest};
 use remote_runner_engine::machine::Machine;
+use remote_runner_engine::remote::Remote;
 use remote_runner_engine::ssh;
-use remote_runner_engine::transport::Transport;
 use remote_runner_testkit::{
     Account, GREETING, LoginShell, PATH_PROBE, PATH_PROBE_OUTPUT, Sshd, ensure_login_account,
 };
@@ -25,7 +25,7 @@ use remote_runner_testkit::{
 struct ShellBed {
     sshd: Sshd,
     account: Account,
-    t: Arc<dyn Transport>,
+    t: Arc<Remote>,
     machine: Machine,
     dir: String,
 }
@@ -41,9 +41,11 @@ async fn shell_bed(shell: LoginShell, case: &str) -> ShellBed {
         .into_owned();
     let mut machine = ssh_common::machine_for(&sshd, &account.user, &sshd.keys.ed25519);
     machine.default_cwd = dir.clone();
-    let t: Arc<dyn Transport> = ssh::connect(&machine, ssh_common::opts())
-        .await
-        .unwrap_or_else(|e| panic!("connect as {}: {e}", account.user));
+    let t = Remote::direct(
+        ssh::connect(&machine, ssh_common::opts())
+            .await
+            .unwrap_or_else(|e| panic!("connect as {}: {e}", account.user)),
+    );
     ShellBed {
         sshd,
         account,
@@ -416,9 +418,11 @@ async fn shared_cwd_gives_no_other_user_a_hold() {
     ] {
         let mut machine = ssh_common::machine_for(&sshd, user, key);
         machine.default_cwd = shared_s.clone();
-        let t: Arc<dyn Transport> = ssh::connect(&machine, ssh_common::opts())
-            .await
-            .unwrap_or_else(|e| panic!("connect as {user}: {e}"));
+        let t = Remote::direct(
+            ssh::connect(&machine, ssh_common::opts())
+                .await
+                .unwrap_or_else(|e| panic!("connect as {user}: {e}")),
+        );
         let b = engine_suite::bed_on(t, machine, engine_suite::options(Vec::new())).await;
         beds.push((user.to_string(), b));
     }

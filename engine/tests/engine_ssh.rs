@@ -4,10 +4,8 @@
 mod engine_suite;
 mod ssh_common;
 
-use std::sync::Arc;
-
+use remote_runner_engine::remote::Remote;
 use remote_runner_engine::ssh;
-use remote_runner_engine::transport::Transport;
 
 macro_rules! ssh_tests {
     ($($name:ident),* $(,)?) => {$(
@@ -16,7 +14,7 @@ macro_rules! ssh_tests {
             let sshd = ssh_common::start();
             let remote = sshd.remote_dir(stringify!($name)).unwrap();
             let machine = ssh_common::machine(&sshd, Some(&sshd.keys.ed25519));
-            let t: Arc<dyn Transport> = ssh::connect(&machine, ssh_common::opts()).await.unwrap();
+            let t = Remote::direct(ssh::connect(&machine, ssh_common::opts()).await.unwrap());
             engine_suite::$name(t, &remote.to_string_lossy()).await;
             drop(sshd);
         }
@@ -95,7 +93,7 @@ async fn wait_survives_killed_connection() {
     let remote = sshd.remote_dir("killed_connection").unwrap();
     let dir = remote.to_string_lossy().into_owned();
     let machine = ssh_common::machine(&sshd, Some(&sshd.keys.ed25519));
-    let t: Arc<dyn Transport> = ssh::connect(&machine, ssh_common::opts()).await.unwrap();
+    let t = Remote::direct(ssh::connect(&machine, ssh_common::opts()).await.unwrap());
     let b = engine_suite::bed(t.clone(), &dir).await;
     let cmd =
         "sleep 3; head -c 3000000 /dev/urandom > big.bin; cat big.bin; echo fin >&2; (exit 9)";

@@ -4,13 +4,14 @@
 mod ssh_common;
 
 use remote_runner_engine::ErrorCode;
+use remote_runner_engine::remote::Remote;
 use remote_runner_engine::secret::Secret;
 use remote_runner_engine::ssh::{self, AgentSource, PassphraseSource};
-use remote_runner_engine::transport::{ExecOptions, Transport};
+use remote_runner_engine::transport::ExecOptions;
 use remote_runner_testkit::{Agent, SENTINEL_PASSPHRASE, SENTINEL_PASSWORD};
 use ssh_common::{machine, opts, start};
 
-async fn whoami(t: &dyn Transport) -> String {
+async fn whoami(t: &Remote) -> String {
     let out = t
         .exec("id -un", ExecOptions::default())
         .await
@@ -21,9 +22,11 @@ async fn whoami(t: &dyn Transport) -> String {
 #[tokio::test]
 async fn ed25519_key() {
     let sshd = start();
-    let t = ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), opts())
-        .await
-        .expect("connect");
+    let t = Remote::direct(
+        ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), opts())
+            .await
+            .expect("connect"),
+    );
     assert_eq!(whoami(t.as_ref()).await, "rrtest");
     assert!(t.is_connected());
 }
@@ -31,9 +34,11 @@ async fn ed25519_key() {
 #[tokio::test]
 async fn rsa_key() {
     let sshd = start();
-    let t = ssh::connect(&machine(&sshd, Some(&sshd.keys.rsa)), opts())
-        .await
-        .expect("connect");
+    let t = Remote::direct(
+        ssh::connect(&machine(&sshd, Some(&sshd.keys.rsa)), opts())
+            .await
+            .expect("connect"),
+    );
     assert_eq!(whoami(t.as_ref()).await, "rrtest");
 }
 
@@ -42,9 +47,11 @@ async fn encrypted_key_with_given_passphrase() {
     let sshd = start();
     let mut o = opts();
     o.passphrase = PassphraseSource::Given(Secret::new(SENTINEL_PASSPHRASE));
-    let t = ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519_encrypted)), o)
-        .await
-        .expect("connect");
+    let t = Remote::direct(
+        ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519_encrypted)), o)
+            .await
+            .expect("connect"),
+    );
     assert_eq!(whoami(t.as_ref()).await, "rrtest");
 }
 
@@ -65,9 +72,11 @@ async fn agent_key() {
     let agent = Agent::start_with_key(&sshd.keys.ed25519).expect("start ssh-agent");
     let mut o = opts();
     o.agent = AgentSource::Socket(agent.socket.clone());
-    let t = ssh::connect(&machine(&sshd, None), o)
-        .await
-        .expect("connect");
+    let t = Remote::direct(
+        ssh::connect(&machine(&sshd, None), o)
+            .await
+            .expect("connect"),
+    );
     assert_eq!(whoami(t.as_ref()).await, "rrtest");
 }
 
@@ -76,9 +85,11 @@ async fn password() {
     let sshd = start();
     let mut o = opts();
     o.password = Some(Secret::new(SENTINEL_PASSWORD));
-    let t = ssh::connect(&machine(&sshd, None), o)
-        .await
-        .expect("connect");
+    let t = Remote::direct(
+        ssh::connect(&machine(&sshd, None), o)
+            .await
+            .expect("connect"),
+    );
     assert_eq!(whoami(t.as_ref()).await, "rrtest");
 }
 
@@ -90,9 +101,11 @@ async fn keyboard_interactive_only() {
         .expect("sshd");
     let mut o = opts();
     o.password = Some(Secret::new(SENTINEL_PASSWORD));
-    let t = ssh::connect(&machine(&sshd, None), o)
-        .await
-        .expect("connect");
+    let t = Remote::direct(
+        ssh::connect(&machine(&sshd, None), o)
+            .await
+            .expect("connect"),
+    );
     assert_eq!(whoami(t.as_ref()).await, "rrtest");
 }
 

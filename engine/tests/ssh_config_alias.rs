@@ -2,9 +2,10 @@
 
 mod ssh_common;
 
+use remote_runner_engine::remote::Remote;
 use remote_runner_engine::ssh::config::machine_from_alias;
 use remote_runner_engine::ssh::{self, SshConfigSource};
-use remote_runner_engine::transport::{ExecOptions, Transport};
+use remote_runner_engine::transport::ExecOptions;
 use remote_runner_testkit::HOST_ALIAS;
 use ssh_common::{opts, start};
 
@@ -30,7 +31,7 @@ async fn alias_supplies_host_port_user_key_and_known_hosts() {
 
     let mut o = opts();
     o.ssh_config = src;
-    let t = ssh::connect(&m, o).await.expect("connect through alias");
+    let t = Remote::direct(ssh::connect(&m, o).await.expect("connect through alias"));
     let out = t.exec("id -un", ExecOptions::default()).await.unwrap();
     assert_eq!(out.stdout_lossy().trim(), "rrtest");
 }
@@ -56,7 +57,7 @@ async fn proxy_jump_through_the_same_sshd() {
     let m = machine_from_alias("rr-behind-jump", &src).unwrap().unwrap();
     let mut o = opts();
     o.ssh_config = src;
-    let t = ssh::connect(&m, o).await.expect("connect via ProxyJump");
+    let t = Remote::direct(ssh::connect(&m, o).await.expect("connect via ProxyJump"));
     let out = t
         .exec(
             "echo via-jump; echo $SSH_CONNECTION",

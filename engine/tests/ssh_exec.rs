@@ -6,16 +6,19 @@ mod ssh_common;
 use std::time::Duration;
 
 use remote_runner_engine::ErrorCode;
+use remote_runner_engine::remote::Remote;
 use remote_runner_engine::ssh;
-use remote_runner_engine::transport::{ExecOptions, ExitStatus, Transport};
+use remote_runner_engine::transport::{ExecOptions, ExitStatus};
 use ssh_common::{machine, opts, start};
 
 #[tokio::test]
 async fn exit_codes_signals_and_streams() {
     let sshd = start();
-    let t = ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), opts())
-        .await
-        .unwrap();
+    let t = Remote::direct(
+        ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), opts())
+            .await
+            .unwrap(),
+    );
 
     let out = t
         .exec("echo out; echo err >&2; exit 7", ExecOptions::default())
@@ -44,9 +47,11 @@ async fn exit_codes_signals_and_streams() {
 #[tokio::test]
 async fn stdin_is_delivered_then_closed() {
     let sshd = start();
-    let t = ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), opts())
-        .await
-        .unwrap();
+    let t = Remote::direct(
+        ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), opts())
+            .await
+            .unwrap(),
+    );
     let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     let out = t
         .exec(
@@ -66,9 +71,11 @@ async fn stdin_is_delivered_then_closed() {
 #[tokio::test]
 async fn output_cap_truncates_and_drains_the_rest() {
     let sshd = start();
-    let t = ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), opts())
-        .await
-        .unwrap();
+    let t = Remote::direct(
+        ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), opts())
+            .await
+            .unwrap(),
+    );
     let out = t
         .exec(
             "head -c 5000000 /dev/zero; echo done >&2",
@@ -92,9 +99,11 @@ async fn output_cap_truncates_and_drains_the_rest() {
 #[tokio::test]
 async fn timeout_is_its_own_error_and_the_connection_survives() {
     let sshd = start();
-    let t = ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), opts())
-        .await
-        .unwrap();
+    let t = Remote::direct(
+        ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), opts())
+            .await
+            .unwrap(),
+    );
     let err = t
         .exec(
             "sleep 30",
@@ -114,9 +123,11 @@ async fn timeout_is_its_own_error_and_the_connection_survives() {
 #[tokio::test]
 async fn an_undrained_consumer_does_not_stall_other_channels() {
     let sshd = start();
-    let t = ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), opts())
-        .await
-        .unwrap();
+    let t = Remote::direct(
+        ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), opts())
+            .await
+            .unwrap(),
+    );
     // A big producer and a small command at the same time on one connection.
     let big = t.exec(
         "head -c 50000000 /dev/zero",

@@ -6,16 +6,19 @@ mod ssh_common;
 use std::time::Duration;
 
 use remote_runner_engine::ErrorCode;
+use remote_runner_engine::remote::Remote;
 use remote_runner_engine::ssh;
-use remote_runner_engine::transport::{ExecOptions, Transport};
+use remote_runner_engine::transport::ExecOptions;
 use ssh_common::{machine, opts, start};
 
 #[tokio::test]
 async fn killed_connection_is_connection_lost_then_reconnects() {
     let sshd = start();
-    let t = ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), opts())
-        .await
-        .unwrap();
+    let t = Remote::direct(
+        ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), opts())
+            .await
+            .unwrap(),
+    );
     let running = {
         let t = t.clone();
         tokio::spawn(async move {
@@ -52,9 +55,11 @@ async fn frozen_server_is_detected_by_keepalive() {
     o.keepalive_max = Some(2);
     o.connect_timeout = Some(Duration::from_secs(5));
     o.reconnect_attempts = 1;
-    let t = ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), o)
-        .await
-        .unwrap();
+    let t = Remote::direct(
+        ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), o)
+            .await
+            .unwrap(),
+    );
     let running = {
         let t = t.clone();
         tokio::spawn(async move {
@@ -94,9 +99,11 @@ async fn reconnect_retries_with_backoff_then_recovers() {
     let mut o = opts();
     o.connect_timeout = Some(Duration::from_secs(1));
     o.reconnect_attempts = 3;
-    let t = ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), o)
-        .await
-        .unwrap();
+    let t = Remote::direct(
+        ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), o)
+            .await
+            .unwrap(),
+    );
     t.exec("true", ExecOptions::default()).await.unwrap();
     // The server stops accepting (listener frozen) and the live connection is killed.
     assert!(sshd.signal_listener(libc::SIGSTOP));

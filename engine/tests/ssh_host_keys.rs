@@ -6,8 +6,9 @@ mod ssh_common;
 use remote_runner_engine::ErrorCode;
 use remote_runner_engine::error::Hint;
 use remote_runner_engine::machine::HostKeyPolicy;
+use remote_runner_engine::remote::Remote;
 use remote_runner_engine::ssh;
-use remote_runner_engine::transport::{ExecOptions, Transport};
+use remote_runner_engine::transport::ExecOptions;
 use remote_runner_testkit::generate_public_key;
 use ssh_common::{machine, opts, start};
 
@@ -47,7 +48,7 @@ async fn accept_new_records_the_key_then_strict_works() {
     let mut m = machine(&sshd, Some(&sshd.keys.ed25519));
     m.known_hosts_file = Some(kh.to_string_lossy().into_owned());
     m.host_key_policy = HostKeyPolicy::AcceptNew;
-    let t = ssh::connect(&m, opts()).await.expect("accept-new connects");
+    let t = Remote::direct(ssh::connect(&m, opts()).await.expect("accept-new connects"));
     let out = t.exec("echo hi", ExecOptions::default()).await.unwrap();
     assert_eq!(out.stdout_lossy(), "hi\n");
     let text = std::fs::read_to_string(&kh).unwrap();
@@ -62,7 +63,7 @@ async fn accept_new_records_the_key_then_strict_works() {
     );
 
     m.host_key_policy = HostKeyPolicy::Strict;
-    let t2 = ssh::connect(&m, opts()).await.expect("now known");
+    let t2 = Remote::direct(ssh::connect(&m, opts()).await.expect("now known"));
     assert!(t2.is_connected());
 }
 
@@ -205,9 +206,11 @@ async fn a_known_rsa_key_steers_the_host_key_algorithm() {
     std::fs::write(&kh, format!("[127.0.0.1]:{} {rsa}\n", sshd.port)).unwrap();
     let mut m = machine(&sshd, Some(&sshd.keys.ed25519));
     m.known_hosts_file = Some(kh.to_string_lossy().into_owned());
-    let t = ssh::connect(&m, opts())
-        .await
-        .expect("RSA host key is chosen and known");
+    let t = Remote::direct(
+        ssh::connect(&m, opts())
+            .await
+            .expect("RSA host key is chosen and known"),
+    );
     assert!(t.is_connected());
 }
 

@@ -5,16 +5,19 @@ mod ssh_common;
 
 use std::time::{Duration, Instant};
 
+use remote_runner_engine::remote::Remote;
 use remote_runner_engine::ssh;
-use remote_runner_engine::transport::{ExecOptions, Transport};
+use remote_runner_engine::transport::ExecOptions;
 use ssh_common::{machine, opts, start};
 
 #[tokio::test]
 async fn dropping_the_transport_closes_its_connections() {
     let sshd = start();
-    let t = ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), opts())
-        .await
-        .unwrap();
+    let t = Remote::direct(
+        ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), opts())
+            .await
+            .unwrap(),
+    );
     let dir = sshd.remote_dir("life").unwrap();
     let f = format!("{}/f", dir.display());
     t.write_file(&f, b"data", 0o644).await.unwrap();

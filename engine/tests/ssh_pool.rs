@@ -3,8 +3,9 @@
 
 mod ssh_common;
 
+use remote_runner_engine::remote::Remote;
 use remote_runner_engine::ssh;
-use remote_runner_engine::transport::{ExecOptions, Transport};
+use remote_runner_engine::transport::ExecOptions;
 use remote_runner_testkit::Sshd;
 use ssh_common::{machine, opts};
 
@@ -13,9 +14,11 @@ async fn max_sessions_two_and_twelve_concurrent_execs_all_succeed() {
     let sshd = Sshd::builder().max_sessions(2).start().expect("sshd");
     let mut o = opts();
     o.max_connections = 2;
-    let t = ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), o)
-        .await
-        .unwrap();
+    let t = Remote::direct(
+        ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), o)
+            .await
+            .unwrap(),
+    );
     let mut tasks = Vec::new();
     for i in 0..12 {
         let t = t.clone();
@@ -41,9 +44,11 @@ async fn sftp_channel_counts_towards_the_budget() {
     let sshd = Sshd::builder().max_sessions(2).start().expect("sshd");
     let mut o = opts();
     o.max_connections = 3;
-    let t = ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), o)
-        .await
-        .unwrap();
+    let t = Remote::direct(
+        ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), o)
+            .await
+            .unwrap(),
+    );
     let dir = sshd.remote_dir("pool").unwrap();
     let path = dir.join("f.txt");
     let path = path.to_str().unwrap();

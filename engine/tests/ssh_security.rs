@@ -7,9 +7,10 @@ mod ssh_common;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
+use remote_runner_engine::remote::Remote;
 use remote_runner_engine::secret::Secret;
 use remote_runner_engine::ssh::{self, PassphraseSource};
-use remote_runner_engine::transport::{ExecOptions, Transport};
+use remote_runner_engine::transport::ExecOptions;
 use remote_runner_testkit::{SENTINEL_PASSPHRASE, SENTINEL_PASSWORD, Sshd};
 use ssh_common::{machine, opts};
 
@@ -55,18 +56,22 @@ async fn sentinels_never_leak() {
     o.password = Some(Secret::new(SENTINEL_PASSWORD));
     o.passphrase = PassphraseSource::Given(Secret::new(SENTINEL_PASSPHRASE));
     texts.push(("ConnectOptions Debug".into(), format!("{o:?}")));
-    let t = ssh::connect(&machine(&sshd, None), o.clone())
-        .await
-        .expect("password auth");
+    let t = Remote::direct(
+        ssh::connect(&machine(&sshd, None), o.clone())
+            .await
+            .expect("password auth"),
+    );
     let out = t.exec("echo ok", ExecOptions::default()).await.unwrap();
     texts.push(("exec output".into(), format!("{out:?}")));
     texts.push(("transport Debug".into(), format!("{t:?}")));
-    let t2 = ssh::connect(
-        &machine(&sshd, Some(&sshd.keys.ed25519_encrypted)),
-        o.clone(),
-    )
-    .await
-    .expect("encrypted key auth");
+    let t2 = Remote::direct(
+        ssh::connect(
+            &machine(&sshd, Some(&sshd.keys.ed25519_encrypted)),
+            o.clone(),
+        )
+        .await
+        .expect("encrypted key auth"),
+    );
     drop(t2);
     let report = ssh::probe(&machine(&sshd, None), o.clone()).await;
     texts.push((

@@ -3,17 +3,20 @@
 mod ssh_common;
 
 use remote_runner_engine::ErrorCode;
+use remote_runner_engine::remote::Remote;
 use remote_runner_engine::ssh;
-use remote_runner_engine::transport::{FileKind, Transport};
+use remote_runner_engine::transport::FileKind;
 use ssh_common::{machine, opts, start};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[tokio::test]
 async fn file_round_trips() {
     let sshd = start();
-    let t = ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), opts())
-        .await
-        .unwrap();
+    let t = Remote::direct(
+        ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), opts())
+            .await
+            .unwrap(),
+    );
     let root = sshd.remote_dir("sftp").unwrap();
     let root = root.to_str().unwrap();
 
@@ -105,9 +108,11 @@ async fn file_round_trips() {
 #[tokio::test]
 async fn create_dir_fresh_says_who_made_it() {
     let sshd = start();
-    let t = ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), opts())
-        .await
-        .unwrap();
+    let t = Remote::direct(
+        ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), opts())
+            .await
+            .unwrap(),
+    );
     let root = sshd.remote_dir("fresh").unwrap();
     let root = root.to_str().unwrap();
     let deep = format!("{root}/turns/t1/chat");
@@ -140,9 +145,11 @@ async fn create_dir_fresh_says_who_made_it() {
 #[tokio::test]
 async fn pipelined_writes_are_exact_and_new_files_are_never_replaced() {
     let sshd = start();
-    let t = ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), opts())
-        .await
-        .unwrap();
+    let t = Remote::direct(
+        ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), opts())
+            .await
+            .unwrap(),
+    );
     let root = sshd.remote_dir("pipelined").unwrap();
     let root = root.to_str().unwrap();
     // Sizes around the request size (32 KiB) and a batch (64 requests, 2 MiB): none, one
@@ -189,9 +196,11 @@ async fn pipelined_writes_are_exact_and_new_files_are_never_replaced() {
 #[tokio::test]
 async fn streaming_read_and_write_of_a_large_file() {
     let sshd = start();
-    let t = ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), opts())
-        .await
-        .unwrap();
+    let t = Remote::direct(
+        ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), opts())
+            .await
+            .unwrap(),
+    );
     let root = sshd.remote_dir("stream").unwrap();
     let path = format!("{}/big.bin", root.display());
     let data: Vec<u8> = (0..(8u32 << 20))

@@ -13,8 +13,9 @@ use anyhow::{Context, Result, bail};
 use remote_runner_engine::engine::code::{
     CodeBindingNamespace, CodeCall, CodeConfig, CodeRuntime, Language,
 };
+use remote_runner_engine::remote::Remote;
+use remote_runner_engine::transport::StreamEvent;
 use remote_runner_engine::transport::local::LocalTransport;
-use remote_runner_engine::transport::{StreamEvent, Transport};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -46,7 +47,7 @@ fn program(language: Language, calls: usize) -> String {
 /// One run of the timing program: (bare call samples, binding call samples).
 fn time_calls(
     ctx: &Ctx,
-    transport: Arc<dyn Transport>,
+    transport: Arc<Remote>,
     language: Language,
     cwd: &str,
     calls: usize,
@@ -97,7 +98,7 @@ fn time_calls(
 }
 
 /// Round trips of one line through `cat` on a kept channel of our transport.
-fn our_echo(ctx: &Ctx, transport: &dyn Transport, runs: usize) -> Result<Vec<Duration>> {
+fn our_echo(ctx: &Ctx, transport: &Remote, runs: usize) -> Result<Vec<Duration>> {
     ctx.rt.block_on(async {
         let (mut s, _) = remote_runner_engine::remote::sh_stream(transport, "exec cat")
             .await
@@ -152,8 +153,8 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
     let bed = ctx.bed;
     let remote = bed.remote_dir("code-binding")?;
     let cwd = remote.to_string_lossy().into_owned();
-    let ssh: Arc<dyn Transport> = ctx.rt.block_on(bed.connect(&remote))?;
-    let local: Arc<dyn Transport> = Arc::new(LocalTransport::new());
+    let ssh = Remote::direct(ctx.rt.block_on(bed.connect(&remote))?);
+    let local = Remote::direct(Arc::new(LocalTransport::new()));
     let local_dir = bed.local_dir("code-binding-local")?;
     let local_cwd = local_dir.to_string_lossy().into_owned();
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 use remote_runner_engine::engine::{CommandStatus, Engine, ExecRequest, FixedConnector};
-use remote_runner_engine::transport::Transport;
+use remote_runner_engine::remote::Remote;
 
 use crate::Ctx;
 use crate::openssh::{self, OpenSsh};
@@ -43,7 +43,7 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
     let remote = bed.remote_dir("exec-warm")?;
 
     // Our side: one connection, one session, then execs on it.
-    let transport = ctx.rt.block_on(bed.connect(&remote))?;
+    let transport = Remote::direct(ctx.rt.block_on(bed.connect(&remote))?);
     let engine = Engine::new(
         &bed.local_dir("exec-warm-state")?,
         Arc::new(FixedConnector(transport.clone())),

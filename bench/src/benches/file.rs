@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use remote_runner_engine::engine::transfer::{TransferOptions, TransferStatus};
 use remote_runner_engine::engine::{Engine, FixedConnector};
+use remote_runner_engine::remote::Remote;
 use remote_runner_engine::ssh::SshTransport;
 use remote_runner_engine::transport::Transport;
 use tokio::io::{AsyncWriteExt, BufReader};
@@ -40,7 +41,7 @@ impl TransferBed {
         let transport = ctx.rt.block_on(bed.connect(&remote))?;
         let engine = Engine::new(
             &bed.local_dir(&format!("{name}-state"))?,
-            Arc::new(FixedConnector(transport.clone())),
+            Arc::new(FixedConnector(Remote::direct(transport.clone()))),
         )?;
         let session = ctx
             .rt

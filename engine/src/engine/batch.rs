@@ -16,8 +16,9 @@ use super::{Engine, output};
 use crate::error::{Error, ErrorCode, Result};
 pub use crate::records::run::BatchJob;
 use crate::remote;
+use crate::remote::Remote;
 use crate::slurm::{self, JobInfo, ops};
-use crate::transport::{Transport, shell_quote};
+use crate::transport::shell_quote;
 use crate::util::{now_rfc3339, printable_excerpt};
 
 /// Polling a batch job: the first look soon (a short job is over in a second), then sparser, up
@@ -128,7 +129,7 @@ impl Engine {
     /// Poll the job until it ends, the deadline passes or the run is cancelled.
     async fn follow(
         &self,
-        t: &dyn Transport,
+        t: &Remote,
         job: &str,
         timeout: Option<Duration>,
         cancel: &CancellationToken,
@@ -179,7 +180,7 @@ impl Engine {
     /// The exit code (exit file first, else Slurm's), the state, and the output copied home.
     async fn record_end(
         &self,
-        t: &dyn Transport,
+        t: &Remote,
         dir: &str,
         info: Option<JobInfo>,
         m: &mut RunManifest,
@@ -200,7 +201,7 @@ impl Engine {
             let local = run_dir.join(name);
             let size = t.stat(&remote).await?.map_or(0, |s| s.size);
             let cap = self.options.output_cap;
-            output::mirror(t, &remote, &local, size, cap).await?;
+            output::mirror(t.bytes(), &remote, &local, size, cap).await?;
             let mut head = output::read_local(&local, 0, excerpt)?;
             // Past the cap the copy is a prefix: the record says so, never a silent cut.
             if size > cap {
@@ -216,7 +217,7 @@ impl Engine {
                 .find_map(|l| l.strip_prefix(remote::REFUSED_PREFIX))
         {
             return Err(remote::insecure_error(
-                t,
+                t.bytes(),
                 &format!("refusing to run the command file {dir}/cmd.sh on the node"),
                 &remote::refused_path(why),
             ));

@@ -651,7 +651,7 @@ impl Engine {
             };
             let local = PathBuf::from(local);
             let cap = self.options.output_cap;
-            output::mirror(t, remote, &local, size, cap).await?;
+            output::mirror(t.bytes(), remote, &local, size, cap).await?;
             let kept = size.min(cap);
             let (mut text, mut truncated) =
                 output::excerpt(&local, kept, self.options.excerpt_bytes, &local)?;

@@ -12,9 +12,9 @@ use super::open::KeyPassphrase;
 use crate::error::{Error, ErrorCode, Result};
 use crate::machine::Machine;
 use crate::remote;
+use crate::remote::Remote;
 use crate::slurm;
 use crate::ssh::{self, ConnectOptions, PassphraseSource};
-use crate::transport::Transport;
 use crate::transport::local::LocalTransport;
 use crate::util::now_rfc3339;
 
@@ -131,7 +131,11 @@ impl Machines {
         let machine = self.resolve(machine_id)?;
         if machine.is_local() {
             let mut report = check_local(&machine);
-            check_session_tools(&LocalTransport::new(), &mut report).await;
+            check_session_tools(
+                &Remote::direct(std::sync::Arc::new(LocalTransport::new())),
+                &mut report,
+            )
+            .await;
             return Ok(report);
         }
         let password = if machine.has_password {
@@ -192,9 +196,10 @@ async fn check_ssh(
         };
         match ssh::connect(machine, quiet).await {
             Ok(transport) => {
-                check_session_tools(transport.as_ref(), &mut report).await;
+                let remote = Remote::direct(transport);
+                check_session_tools(&remote, &mut report).await;
                 if !machine.scheduler.is_none() {
-                    check_slurm(transport.as_ref(), &mut report).await;
+                    check_slurm(&remote, &mut report).await;
                 }
             }
             Err(e) if e.code == ErrorCode::AuthFailed => {
@@ -211,7 +216,7 @@ async fn check_ssh(
 /// What sessions need on the machine, checked the way `session create` checks it (through the
 /// engine's control plane, whatever the login shell): the engine's state directory (ownership),
 /// tmux and bash at supported versions. Its answer replaces the probe's plain `tmux -V`.
-async fn check_session_tools(transport: &dyn Transport, report: &mut DoctorReport) {
+async fn check_session_tools(transport: &Remote, report: &mut DoctorReport) {
     report.errors.retain(|e| e.code != ErrorCode::TmuxMissing);
     match remote::prepare(transport).await {
         Ok(tools) => {
@@ -240,7 +245,7 @@ async fn check_session_tools(transport: &dyn Transport, report: &mut DoctorRepor
 /// A Slurm machine: every Slurm command sessions and runs use answers on the login node, and
 /// the partitions. No accounting (`sacct` says it is disabled) is not a failure: exit codes
 /// then come from `squeue` and the engine's own exit file.
-async fn check_slurm(transport: &dyn Transport, report: &mut DoctorReport) {
+async fn check_slurm(transport: &Remote, report: &mut DoctorReport) {
     let probe = match slurm::ops::probe(transport).await {
         Ok(p) => p,
         Err(e) => {

@@ -9,12 +9,12 @@ use std::time::Duration;
 use super::Engine;
 use super::turn_dir::TurnDir;
 use crate::error::{ErrorCode, Result};
-use crate::transport::Transport;
+use crate::remote::Remote;
 
 /// A machine as a helper's face sees it: a handful of file operations and running the helper.
 #[derive(Clone)]
 pub struct HelperHost {
-    transport: Arc<dyn Transport>,
+    transport: Arc<Remote>,
 }
 
 impl std::fmt::Debug for HelperHost {

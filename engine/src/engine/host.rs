@@ -11,9 +11,10 @@ use std::sync::Arc;
 
 use crate::error::{Error, ErrorCode, Result};
 use crate::machine::Machine;
+use crate::remote::Remote;
 use crate::ssh::config::{SshConfigSource, machine_from_alias};
 use crate::store::{self, Store};
-use crate::transport::{ExecOptions, Transport};
+use crate::transport::ExecOptions;
 
 use super::Engine;
 
@@ -23,7 +24,7 @@ pub use crate::transport::{ExecOutput, ExitStatus, FileKind, FileStat, shell_quo
 #[derive(Clone)]
 pub struct Host {
     machine_id: String,
-    transport: Arc<dyn Transport>,
+    transport: Arc<Remote>,
 }
 
 impl std::fmt::Debug for Host {

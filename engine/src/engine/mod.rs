@@ -1,9 +1,10 @@
 //! Sessions, commands, transfers and runs, above the transport. (issues 4, 7)
 //!
 //! The [`Engine`] owns the local records (SQLite store, logs, transcripts under the state dir)
-//! and drives machines through [`Transport`]s obtained from a [`Connector`]. It is usable from a
-//! one-shot CLI process (each call blocks until done) and from the long-lived provider (streaming
-//! output by byte offset with [`Engine::read_output`] and [`Engine::wait_output`]).
+//! and drives machines through [`Remote`]s (a byte transport and its control plane) obtained
+//! from a [`Connector`]. It is usable from a one-shot CLI process (each call blocks until done)
+//! and from the long-lived provider (streaming output by byte offset with
+//! [`Engine::read_output`] and [`Engine::wait_output`]).
 //!
 //! Truth lives on the machine: a command's `exit` file says whether and how it ended, so any
 //! process, after any crash or reconnect, can pick a command up again by id.
@@ -35,9 +36,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::error::{Error, ErrorCode, Hint, Result};
+use crate::remote::Remote;
 use crate::store::{self, Store};
 use crate::tmux::{SessionPaths, TmuxDriver};
-use crate::transport::Transport;
 use crate::transport::local::LocalTransport;
 
 pub use crate::records::{CommandMode, CommandRecord, CommandStatus, SessionRecord, SessionStatus};
@@ -53,18 +54,19 @@ pub use send::{SendEnd, SendOutcome, SendRequest};
 pub use session::{DestroyOptions, DestroyResult, Screen, SendResult, TranscriptChunk};
 pub use slurm::{CreateOptions, split_slurm_args};
 
-/// Gives the engine a transport for a machine id (an SSH connection, or this host).
+/// Gives the engine a machine for a machine id: its byte transport (an SSH connection, this
+/// host, the CLI's keeper) and the control plane its calls take ([`Remote`]).
 #[async_trait]
 pub trait Connector: Send + Sync {
-    async fn connect(&self, machine_id: &str) -> Result<Arc<dyn Transport>>;
+    async fn connect(&self, machine_id: &str) -> Result<Arc<Remote>>;
 }
 
-/// Every machine id maps to the same transport (tests, single-machine tools).
-pub struct FixedConnector(pub Arc<dyn Transport>);
+/// Every machine id maps to the same machine (tests, single-machine tools).
+pub struct FixedConnector(pub Arc<Remote>);
 
 #[async_trait]
 impl Connector for FixedConnector {
-    async fn connect(&self, _machine_id: &str) -> Result<Arc<dyn Transport>> {
+    async fn connect(&self, _machine_id: &str) -> Result<Arc<Remote>> {
         Ok(self.0.clone())
     }
 }
@@ -74,9 +76,9 @@ pub struct LocalConnector;
 
 #[async_trait]
 impl Connector for LocalConnector {
-    async fn connect(&self, machine_id: &str) -> Result<Arc<dyn Transport>> {
+    async fn connect(&self, machine_id: &str) -> Result<Arc<Remote>> {
         if machine_id == crate::machine::LOCAL_MACHINE_ID {
-            Ok(Arc::new(LocalTransport::new()))
+            Ok(Remote::direct(Arc::new(LocalTransport::new())))
         } else {
             Err(Error::new(
                 ErrorCode::UnknownMachine,

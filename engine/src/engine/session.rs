@@ -6,9 +6,9 @@ use super::{CreateOptions, Engine, SessionRecord, SessionStatus, output};
 use crate::error::{Error, ErrorCode, Hint, Result};
 use crate::machine::Machine;
 use crate::remote;
+use crate::remote::Remote;
 use crate::store::{self, ensure_private_dir};
 use crate::tmux::{self, LoginEnv, SessionPaths, StartOptions, TmuxDriver};
-use crate::transport::Transport;
 use crate::util::{new_id, now_rfc3339};
 
 /// Result of [`Engine::send`].
@@ -211,7 +211,7 @@ impl Engine {
     async fn start_shell(
         &self,
         driver: &TmuxDriver,
-        login: &dyn Transport,
+        login: &Remote,
         machine: &Machine,
         cwd: &str,
         node_step: &[String],
@@ -424,7 +424,7 @@ impl Engine {
             None => 0,
         };
         output::mirror(
-            transport.as_ref(),
+            transport.bytes(),
             &rec.remote_transcript_file,
             std::path::Path::new(&rec.transcript_file_local),
             size,

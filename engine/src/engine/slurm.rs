@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use super::{Engine, SessionRecord, SessionStatus};
 use crate::error::{Error, ErrorCode, Result};
+use crate::remote::Remote;
 use crate::slurm::{self, AllocRequest, Progress, ops};
 use crate::tmux::SessionPaths;
-use crate::transport::Transport;
 use crate::util::now_rfc3339;
 
 /// Without `--timeout`, how long a session create waits for a pending allocation.
@@ -45,11 +45,7 @@ impl Engine {
     /// The transport of a session's tmux driver: `login` (the machine's), or for a session in a
     /// Slurm allocation its node's, kept per job while its link is up, so that its long-lived
     /// control processes serve many calls.
-    pub(super) fn session_transport(
-        &self,
-        rec: &SessionRecord,
-        login: Arc<dyn Transport>,
-    ) -> Arc<dyn Transport> {
+    pub(super) fn session_transport(&self, rec: &SessionRecord, login: Arc<Remote>) -> Arc<Remote> {
         match &rec.slurm_job_id {
             Some(job) => self.nodes.get(&login, job),
             None => login,
@@ -59,7 +55,7 @@ impl Engine {
     /// The allocation a new session's shell will run in: its job id.
     pub(super) async fn allocate_for_session(
         &self,
-        transport: &dyn Transport,
+        transport: &Remote,
         paths: &SessionPaths,
         session_id: &str,
         defaults: &[String],

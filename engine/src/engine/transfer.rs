@@ -37,8 +37,9 @@ use self::paths::RemotePath;
 use super::{Engine, SessionRecord, SessionStatus};
 use crate::error::{Error, ErrorCode, Hint, Result};
 use crate::machine::PathMapping;
+use crate::remote::Remote;
 use crate::store;
-use crate::transport::{ExecOptions, ExecOutput, FileKind, Transport};
+use crate::transport::{ExecOptions, ExecOutput, FileKind};
 use crate::util::{new_id, now_rfc3339};
 
 /// Files of a tree copied at the same time (small files are bound by round trips, not bytes).
@@ -83,7 +84,7 @@ impl std::fmt::Debug for TransferOptions {
 
 /// One running transfer: its transport, options and progress counters.
 pub(crate) struct Job {
-    t: Arc<dyn Transport>,
+    t: Arc<Remote>,
     transfer_id: String,
     verify: bool,
     progress: Option<ProgressFn>,

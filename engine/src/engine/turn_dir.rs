@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::Engine;
 use crate::error::Result;
-use crate::transport::Transport;
+use crate::remote::Remote;
 
 /// Longest file the agent may leave in its turn directory that the engine reads back.
 pub const MAX_TURN_FILE: usize = 64 * 1024;
@@ -19,7 +19,7 @@ pub struct TurnDir {
     pub path: String,
     /// The session's remote state directory (where per-session helpers are installed).
     pub session_dir: String,
-    transport: Arc<dyn Transport>,
+    transport: Arc<Remote>,
 }
 
 impl std::fmt::Debug for TurnDir {
@@ -89,7 +89,7 @@ impl TurnDir {
     }
 
     /// The machine's transport, for the turn's chat helper.
-    pub fn transport(&self) -> Arc<dyn Transport> {
+    pub fn transport(&self) -> Arc<Remote> {
         self.transport.clone()
     }
 }

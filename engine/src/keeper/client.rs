@@ -1,4 +1,6 @@
-//! The CLI's side: a [`Transport`] whose calls run in the machine's keeper, over its socket.
+//! The CLI's side: a [`Transport`] whose bytes go through the machine's keeper, over its socket,
+//! and a [`ControlPlane`] that hands each control-script call to the keeper whole (it runs it on
+//! its own long-lived control processes).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -15,6 +17,7 @@ use tokio::sync::mpsc;
 
 use super::wire::{self, ExecCall, Frame, Reply, Request};
 use crate::error::{Error, ErrorCode, Hint, Result};
+use crate::remote::{Call, ControlPlane};
 use crate::transport::{BoxRead, BoxWrite, DirEntry, ExecOptions, ExecOutput, FileStat, Transport};
 
 /// Chunks a streamed file may have in flight before the sender waits for the receiver.
@@ -193,7 +196,7 @@ impl KeeperTransport {
         into_result(frame)
     }
 
-    /// An `exec_raw` or `exec` request and its output (the reply body is stdout, then stderr).
+    /// An `exec_raw` or control-script `call` request and its output (the reply body is stdout, then stderr).
     async fn exec_call(&self, request: Request, options: ExecOptions) -> Result<ExecOutput> {
         let frame = self
             .call(request, options.stdin.as_deref().unwrap_or_default())
@@ -256,36 +259,6 @@ impl Transport for KeeperTransport {
     async fn exec_raw(&self, command: &str, options: ExecOptions) -> Result<ExecOutput> {
         let request = Request::ExecRaw(ExecCall::new(command, &options));
         self.exec_call(request, options).await
-    }
-
-    async fn exec(&self, command: &str, options: ExecOptions) -> Result<ExecOutput> {
-        let request = Request::Exec(ExecCall::new(command, &options));
-        self.exec_call(request, options).await
-    }
-
-    async fn forward_call(
-        &self,
-        call: &crate::remote::Call<'_>,
-        node_job: Option<&str>,
-    ) -> Option<Result<ExecOutput>> {
-        let request = Request::Call {
-            verb: call.verb().to_string(),
-            params: call
-                .params()
-                .iter()
-                .map(|(name, value)| (name.to_string(), value.clone()))
-                .collect(),
-            timeout_ms: call.bound().map(|t| t.as_millis() as u64),
-            max_output: call.output_cap(),
-            input: call.input().is_some(),
-            node_job: node_job.map(str::to_string),
-        };
-        let options = ExecOptions {
-            stdin: call.input().map(<[u8]>::to_vec),
-            timeout: call.bound(),
-            max_output: call.output_cap(),
-        };
-        Some(self.exec_call(request, options).await)
     }
 
     async fn write_file(&self, path: &str, data: &[u8], mode: u32) -> Result<()> {
@@ -435,6 +408,37 @@ impl Transport for KeeperTransport {
 
     fn is_connected(&self) -> bool {
         self.alive.load(Ordering::SeqCst)
+    }
+}
+
+/// The keeper's route: the whole call crosses the socket (with the Slurm job when it is for a
+/// node) and runs on the keeper's own control plane; the bytes passed in are not used.
+#[async_trait]
+impl ControlPlane for KeeperTransport {
+    async fn call(
+        &self,
+        _transport: &dyn Transport,
+        node: Option<&str>,
+        call: &Call<'_>,
+    ) -> Result<ExecOutput> {
+        let request = Request::Call {
+            verb: call.verb().to_string(),
+            params: call
+                .params()
+                .iter()
+                .map(|(name, value)| (name.to_string(), value.clone()))
+                .collect(),
+            timeout_ms: call.bound().map(|t| t.as_millis() as u64),
+            max_output: call.output_cap(),
+            input: call.input().is_some(),
+            node_job: node.map(str::to_string),
+        };
+        let options = ExecOptions {
+            stdin: call.input().map(<[u8]>::to_vec),
+            timeout: call.bound(),
+            max_output: call.output_cap(),
+        };
+        self.exec_call(request, options).await
     }
 }
 

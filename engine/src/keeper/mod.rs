@@ -14,9 +14,10 @@
 //!   socket. It serves only peers of its own uid (`SO_PEERCRED`), one per machine (a lock file),
 //!   and ends when idle for `REMOTE_RUNNER_KEEPER_IDLE` seconds (default 600), on
 //!   `machine disconnect`, when its link drops, or when its socket is removed.
-//! * What travels is the [`Transport`](crate::transport::Transport) trait, method by method
-//!   ([`wire`]): the engine runs in the CLI as before (records, output, exit codes are the
-//!   engine's own), only the bytes to and from the machine pass through the keeper.
+//! * What travels is the byte [`Transport`](crate::transport::Transport), method by method, and
+//!   whole control-script calls ([`crate::remote::ControlPlane`]) ([`wire`]): the engine runs in
+//!   the CLI as before (records, output, exit codes are the engine's own), only the bytes to and
+//!   from the machine and the calls pass through the keeper.
 
 pub mod client;
 pub mod paths;
@@ -36,7 +37,7 @@ use crate::connect::MachineConnector;
 use crate::engine::Connector;
 use crate::error::Result;
 use crate::machine::LOCAL_MACHINE_ID;
-use crate::transport::Transport;
+use crate::remote::Remote;
 
 pub use client::KeeperTransport;
 pub use paths::{DEFAULT_IDLE, ENV_IDLE, ENV_KEEPER, KeeperPaths};
@@ -51,7 +52,8 @@ pub struct KeeperConnector {
     direct: Arc<MachineConnector>,
     state_dir: PathBuf,
     launcher: Option<Launcher>,
-    cache: Mutex<HashMap<String, Arc<KeeperTransport>>>,
+    /// Each machine's keeper: its bytes and its route for calls (both the keeper link).
+    cache: Mutex<HashMap<String, Arc<Remote>>>,
 }
 
 impl KeeperConnector {
@@ -69,7 +71,7 @@ impl KeeperConnector {
         }
     }
 
-    async fn through_keeper(&self, machine_id: &str) -> Result<Option<Arc<KeeperTransport>>> {
+    async fn through_keeper(&self, machine_id: &str) -> Result<Option<Arc<Remote>>> {
         let mut cache = self.cache.lock().await;
         if let Some(t) = cache.get(machine_id)
             && t.is_connected()
@@ -83,8 +85,9 @@ impl KeeperConnector {
         match client::connect(&paths.socket, &build, &record, HANDSHAKE_BOUND).await {
             Ok(t) => {
                 let t = Arc::new(t);
-                cache.insert(machine_id.to_string(), t.clone());
-                Ok(Some(t))
+                let remote = Arc::new(Remote::new(t.clone(), t));
+                cache.insert(machine_id.to_string(), remote.clone());
+                Ok(Some(remote))
             }
             Err(why) => {
                 tracing::debug!(machine_id, ?why, "keeper not used; connecting directly");
@@ -96,7 +99,7 @@ impl KeeperConnector {
 
 #[async_trait]
 impl Connector for KeeperConnector {
-    async fn connect(&self, machine_id: &str) -> Result<Arc<dyn Transport>> {
+    async fn connect(&self, machine_id: &str) -> Result<Arc<Remote>> {
         if machine_id == LOCAL_MACHINE_ID || !paths::enabled() {
             return self.direct.connect(machine_id).await;
         }

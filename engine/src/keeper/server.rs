@@ -22,9 +22,10 @@ use super::wire::{self, Frame, Reply, Request};
 use crate::connect::MachineConnector;
 use crate::engine::Connector;
 use crate::error::{Error, ErrorCode, Result};
+use crate::remote::Remote;
 use crate::ssh::{ConnectOptions, PassphraseSource};
 use crate::store::ownership::effective_uid;
-use crate::transport::{ExitStatus, Transport};
+use crate::transport::ExitStatus;
 
 /// What a keeper serves and for how long.
 #[derive(Debug, Clone)]
@@ -48,7 +49,8 @@ const DRAIN_BOUND: Duration = Duration::from_secs(600);
 const TICK: Duration = Duration::from_millis(500);
 
 struct Shared {
-    transport: Arc<dyn Transport>,
+    /// The machine: its SSH transport and the keeper's own control processes.
+    remote: Arc<Remote>,
     /// The nodes of Slurm sessions the CLI called through this keeper, by job id.
     nodes: crate::slurm::Nodes,
     machine_id: String,
@@ -111,7 +113,7 @@ pub async fn serve(options: KeeperOptions) -> Result<()> {
         ));
         return Ok(());
     };
-    let (machine, transport, record) = connect_under_stable_trust(&options).await?;
+    let (machine, remote, record) = connect_under_stable_trust(&options).await?;
     let listener = bind(&paths.socket)?;
     let socket_ino = std::fs::metadata(&paths.socket)
         .map(|m| m.ino())
@@ -119,12 +121,12 @@ pub async fn serve(options: KeeperOptions) -> Result<()> {
     log(&format!(
         "serving {} ({}) on {} for up to {}s idle",
         options.machine_id,
-        transport.describe(),
+        remote.describe(),
         paths.socket.display(),
         options.idle.as_secs()
     ));
     let shared = Arc::new(Shared {
-        transport,
+        remote,
         nodes: crate::slurm::Nodes::default(),
         machine_id: options.machine_id.clone(),
         build: paths::build_id(),
@@ -161,7 +163,7 @@ const CONNECT_TRIES: usize = 3;
 /// the trust as it is now.
 async fn connect_under_stable_trust(
     options: &KeeperOptions,
-) -> Result<(crate::machine::Machine, Arc<dyn Transport>, String)> {
+) -> Result<(crate::machine::Machine, Arc<Remote>, String)> {
     for _ in 0..CONNECT_TRIES {
         // A fresh connector each time: it caches the connection it made.
         let connector = MachineConnector::new(
@@ -224,7 +226,7 @@ async fn run(
                 if !std::fs::metadata(socket).is_ok_and(|m| m.ino() == socket_ino) {
                     return "its socket was removed";
                 }
-                if !shared.transport.is_connected() {
+                if !shared.remote.is_connected() {
                     return "the link to the machine dropped";
                 }
                 // A known_hosts file or ssh_config changed (a key revoked, a file added): what
@@ -240,7 +242,7 @@ async fn run(
 /// One round trip on the kept link (an SFTP `stat /`) before a client trusts it: a machine
 /// that stopped answering must not hold a CLI call that a direct connect would have bounded.
 async fn probe(shared: &Shared) -> Result<()> {
-    match tokio::time::timeout(PROBE_BOUND, shared.transport.stat("/")).await {
+    match tokio::time::timeout(PROBE_BOUND, shared.remote.stat("/")).await {
         Err(_) => Err(Error::new(
             ErrorCode::Timeout,
             "the machine did not answer the keeper's link check in time; the command connects \
@@ -351,7 +353,7 @@ async fn connection(shared: Arc<Shared>, stream: UnixStream) {
                         build: shared.build.clone(),
                         record: shared.record.clone(),
                         pid: std::process::id(),
-                        describe: shared.transport.describe(),
+                        describe: shared.remote.describe(),
                     };
                     reply(&out, id, hello, &[]);
                 } else {
@@ -405,16 +407,12 @@ async fn connection(shared: Arc<Shared>, stream: UnixStream) {
 /// A one-reply request.
 async fn request(shared: Arc<Shared>, frame: Frame<Request>, out: Out) {
     let _busy = Busy::new(&shared);
-    let t = shared.transport.as_ref();
+    let t = shared.remote.as_ref();
     let id = frame.id;
     match frame.header {
         Request::ExecRaw(call) => {
             let options = call.options(frame.body);
             send_exec(&out, id, t.exec_raw(&call.command, options).await);
-        }
-        Request::Exec(call) => {
-            let options = call.options(frame.body);
-            send_exec(&out, id, t.exec(&call.command, options).await);
         }
         Request::Call {
             verb,
@@ -434,10 +432,7 @@ async fn request(shared: Arc<Shared>, frame: Frame<Request>, out: Out) {
                 call = call.data(&frame.body);
             }
             let result = match node_job {
-                Some(job) => {
-                    call.run(shared.nodes.get(&shared.transport, &job).as_ref())
-                        .await
-                }
+                Some(job) => call.run(&shared.nodes.get(t, &job)).await,
                 None => call.run(t).await,
             };
             send_exec(&out, id, result);
@@ -514,7 +509,7 @@ async fn stream_request(
     out: Out,
 ) {
     let _busy = Busy::new(&shared);
-    let t = shared.transport.as_ref();
+    let t = shared.remote.as_ref();
     let id = frame.id;
     match frame.header {
         Request::OpenRead { path } => {

@@ -13,7 +13,7 @@ use crate::error::{Error, ErrorCode, Hint};
 use crate::transport::{DirEntry, ExecOptions, ExitStatus, FileKind, FileStat};
 
 /// Bumped on any change to the messages below (also part of the build id).
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Largest frame either side accepts (bigger ones end the connection).
 pub const MAX_FRAME: usize = 64 << 20;
@@ -61,12 +61,9 @@ pub enum Request {
     },
     /// `Transport::exec_raw`.
     ExecRaw(ExecCall),
-    /// `Transport::exec` (a POSIX sh script through the keeper's control plane, whose
-    /// long-lived control processes outlive any one CLI call).
-    Exec(ExecCall),
-    /// A control-script call ([`crate::remote::Call`]), run on the keeper's long-lived control
-    /// processes (on the node of Slurm job `node_job` when set); the body is the verb's input
-    /// when `input` is set.
+    /// A control-script call ([`crate::remote::Call`]: the keeper's [`crate::remote::ControlPlane`]),
+    /// run on the keeper's long-lived control processes, which outlive any one CLI call (on the
+    /// node of Slurm job `node_job` when set); the body is the verb's input when `input` is set.
     Call {
         verb: String,
         params: Vec<(String, String)>,

@@ -39,7 +39,7 @@ const OPEN_LIMIT: Duration = Duration::from_secs(30);
 /// Startup-file output tolerated before a control process is ready.
 const NOISE_LIMIT: usize = 64 << 10;
 
-/// The control processes of one transport, and of the Slurm nodes reached through it: a node's
+/// The control processes of one connection ([`super::Direct`]'s), and of the Slurm nodes reached through it: a node's
 /// processes run there (scope: its job), and all share this one budget, so that idle processes
 /// never hold the connection's channels that other calls need. A call that finds no idle
 /// process of its scope and no room closes an idle one of another scope.
@@ -60,25 +60,21 @@ impl Drop for Slot<'_> {
 }
 
 impl ControlChannels {
-    /// Close every idle control process (the transport is closing).
-    pub fn clear(&self) {
-        let drained: Vec<(String, ExecStream)> = self.lock().drain(..).collect();
-        self.open.fetch_sub(drained.len(), Ordering::SeqCst);
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(String, ExecStream)>> {
         self.idle.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Run `call` on a control process. `None`: none is available (all busy, or one could not
     /// be started); the caller runs the call on its own channel.
-    pub(super) async fn run<T: Transport + ?Sized>(
+    /// `scope`: whose processes it may use (`""` the machine's own, a Slurm job's id for its
+    /// node's, which `transport` starts there).
+    pub(super) async fn run(
         &self,
-        transport: &T,
+        transport: &dyn Transport,
+        scope: &str,
         call: &Call<'_>,
     ) -> Option<Result<ExecOutput>> {
-        let scope = transport.control_scope().to_string();
-        let (stream, slot) = self.take(transport, &scope).await?;
+        let (stream, slot) = self.take(transport, scope).await?;
         let mut channel = Served { stream, slot };
         let nonce = uuid::Uuid::new_v4().simple().to_string();
         let mut request = format!("@rr:call {nonce} {}\n", call.verb);
@@ -107,7 +103,7 @@ impl ControlChannels {
             let Served { stream, slot } = channel;
             let mut idle = self.lock();
             if idle.len() < MAX_CHANNELS {
-                idle.push((scope, stream));
+                idle.push((scope.to_string(), stream));
                 std::mem::forget(slot);
             }
         }
@@ -116,9 +112,9 @@ impl ControlChannels {
 
     /// An idle control process of `scope` that is still alive, or a new one when there is
     /// room (made by closing an idle one of another scope if need be).
-    async fn take<'a, T: Transport + ?Sized>(
+    async fn take<'a>(
         &'a self,
-        transport: &T,
+        transport: &dyn Transport,
         scope: &str,
     ) -> Option<(ExecStream, Slot<'a>)> {
         loop {
@@ -170,9 +166,9 @@ struct Served<'a> {
 
 impl Served<'_> {
     /// Read the reply to the call with `nonce`: both streams up to their end lines.
-    async fn reply<T: Transport + ?Sized>(
+    async fn reply(
         &mut self,
-        transport: &T,
+        transport: &dyn Transport,
         nonce: &str,
         cap: usize,
     ) -> Result<ExecOutput> {
@@ -207,7 +203,7 @@ impl Served<'_> {
 
 /// Start `ctl.sh serve` and wait until it is ready (see [`open_verb`]); `None` when it said
 /// anything past its start markers (not a clean control process).
-async fn open<T: Transport + ?Sized>(transport: &T) -> Result<Option<ExecStream>> {
+async fn open(transport: &dyn Transport) -> Result<Option<ExecStream>> {
     Ok(open_verb(transport, "serve", "")
         .await?
         .and_then(|(stream, early)| early.is_empty().then_some(stream)))
@@ -218,8 +214,8 @@ async fn open<T: Transport + ?Sized>(transport: &T) -> Result<Option<ExecStream>
 /// it is past the startup-file output on both streams. Returns the stream and whatever stdout
 /// the verb already printed after its start marker; `None` when the transport cannot stream or
 /// the startup output never ended.
-pub(super) async fn open_verb<T: Transport + ?Sized>(
-    transport: &T,
+pub(super) async fn open_verb(
+    transport: &dyn Transport,
     verb: &str,
     params: &str,
 ) -> Result<Option<(ExecStream, Vec<u8>)>> {
@@ -362,7 +358,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
-fn ended_error<T: Transport + ?Sized>(transport: &T) -> Error {
+fn ended_error(transport: &dyn Transport) -> Error {
     Error::new(
         ErrorCode::RemoteError,
         format!(

@@ -21,8 +21,13 @@
 //!
 //! The `local` machine runs the same line through `sh -c`, so local tests exercise the same
 //! scripts as SSH ones.
+//!
+//! This module is the layer above the byte transport ([`crate::transport`]): a call runs over
+//! any [`Transport`], by the route of the machine's [`ControlPlane`] ([`Remote`]: a kept control
+//! process, the CLI's connection keeper, or a Slurm job's node).
 
 mod channels;
+mod plane;
 mod tools;
 
 use std::sync::LazyLock;
@@ -34,6 +39,7 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::transport::{ExecOptions, ExecOutput, Transport, shell_quote};
 
 pub use channels::ControlChannels;
+pub use plane::{ControlPlane, Direct, Remote};
 pub use tools::{MIN_BASH, MIN_TMUX, RemoteTools, prepare};
 
 /// The control script, as installed on machines.
@@ -134,22 +140,16 @@ impl<'a> Call<'a> {
         self.max_output
     }
 
-    /// Run the verb; the control script is installed first when the machine lacks it. The
-    /// output is the verb's own: everything before the nonce line is dropped.
-    pub async fn run<T: Transport + ?Sized>(&self, transport: &T) -> Result<ExecOutput> {
-        // A transport that hands calls to a process holding the connection (the CLI's
-        // connection keeper) runs them there, on that process's long-lived control processes.
-        if let Some(out) = transport.forward_call(self, None).await {
-            return out.map(|o| self.cap(o));
-        }
-        // Calls without input data go to a long-lived control process when one is free.
-        if self.data.is_none()
-            && self.max_output <= channels::MAX_REPLY
-            && let Some(control) = transport.control_channels()
-            && let Some(out) = control.run(transport, self).await
-        {
-            return out.map(|o| self.cap(o));
-        }
+    /// Run the verb on `remote`, by the route of its control plane ([`ControlPlane`]); the
+    /// control script is installed first when the machine lacks it. The output is the verb's
+    /// own: everything before the nonce line is dropped.
+    pub async fn run(&self, remote: &Remote) -> Result<ExecOutput> {
+        remote.call(self).await
+    }
+
+    /// Run the verb on its own exec channel of `transport` (installing the control script first
+    /// when the machine lacks it): the route of a call no control process takes.
+    pub(crate) async fn run_on_own_channel(&self, transport: &dyn Transport) -> Result<ExecOutput> {
         let nonce = uuid::Uuid::new_v4().simple().to_string();
         let out = self.exec_once(transport, &nonce).await?;
         if let Some(e) = refusal(transport, &out.status, &out.stdout, &nonce) {
@@ -164,13 +164,13 @@ impl<'a> Call<'a> {
             if let Some(e) = refusal(transport, &out.status, &out.stdout, &nonce) {
                 return Err(e);
             }
-            return unframe(transport, out, &nonce).map(|o| self.cap(o));
+            return unframe(transport, out, &nonce);
         }
-        unframe(transport, out, &nonce).map(|o| self.cap(o))
+        unframe(transport, out, &nonce)
     }
 
     /// The caller's cap, applied to the reply itself.
-    fn cap(&self, mut out: ExecOutput) -> ExecOutput {
+    pub(crate) fn cap(&self, mut out: ExecOutput) -> ExecOutput {
         if out.stdout.len() > self.max_output {
             out.stdout.truncate(self.max_output);
             out.stdout_truncated = true;
@@ -182,11 +182,7 @@ impl<'a> Call<'a> {
         out
     }
 
-    async fn exec_once<T: Transport + ?Sized>(
-        &self,
-        transport: &T,
-        nonce: &str,
-    ) -> Result<ExecOutput> {
+    async fn exec_once(&self, transport: &dyn Transport, nonce: &str) -> Result<ExecOutput> {
         let mut stdin = Vec::new();
         for (name, value) in &self.params {
             stdin.extend_from_slice(format!("{name}={}\n", shell_quote(value)).as_bytes());
@@ -211,8 +207,8 @@ impl<'a> Call<'a> {
 
 /// Run a small POSIX sh script on the machine through the control plane (any login shell), with
 /// `stdin` as its standard input.
-pub async fn sh<T: Transport + ?Sized>(
-    transport: &T,
+pub async fn sh(
+    remote: &Remote,
     script: &str,
     stdin: Option<&[u8]>,
     limit: Option<Duration>,
@@ -225,24 +221,25 @@ pub async fn sh<T: Transport + ?Sized>(
     if let Some(data) = stdin {
         call = call.data(data);
     }
-    call.run(transport).await
+    call.run(remote).await
 }
 
 /// Start the POSIX sh script `script` on the machine through the control plane (any login
 /// shell) on its own channel, and keep it: its stdin and output flow while it runs. Returns the
 /// stream and the stdout it printed already; `None` when the transport cannot stream (callers
-/// fall back to [`sh`] or the file channel).
-pub async fn sh_stream<T: Transport + ?Sized>(
-    transport: &T,
+/// fall back to [`sh`] or the file channel). A stream is a channel of its own on the machine's
+/// bytes, whatever route its calls take.
+pub async fn sh_stream(
+    remote: &Remote,
     script: &str,
 ) -> Result<Option<(crate::transport::ExecStream, Vec<u8>)>> {
-    sh_stream_with(transport, script, &[]).await
+    sh_stream_with(remote, script, &[]).await
 }
 
 /// [`sh_stream`] with parameters: each reaches the script as a shell variable, never as code
 /// (as [`Call::param`]), so the script's text stays fixed.
-pub async fn sh_stream_with<T: Transport + ?Sized>(
-    transport: &T,
+pub async fn sh_stream_with(
+    remote: &Remote,
     script: &str,
     params: &[(&str, String)],
 ) -> Result<Option<(crate::transport::ExecStream, Vec<u8>)>> {
@@ -250,7 +247,7 @@ pub async fn sh_stream_with<T: Transport + ?Sized>(
     for (name, value) in params {
         text.push_str(&format!("{name}={}\n", shell_quote(value)));
     }
-    channels::open_verb(transport, "sh", &text).await
+    channels::open_verb(remote.bytes(), "sh", &text).await
 }
 
 /// The one line sent to the login shell: only words and one single-quoted string without `'`,
@@ -323,8 +320,8 @@ pub fn refused_path(words: &str) -> String {
 
 /// The `insecure_remote_dir` error of a bootstrap line that refused to run the control script
 /// (exit status [`INSECURE`] and its `@rr:NONCE:insecure MODE UID PATH` line), if it did.
-fn refusal<T: Transport + ?Sized>(
-    transport: &T,
+fn refusal(
+    transport: &dyn Transport,
     status: &crate::transport::ExitStatus,
     stdout: &[u8],
     nonce: &str,
@@ -351,7 +348,7 @@ fn refusal<T: Transport + ?Sized>(
 const SCRIPT_REFUSED: i32 = 88;
 
 /// POSIX sh for the start of a script run through the control plane ([`sh`],
-/// `Transport::exec`) that is about to run the engine's own file `path` (the code runtime's
+/// `Remote::exec`) that is about to run the engine's own file `path` (the code runtime's
 /// runner, the chat helper): the file and every directory above it must pass the same
 /// StrictModes check as the bootstrap line ([`STRICT_MODES`]), or the script prints the reason
 /// after `token` and exits before anything runs. [`script_refusal`] turns that into the error;
@@ -367,21 +364,17 @@ pub fn check_script_sh(path: &str, token: &str) -> String {
 
 /// Check the engine's own file `path` (and every directory above it) before something runs it
 /// by path: one control call; `insecure_remote_dir` naming `what` and the path that fails.
-pub async fn check_script<T: Transport + ?Sized>(
-    transport: &T,
-    path: &str,
-    what: &str,
-) -> Result<()> {
+pub async fn check_script(remote: &Remote, path: &str, what: &str) -> Result<()> {
     let token = uuid::Uuid::new_v4().simple().to_string();
     let out = sh(
-        transport,
+        remote,
         &format!("{}exit 0\n", check_script_sh(path, &token)),
         None,
         Some(Duration::from_secs(30)),
         64 << 10,
     )
     .await?;
-    match script_refusal(transport, &out, &token, what) {
+    match script_refusal(remote.bytes(), &out, &token, what) {
         Some(e) => Err(e),
         None => Ok(()),
     }
@@ -389,8 +382,8 @@ pub async fn check_script<T: Transport + ?Sized>(
 
 /// The `insecure_remote_dir` error of a script whose [`check_script_sh`] (same `token`)
 /// refused to run `what`, if it did.
-pub fn script_refusal<T: Transport + ?Sized>(
-    transport: &T,
+pub fn script_refusal(
+    transport: &dyn Transport,
     out: &ExecOutput,
     token: &str,
     what: &str,
@@ -410,7 +403,7 @@ pub fn script_refusal<T: Transport + ?Sized>(
 
 /// The `insecure_remote_dir` error: `what` was refused because of `why` (which names the path).
 /// The fix is the same wherever the check is made.
-pub fn insecure_error<T: Transport + ?Sized>(transport: &T, what: &str, why: &str) -> Error {
+pub fn insecure_error(transport: &dyn Transport, what: &str, why: &str) -> Error {
     let why = crate::util::printable_excerpt(why.as_bytes(), 400);
     Error::new(
         ErrorCode::InsecureRemoteDir,
@@ -436,7 +429,7 @@ fn install_request(stdout: &[u8], nonce: &str) -> Option<String> {
 
 /// Put the control script in place: `<root>/lib/ctl-HASH.sh`, directories 0700, written
 /// atomically (two processes installing at once both succeed).
-async fn install<T: Transport + ?Sized>(transport: &T, root: &str) -> Result<()> {
+async fn install(transport: &dyn Transport, root: &str) -> Result<()> {
     let lib = format!("{root}/lib");
     transport.create_dir_all(&lib, 0o700).await.map_err(|e| {
         Error::new(
@@ -457,11 +450,7 @@ async fn install<T: Transport + ?Sized>(transport: &T, root: &str) -> Result<()>
 }
 
 /// The verb's reply: the output after the nonce line on each stream.
-fn unframe<T: Transport + ?Sized>(
-    transport: &T,
-    mut out: ExecOutput,
-    nonce: &str,
-) -> Result<ExecOutput> {
+fn unframe(transport: &dyn Transport, mut out: ExecOutput, nonce: &str) -> Result<ExecOutput> {
     let marker = format!("@rr:{nonce}:begin\n");
     let Some(start) = find(&out.stdout, marker.as_bytes()) else {
         let said =

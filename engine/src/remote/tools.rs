@@ -5,9 +5,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::Call;
+use super::{Call, Remote};
 use crate::error::{Error, ErrorCode, Result};
-use crate::transport::Transport;
 
 /// Oldest tmux the session mechanism works with: new-session runs its command without a shell
 /// (argv form) from 3.0 on; `resize-window` exists from 2.9.
@@ -31,7 +30,7 @@ pub struct RemoteTools {
 
 /// Create and check the state root and find the tools. Errors: `insecure_remote_dir` (naming
 /// the path and why), `tmux_missing`, `tmux_too_old`, `bash_missing`, `bash_too_old`.
-pub async fn prepare(transport: &dyn Transport) -> Result<RemoteTools> {
+pub async fn prepare(transport: &Remote) -> Result<RemoteTools> {
     let out = Call::new("prepare")
         .limit(Duration::from_secs(30))
         .run(transport)
@@ -42,7 +41,7 @@ pub async fn prepare(transport: &dyn Transport) -> Result<RemoteTools> {
         Some("@prepared") => {}
         Some(line) if line.starts_with("@insecure ") => {
             return Err(super::insecure_error(
-                transport,
+                transport.bytes(),
                 "refusing remote-runner's state directory",
                 &line["@insecure ".len()..],
             ));

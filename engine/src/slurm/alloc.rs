@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::ops::{self, AllocReply};
 use crate::error::{Error, ErrorCode, Hint, Result};
-use crate::transport::Transport;
+use crate::remote::Remote;
 
 /// Told about a pending allocation: a line such as `Slurm job 12: PENDING (reason Resources)`.
 pub type Progress = Arc<dyn Fn(&str) + Send + Sync>;
@@ -31,7 +31,7 @@ pub struct AllocRequest<'a> {
 
 /// The job id of a granted allocation, or `slurm_allocation_timeout` (the job cancelled),
 /// `slurm_rejected` / `slurm_unavailable` (salloc refused).
-pub async fn allocate(t: &dyn Transport, req: &AllocRequest<'_>) -> Result<String> {
+pub async fn allocate(t: &Remote, req: &AllocRequest<'_>) -> Result<String> {
     let started = Instant::now();
     let first = FIRST.min(req.bound);
     // salloc's own bound a little past ours: if the engine dies, Slurm still gives up.

@@ -5,7 +5,8 @@
 //! a session's allocation ([`alloc`]), `sbatch` for a run, one batched `squeue` (and `sacct`
 //! where there is accounting) for states and exit codes ([`ops::query`]), `scancel` to end a job.
 //! A session's tmux server and shell run on the allocated node, as steps of its allocation;
-//! the engine reaches them through the login node ([`node::NodeTransport`]).
+//! the engine reaches them through the login node ([`node::NodeTransport`], the node's bytes;
+//! [`node::NodePlane`], its control plane).
 
 pub mod alloc;
 pub mod args;
@@ -14,7 +15,7 @@ pub mod ops;
 
 pub use alloc::{AllocRequest, Progress, allocate};
 pub use args::{check_words, merged, split_args};
-pub use node::{NodeTransport, Nodes, step_words};
+pub use node::{NodePlane, NodeTransport, Nodes, step_words};
 pub use ops::{JobInfo, Probe};
 
 /// The Slurm commands `machine doctor` checks.

@@ -1,20 +1,23 @@
-//! A session's allocated node, reached through the login node: the transport a Slurm session's
+//! A session's allocated node, reached through the login node: the machine a Slurm session's
 //! tmux driver uses.
 //!
 //! On a cluster the compute nodes are other hosts: their processes, `/proc` and `/tmp` (where
 //! tmux keeps its socket) are not the login node's. So everything the control script does for a
 //! session (tmux, the shell's process checks and signals, waits) runs on the node, as a step of
-//! the session's allocation: each control-plane line the engine would send to the login node's
-//! shell runs under `srun --jobid=J --overlap --quiet` instead, long-lived control processes
-//! included (from the login node's budget of them, [`ControlChannels`]). Files go straight through the login node: the session's directory is on the
-//! cluster's shared file system.
+//! the session's allocation. [`NodeTransport`] is the node's byte transport: each process the
+//! engine would start on the login node (a control-plane line) runs under `srun --jobid=J
+//! --overlap --quiet` instead; files go straight through the login node (the session's
+//! directory is on the cluster's shared file system). [`NodePlane`] is the node's control
+//! plane: the login node's, with the job, so its long-lived control processes come from the
+//! login connection's budget (under the job's scope), and through the CLI's keeper the whole
+//! call goes to the keeper with the job.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 
 use crate::error::{Error, ErrorCode, Result};
-use crate::remote::ControlChannels;
+use crate::remote::{Call, ControlPlane, Remote};
 use crate::transport::{
     BoxRead, BoxWrite, DirEntry, ExecOptions, ExecOutput, ExecStream, FileStat, Transport,
     shell_quote,
@@ -35,20 +38,47 @@ impl std::fmt::Debug for NodeTransport {
     }
 }
 
-/// The node transports of one process, by job id: kept while their link is up, so that a
-/// session's calls reuse its node's long-lived control processes.
+/// The nodes of one process, by job id: kept while their link is up, so that a session's calls
+/// reuse its node's long-lived control processes.
 #[derive(Debug, Default)]
-pub struct Nodes(std::sync::Mutex<std::collections::HashMap<String, Arc<NodeTransport>>>);
+pub struct Nodes(std::sync::Mutex<std::collections::HashMap<String, Arc<Remote>>>);
 
 impl Nodes {
     /// The node of Slurm job `job`, reached through `login`.
-    pub fn get(&self, login: &Arc<dyn Transport>, job: &str) -> Arc<NodeTransport> {
+    pub fn get(&self, login: &Remote, job: &str) -> Arc<Remote> {
         let mut nodes = self.0.lock().unwrap_or_else(|p| p.into_inner());
         nodes.retain(|_, node| node.is_connected());
         nodes
             .entry(job.to_string())
-            .or_insert_with(|| Arc::new(NodeTransport::new(login.clone(), job)))
+            .or_insert_with(|| {
+                let bytes = Arc::new(NodeTransport::new(login.transport().clone(), job));
+                let plane = Arc::new(NodePlane {
+                    login: login.plane().clone(),
+                    job: job.to_string(),
+                });
+                Arc::new(Remote::new(bytes, plane))
+            })
             .clone()
+    }
+}
+
+/// The control plane of Slurm job `job`'s node: the login machine's, with the job.
+pub struct NodePlane {
+    login: Arc<dyn ControlPlane>,
+    job: String,
+}
+
+#[async_trait]
+impl ControlPlane for NodePlane {
+    /// `transport` is the node's ([`NodeTransport`]): what the login's plane starts on it runs
+    /// as a step of the job.
+    async fn call(
+        &self,
+        transport: &dyn Transport,
+        _node: Option<&str>,
+        call: &Call<'_>,
+    ) -> Result<ExecOutput> {
+        self.login.call(transport, Some(&self.job), call).await
     }
 }
 
@@ -183,24 +213,6 @@ impl Transport for NodeTransport {
 
     async fn exec_stream(&self, command: &str) -> Result<Option<ExecStream>> {
         self.login.exec_stream(&self.on_node(command)).await
-    }
-
-    /// The login node's control processes: one budget for the connection (its own processes
-    /// run on the node, under this job's scope).
-    fn control_channels(&self) -> Option<&ControlChannels> {
-        self.login.control_channels()
-    }
-
-    fn control_scope(&self) -> &str {
-        &self.job
-    }
-
-    async fn forward_call(
-        &self,
-        call: &crate::remote::Call<'_>,
-        _node_job: Option<&str>,
-    ) -> Option<Result<ExecOutput>> {
-        self.login.forward_call(call, Some(&self.job)).await
     }
 }
 

@@ -5,14 +5,14 @@ use std::time::Duration;
 
 use crate::error::{Error, ErrorCode, Hint, Result};
 use crate::remote::Call;
-use crate::transport::Transport;
+use crate::remote::Remote;
 
 const SCRIPT: &str = include_str!("slurm.sh");
 
 /// One call of `slurm.sh`: its stdout, or `slurm_unavailable` when the login node could not run
 /// it at all.
 async fn call(
-    t: &dyn Transport,
+    t: &Remote,
     op: &str,
     params: &[(&str, String)],
     data: Option<&[u8]>,
@@ -113,7 +113,7 @@ fn parse_alloc(out: &str) -> Result<AllocReply> {
 /// wait up to `wait` for the grant. `immediate` is salloc's own bound on a pending allocation
 /// (`--immediate`), so a job is never left pending when the engine is gone.
 pub async fn alloc_start(
-    t: &dyn Transport,
+    t: &Remote,
     dir: &str,
     name: &str,
     args: &[String],
@@ -139,7 +139,7 @@ pub async fn alloc_start(
 }
 
 /// Wait up to `wait` more for the allocation started in `dir`.
-pub async fn alloc_wait(t: &dyn Transport, dir: &str, wait: Duration) -> Result<AllocReply> {
+pub async fn alloc_wait(t: &Remote, dir: &str, wait: Duration) -> Result<AllocReply> {
     let out = call(
         t,
         "alloc_wait",
@@ -155,7 +155,7 @@ pub async fn alloc_wait(t: &dyn Transport, dir: &str, wait: Duration) -> Result<
 }
 
 /// End a pending salloc started in `dir` (if any) and cancel `job` (if known).
-pub async fn cancel(t: &dyn Transport, dir: Option<&str>, job: Option<&str>) -> Result<()> {
+pub async fn cancel(t: &Remote, dir: Option<&str>, job: Option<&str>) -> Result<()> {
     call(
         t,
         "cancel",
@@ -259,7 +259,7 @@ fn parse_query(out: &str) -> Vec<JobInfo> {
 
 /// State, reason and exit code of `jobs`, in one `squeue` call (and one `sacct` for those
 /// squeue no longer knows). A job neither knows is absent from the answer.
-pub async fn query(t: &dyn Transport, jobs: &[String]) -> Result<Vec<JobInfo>> {
+pub async fn query(t: &Remote, jobs: &[String]) -> Result<Vec<JobInfo>> {
     if jobs.is_empty() {
         return Ok(Vec::new());
     }
@@ -277,7 +277,7 @@ pub async fn query(t: &dyn Transport, jobs: &[String]) -> Result<Vec<JobInfo>> {
 /// Submit `script` as a batch job: written to `dir/job.sh` (its output to `dir/stdout` and
 /// `dir/stderr`), run in `cwd`. Returns the job id.
 pub async fn submit(
-    t: &dyn Transport,
+    t: &Remote,
     dir: &str,
     name: &str,
     cwd: &str,
@@ -356,7 +356,7 @@ pub struct Probe {
     pub sacct_error: Option<String>,
 }
 
-pub async fn probe(t: &dyn Transport) -> Result<Probe> {
+pub async fn probe(t: &Remote) -> Result<Probe> {
     let out = call(t, "probe", &[], None, Duration::from_secs(30)).await?;
     let mut p = Probe::default();
     let mut lines = out.lines().peekable();

@@ -7,7 +7,6 @@ use tokio::sync::Mutex;
 
 use crate::error::Result;
 use crate::machine::Machine;
-use crate::remote::ControlChannels;
 use crate::ssh::exec;
 use crate::ssh::options::{ConnectOptions, Target};
 use crate::ssh::pool::Pool;
@@ -23,7 +22,6 @@ pub struct SshTransport {
     pool: Arc<Pool>,
     sftp: Mutex<Option<Arc<SftpChannel>>>,
     raw: Mutex<Option<Arc<RawChannel>>>,
-    control: ControlChannels,
 }
 
 impl std::fmt::Debug for SshTransport {
@@ -48,7 +46,6 @@ impl SshTransport {
             pool,
             sftp: Mutex::new(None),
             raw: Mutex::new(None),
-            control: ControlChannels::default(),
         }))
     }
 
@@ -58,7 +55,6 @@ impl SshTransport {
 
     /// Close every connection of this transport.
     pub async fn close(&self) {
-        self.control.clear();
         self.sftp.lock().await.take();
         self.raw.lock().await.take();
         self.pool.shutdown().await;
@@ -110,10 +106,6 @@ impl Transport for SshTransport {
     async fn exec_stream(&self, command: &str) -> Result<Option<ExecStream>> {
         let lease = self.pool.acquire().await?;
         exec::stream(lease, command).await.map(Some)
-    }
-
-    fn control_channels(&self) -> Option<&ControlChannels> {
-        Some(&self.control)
     }
 
     async fn write_file(&self, path: &str, data: &[u8], mode: u32) -> Result<()> {

@@ -29,7 +29,8 @@ use std::time::Duration;
 
 use crate::error::{Error, ErrorCode, Result};
 use crate::remote::Call;
-use crate::transport::{ExecOutput, Transport, shell_quote};
+use crate::remote::Remote;
+use crate::transport::{ExecOutput, shell_quote};
 
 pub use state::{CommandState, ExitInfo};
 
@@ -121,7 +122,7 @@ pub struct Watch {
 /// Drives one tmux session through a transport.
 #[derive(Clone)]
 pub struct TmuxDriver {
-    transport: Arc<dyn Transport>,
+    transport: Arc<Remote>,
     paths: SessionPaths,
 }
 
@@ -196,7 +197,7 @@ pub struct StartOptions<'a> {
 }
 
 impl TmuxDriver {
-    pub fn new(transport: Arc<dyn Transport>, paths: SessionPaths) -> TmuxDriver {
+    pub fn new(transport: Arc<Remote>, paths: SessionPaths) -> TmuxDriver {
         TmuxDriver { transport, paths }
     }
 
@@ -204,7 +205,7 @@ impl TmuxDriver {
         &self.paths
     }
 
-    pub fn transport(&self) -> &Arc<dyn Transport> {
+    pub fn transport(&self) -> &Arc<Remote> {
         &self.transport
     }
 
@@ -229,11 +230,7 @@ impl TmuxDriver {
     /// [`TmuxDriver::start`] with the start call run on `via`: for a session on a Slurm node,
     /// the login node, which starts the node's tmux server as a job step that outlives the call
     /// (the driver's own transport reaches the node through short-lived steps).
-    pub async fn start_from(
-        &self,
-        via: &dyn Transport,
-        opts: &StartOptions<'_>,
-    ) -> Result<LoginEnv> {
+    pub async fn start_from(&self, via: &Remote, opts: &StartOptions<'_>) -> Result<LoginEnv> {
         let p = &self.paths;
         let text = script::render(p, opts.env);
         let bound = opts.login_env_bound.as_secs().max(1);
@@ -265,7 +262,7 @@ impl TmuxDriver {
         }
         if let Some(why) = stdout.lines().find_map(|l| l.strip_prefix("@insecure ")) {
             return Err(crate::remote::insecure_error(
-                &*self.transport,
+                self.transport.bytes(),
                 "refusing the session directory",
                 why,
             ));

@@ -17,13 +17,10 @@ use super::{
     FileStat, StreamEvent, Transport,
 };
 use crate::error::{Error, ErrorCode, Result};
-use crate::remote::ControlChannels;
 
 /// Runs commands with `sh -c` and touches files directly on this host.
 #[derive(Debug, Default, Clone)]
-pub struct LocalTransport {
-    control: std::sync::Arc<ControlChannels>,
-}
+pub struct LocalTransport {}
 
 impl LocalTransport {
     pub fn new() -> Self {
@@ -392,10 +389,6 @@ impl Transport for LocalTransport {
         });
         Ok(Some(ExecStream { input, events }))
     }
-
-    fn control_channels(&self) -> Option<&ControlChannels> {
-        Some(&self.control)
-    }
 }
 
 #[cfg(test)]
@@ -406,7 +399,7 @@ mod tests {
     async fn exec_reports_exit_and_caps_output() {
         let t = LocalTransport::new();
         let out = t
-            .exec(
+            .exec_raw(
                 "printf abcdef; printf err >&2; exit 3",
                 ExecOptions {
                     max_output: 4,

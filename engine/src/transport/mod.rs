@@ -1,8 +1,16 @@
-//! The one interface through which the engine reaches a machine.
+//! The byte transport: how the engine's bytes reach a machine.
 //!
-//! Two implementations: [`crate::ssh::SshTransport`] (russh + SFTP) and [`local::LocalTransport`]
-//! (this host, for the built-in `local` machine). Nothing above this trait knows which one it
-//! talks to, and the behaviour test suite runs against both.
+//! A [`Transport`] runs a process (`exec_raw`, `exec_stream`: the exec request sshd would
+//! run), moves file bytes (SFTP-like: ranges, atomic writes, streams, `stat`, `read_dir`,
+//! `rename`, ...) and says whether its link is up. Nothing more: what those bytes mean (the
+//! control script, its verbs and the routes a call takes) is the control plane one layer up,
+//! [`crate::remote`], which runs over any transport.
+//!
+//! Implementations: [`crate::ssh::SshTransport`] (russh + SFTP), [`local::LocalTransport`]
+//! (this host, for the built-in `local` machine), the CLI's connection keeper
+//! ([`crate::keeper::KeeperTransport`], the same bytes over its socket) and a Slurm session's
+//! node ([`crate::slurm::NodeTransport`], processes as steps of its job). Nothing above the
+//! trait knows which one it talks to, and the behaviour test suite runs against SSH and local.
 
 pub mod local;
 
@@ -34,7 +42,7 @@ impl ExitStatus {
     }
 }
 
-/// Options for [`Transport::exec`].
+/// Options for [`Transport::exec_raw`] (and the control plane's `Remote::exec`).
 #[derive(Debug, Clone)]
 pub struct ExecOptions {
     /// Bytes written to the process's stdin, then EOF. `None`: stdin is closed at once.
@@ -155,21 +163,9 @@ pub trait Transport: Send + Sync + 'static {
 
     /// Run `command` as sshd runs an exec request: through the account's login shell (`sh -c`
     /// for `local`), non-interactively, no PTY. Only the control plane ([`crate::remote`]) sends
-    /// anything here: what it sends parses the same in every login shell.
+    /// anything here: what it sends parses the same in every login shell. (A POSIX sh script
+    /// runs through the control plane: [`crate::remote::Remote::exec`].)
     async fn exec_raw(&self, command: &str, options: ExecOptions) -> Result<ExecOutput>;
-
-    /// Run the POSIX sh script `command` on the machine, whatever the account's login shell and
-    /// whatever its startup files print (through the control plane), non-interactively, no PTY.
-    async fn exec(&self, command: &str, options: ExecOptions) -> Result<ExecOutput> {
-        crate::remote::sh(
-            self,
-            command,
-            options.stdin.as_deref(),
-            options.timeout,
-            options.max_output,
-        )
-        .await
-    }
 
     /// Write `data` to `path` atomically: a temporary name in the same directory, then rename
     /// over the target. Parent directories must exist. `mode` is applied to the new file.
@@ -230,31 +226,6 @@ pub trait Transport: Send + Sync + 'static {
     async fn exec_stream(&self, command: &str) -> Result<Option<ExecStream>> {
         let _ = command;
         Ok(None)
-    }
-
-    /// This machine's long-lived control-script processes ([`crate::remote`]), when the
-    /// transport keeps any.
-    fn control_channels(&self) -> Option<&crate::remote::ControlChannels> {
-        None
-    }
-
-    /// Which of the transport's control processes a call may use: `""` for the machine's own;
-    /// a Slurm node's (through the same connection) are its job's.
-    fn control_scope(&self) -> &str {
-        ""
-    }
-
-    /// Hand a whole control-script call to another process that holds the connection (the
-    /// CLI's connection keeper), which runs it on its own long-lived control processes; with
-    /// `node_job`, as a step on that Slurm job's node ([`crate::slurm::NodeTransport`]).
-    /// `None`: this transport does not forward calls (the caller runs the call itself).
-    async fn forward_call(
-        &self,
-        call: &crate::remote::Call<'_>,
-        node_job: Option<&str>,
-    ) -> Option<Result<ExecOutput>> {
-        let _ = (call, node_job);
-        None
     }
 }
 

@@ -14,11 +14,12 @@ use remote_runner_engine::engine::{
     SendEnd, SendRequest, SessionRecord, SessionStatus,
 };
 use remote_runner_engine::machine::Machine;
-use remote_runner_engine::transport::{ExecOptions, Transport};
+use remote_runner_engine::remote::Remote;
+use remote_runner_engine::transport::ExecOptions;
 
 /// One engine, one session, a private tmux server socket, a private state dir.
 pub struct Bed {
-    pub t: Arc<dyn Transport>,
+    pub t: Arc<Remote>,
     pub engine: Engine,
     pub session: SessionRecord,
     pub dir: String,
@@ -35,11 +36,11 @@ pub fn options(env: Vec<(String, String)>) -> EngineOptions {
     }
 }
 
-pub async fn bed(t: Arc<dyn Transport>, dir: &str) -> Bed {
+pub async fn bed(t: Arc<Remote>, dir: &str) -> Bed {
     bed_with(t, dir, options(Vec::new())).await
 }
 
-pub async fn bed_with(t: Arc<dyn Transport>, dir: &str, options: EngineOptions) -> Bed {
+pub async fn bed_with(t: Arc<Remote>, dir: &str, options: EngineOptions) -> Bed {
     let mut machine = Machine::local();
     machine.default_cwd = dir.to_string();
     bed_on(t, machine, options).await
@@ -47,7 +48,7 @@ pub async fn bed_with(t: Arc<dyn Transport>, dir: &str, options: EngineOptions) 
 
 /// A bed whose session is created for `machine` (its `default_cwd` is the session's cwd), e.g.
 /// the real SSH machine record of a test account.
-pub async fn bed_on(t: Arc<dyn Transport>, machine: Machine, options: EngineOptions) -> Bed {
+pub async fn bed_on(t: Arc<Remote>, machine: Machine, options: EngineOptions) -> Bed {
     let state = tempfile::tempdir().unwrap();
     let engine = Engine::with_options(
         state.path(),
@@ -103,7 +104,7 @@ impl Drop for TmuxGuard {
 /// Run `cmd` with POSIX `sh` on the machine, outside any session, whatever the login shell and
 /// whatever its startup files print: the script goes on stdin of `exec /bin/sh -s` (a line every
 /// shell parses), and only what follows a per-call marker is returned.
-pub async fn sh_on(t: &dyn Transport, cmd: &str) -> String {
+pub async fn sh_on(t: &Remote, cmd: &str) -> String {
     let marker = format!("rr-sh-begin-{}", uuid::Uuid::new_v4().simple());
     let script = format!("printf '%s\\n' {marker}\n{cmd}\n");
     let out = t
@@ -173,7 +174,7 @@ impl Bed {
     }
 }
 
-pub async fn exec_exact_exit_codes(t: Arc<dyn Transport>, dir: &str) {
+pub async fn exec_exact_exit_codes(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     for (cmd, code) in [
         ("true", 0),
@@ -197,7 +198,7 @@ pub async fn exec_exact_exit_codes(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn stdout_stderr_separated(t: Arc<dyn Transport>, dir: &str) {
+pub async fn stdout_stderr_separated(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let rec = b
         .run("echo out1; echo err1 >&2; printf out2; printf err2 >&2")
@@ -219,7 +220,7 @@ pub async fn stdout_stderr_separated(t: Arc<dyn Transport>, dir: &str) {
 /// An exec's extra environment is exported in the session shell before the command (and stays,
 /// as a typed `export` would), for background commands too, with any value as data; the
 /// command's text, record and terminal view hold none of it.
-pub async fn exec_env_is_exported_not_typed(t: Arc<dyn Transport>, dir: &str) {
+pub async fn exec_env_is_exported_not_typed(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let hostile = "it's $(touch /tmp/rr-env-never) `x`\nline2";
     let env = vec![
@@ -256,7 +257,7 @@ pub async fn exec_env_is_exported_not_typed(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn shell_state_persists(t: Arc<dyn Transport>, dir: &str) {
+pub async fn shell_state_persists(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     b.run(&format!("mkdir -p {dir}/sub && cd {dir}/sub")).await;
     b.run("export RR_FOO=bar; alias rrll='echo aliased'; rrf() { echo fn-$1; }")
@@ -292,7 +293,7 @@ pub async fn shell_state_persists(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn heredocs(t: Arc<dyn Transport>, dir: &str) {
+pub async fn heredocs(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let rec = b
         .run("cat <<'EOF'\n$HOME `x` \"q\"\nEOF\ncat <<-PY\n\tindented\n\tPY\necho after")
@@ -306,7 +307,7 @@ pub async fn heredocs(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn unbalanced_quotes(t: Arc<dyn Transport>, dir: &str) {
+pub async fn unbalanced_quotes(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     for cmd in [
         "echo \"abc",
@@ -323,14 +324,14 @@ pub async fn unbalanced_quotes(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn history_characters(t: Arc<dyn Transport>, dir: &str) {
+pub async fn history_characters(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let rec = b.run("echo \"a!b\" !! !$ '!x'").await;
     assert_eq!(rec.stdout, "a!b !! !$ !x\n");
     b.finish().await;
 }
 
-pub async fn big_command(t: Arc<dyn Transport>, dir: &str) {
+pub async fn big_command(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let payload = "x".repeat(200 * 1024);
     let rec = b.run(&format!("v='{payload}'\necho ${{#v}}")).await;
@@ -340,7 +341,7 @@ pub async fn big_command(t: Arc<dyn Transport>, dir: &str) {
 
 /// Command texts on both sides of the size carried in the start call itself (beyond it the
 /// text goes over SFTP first): every byte reaches the shell either way.
-pub async fn command_text_at_the_inline_limit(t: Arc<dyn Transport>, dir: &str) {
+pub async fn command_text_at_the_inline_limit(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let limit = remote_runner_engine::tmux::INLINE_TEXT_MAX;
     for len in [limit - 1, limit, limit + 1] {
@@ -355,7 +356,7 @@ pub async fn command_text_at_the_inline_limit(t: Arc<dyn Transport>, dir: &str) 
     b.finish().await;
 }
 
-pub async fn binary_and_escape_output(t: Arc<dyn Transport>, dir: &str) {
+pub async fn binary_and_escape_output(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let rec = b
         .run("printf 'a\\000b\\377\\376\\033[31mred\\033[0m\\r\\n'; printf '\\300' >&2")
@@ -375,7 +376,7 @@ pub async fn binary_and_escape_output(t: Arc<dyn Transport>, dir: &str) {
 /// Sparse output (issue 28) costs the machine nothing: a 1 GiB hole printed by `cat` is kept
 /// here only up to the output cap, as holes (the copy and the combined log stay small on the
 /// disk), and the record gives the true size, says it was capped, and so does the log.
-pub async fn sparse_output_is_capped(t: Arc<dyn Transport>, dir: &str) {
+pub async fn sparse_output_is_capped(t: Arc<Remote>, dir: &str) {
     use std::os::unix::fs::MetadataExt;
     let b = bed(t, dir).await;
     let gib: u64 = 1 << 30;
@@ -429,7 +430,7 @@ pub async fn sparse_output_is_capped(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn huge_output(t: Arc<dyn Transport>, dir: &str) {
+pub async fn huge_output(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let n: u64 = 100 * 1024 * 1024;
     let rec = b
@@ -459,7 +460,7 @@ pub async fn huge_output(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn fake_end_markers(t: Arc<dyn Transport>, dir: &str) {
+pub async fn fake_end_markers(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let rec = b
         .run("printf '@report\\ncode=0\\nhow=normal\\nstate=done\\n'; echo 'code=0' >&2; (exit 3)")
@@ -473,7 +474,7 @@ pub async fn fake_end_markers(t: Arc<dyn Transport>, dir: &str) {
 /// The session shell ends each caller's wait by naming its window (a tmux hook turns that name
 /// into a wake-up): a name from output that reads as tmux commands stays a name, and an escape
 /// string that output leaves open does not swallow the next command's end.
-pub async fn terminal_escapes_in_output_are_data(t: Arc<dyn Transport>, dir: &str) {
+pub async fn terminal_escapes_in_output_are_data(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let marker = format!("{dir}/hook-ran");
     let rec = b
@@ -506,7 +507,7 @@ pub async fn terminal_escapes_in_output_are_data(t: Arc<dyn Transport>, dir: &st
     b.finish().await;
 }
 
-pub async fn set_e_ends_command_not_session(t: Arc<dyn Transport>, dir: &str) {
+pub async fn set_e_ends_command_not_session(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let rec = b.run("set -e; echo a; false; echo b").await;
     assert_eq!((rec.exit_code, rec.stdout.as_str()), (Some(1), "a\n"));
@@ -521,7 +522,7 @@ pub async fn set_e_ends_command_not_session(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn dead_tmux_server_is_lost(t: Arc<dyn Transport>, dir: &str) {
+pub async fn dead_tmux_server_is_lost(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let rec = b
         .engine
@@ -556,7 +557,7 @@ pub async fn dead_tmux_server_is_lost(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn trailing_ampersand(t: Arc<dyn Transport>, dir: &str) {
+pub async fn trailing_ampersand(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let rec = b.run("sleep 30 & echo started").await;
     assert_eq!((rec.exit_code, rec.stdout.as_str()), (Some(0), "started\n"));
@@ -575,7 +576,7 @@ pub async fn trailing_ampersand(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn read_answered_by_send(t: Arc<dyn Transport>, dir: &str) {
+pub async fn read_answered_by_send(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let rec = b
         .engine
@@ -602,7 +603,7 @@ pub async fn read_answered_by_send(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn pager_does_not_hang(t: Arc<dyn Transport>, dir: &str) {
+pub async fn pager_does_not_hang(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let rec = b
         .run("echo $PAGER $GIT_PAGER $GIT_TERMINAL_PROMPT; seq 1 3000 | ${PAGER:-less} | tail -n 1")
@@ -616,7 +617,7 @@ pub async fn pager_does_not_hang(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn stop_escalates_past_ignored_sigint(t: Arc<dyn Transport>, dir: &str) {
+pub async fn stop_escalates_past_ignored_sigint(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let rec = b
         .engine
@@ -639,7 +640,7 @@ pub async fn stop_escalates_past_ignored_sigint(t: Arc<dyn Transport>, dir: &str
     b.finish().await;
 }
 
-pub async fn stop_foreground_and_idempotent(t: Arc<dyn Transport>, dir: &str) {
+pub async fn stop_foreground_and_idempotent(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let rec = b
         .engine
@@ -673,7 +674,7 @@ pub async fn stop_foreground_and_idempotent(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn background_run_wait_stop(t: Arc<dyn Transport>, dir: &str) {
+pub async fn background_run_wait_stop(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let bg = b
         .engine
@@ -748,14 +749,14 @@ pub async fn background_run_wait_stop(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn crlf_command(t: Arc<dyn Transport>, dir: &str) {
+pub async fn crlf_command(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let rec = b.run("printf 'a\\n'\r\necho b\r\n").await;
     assert_eq!((rec.exit_code, rec.stdout.as_str()), (Some(0), "a\nb\n"));
     b.finish().await;
 }
 
-pub async fn non_utf8_locale(t: Arc<dyn Transport>, dir: &str) {
+pub async fn non_utf8_locale(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     b.run("export LANG=C LC_ALL=C").await;
     let rec = b
@@ -765,7 +766,7 @@ pub async fn non_utf8_locale(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn busy_on_concurrent_exec(t: Arc<dyn Transport>, dir: &str) {
+pub async fn busy_on_concurrent_exec(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let first = b
         .engine
@@ -798,7 +799,7 @@ pub async fn busy_on_concurrent_exec(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn wait_timeout_then_result(t: Arc<dyn Transport>, dir: &str) {
+pub async fn wait_timeout_then_result(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let rec = b
         .engine
@@ -832,7 +833,7 @@ pub async fn wait_timeout_then_result(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn transcript_read_with_cursor(t: Arc<dyn Transport>, dir: &str) {
+pub async fn transcript_read_with_cursor(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     b.engine
         .send(b.sid(), "echo $((6*7))-mark", true)
@@ -872,7 +873,7 @@ async fn read_until(
     }
 }
 
-pub async fn logs_in_order_and_destroy_keeps_records(t: Arc<dyn Transport>, dir: &str) {
+pub async fn logs_in_order_and_destroy_keeps_records(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     for i in 1..=3 {
         b.run(&format!("echo n{i}")).await;
@@ -903,7 +904,7 @@ pub async fn logs_in_order_and_destroy_keeps_records(t: Arc<dyn Transport>, dir:
     b.finish().await;
 }
 
-pub async fn recovery_after_killed_caller(t: Arc<dyn Transport>, dir: &str) {
+pub async fn recovery_after_killed_caller(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let sid = b.sid().to_string();
     let other = b.other_engine();
@@ -948,7 +949,7 @@ pub async fn recovery_after_killed_caller(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn screen_and_resize(t: Arc<dyn Transport>, dir: &str) {
+pub async fn screen_and_resize(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     b.engine.resize(b.sid(), 100, 30).await.unwrap();
     // The prompt is drawn just after the shell reports ready: wait for it (bounded).
@@ -974,7 +975,7 @@ pub async fn screen_and_resize(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn terminal_busy_after_send(t: Arc<dyn Transport>, dir: &str) {
+pub async fn terminal_busy_after_send(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     b.engine.send(b.sid(), "sleep 300", true).await.unwrap();
     // Wait until the typed `sleep` holds the terminal (its foreground process group).
@@ -1014,7 +1015,7 @@ pub async fn terminal_busy_after_send(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn partial_input_is_cleared(t: Arc<dyn Transport>, dir: &str) {
+pub async fn partial_input_is_cleared(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     b.engine.send(b.sid(), "partial-junk", false).await.unwrap();
     let rec = b.run("echo ok").await;
@@ -1022,7 +1023,7 @@ pub async fn partial_input_is_cleared(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn parallel_waiters_all_woken(t: Arc<dyn Transport>, dir: &str) {
+pub async fn parallel_waiters_all_woken(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let rec = b
         .engine
@@ -1049,7 +1050,7 @@ pub async fn parallel_waiters_all_woken(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn streaming_output_by_offset(t: Arc<dyn Transport>, dir: &str) {
+pub async fn streaming_output_by_offset(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let rec = b
         .engine
@@ -1119,7 +1120,7 @@ pub async fn streaming_output_by_offset(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn destroy_stops_running_commands(t: Arc<dyn Transport>, dir: &str) {
+pub async fn destroy_stops_running_commands(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let bg = b
         .engine
@@ -1139,7 +1140,7 @@ pub async fn destroy_stops_running_commands(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn session_shell_is_isolated(t: Arc<dyn Transport>, dir: &str) {
+pub async fn session_shell_is_isolated(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let rec = b
         .run("echo ${TMUX:-no-tmux} $PAGER $GIT_EDITOR $DEBIAN_FRONTEND; case $- in *H*) echo 1;; *) echo 0;; esac")
@@ -1175,7 +1176,7 @@ pub async fn session_shell_is_isolated(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn session_read_shows_commands_and_output(t: Arc<dyn Transport>, dir: &str) {
+pub async fn session_read_shows_commands_and_output(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     b.run("echo visible-out; echo visible-err >&2; (exit 4)")
         .await;
@@ -1195,7 +1196,7 @@ pub async fn session_read_shows_commands_and_output(t: Arc<dyn Transport>, dir: 
     b.finish().await;
 }
 
-pub async fn old_command_dirs_are_pruned(t: Arc<dyn Transport>, dir: &str) {
+pub async fn old_command_dirs_are_pruned(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let mut ids = Vec::new();
     for i in 0..4 {
@@ -1268,7 +1269,7 @@ fn q(s: &str) -> String {
 /// A session whose cwd is a git repository leaves nothing in it: `git status --ignored` stays
 /// clean after foreground, failing, background and cwd-override commands, and neither
 /// `git clean -fdx` nor `rm -rf ./* ./.??*` in the cwd breaks the session.
-pub async fn git_repo_cwd_leaves_no_trace(t: Arc<dyn Transport>, dir: &str) {
+pub async fn git_repo_cwd_leaves_no_trace(t: Arc<Remote>, dir: &str) {
     let repo = format!("{dir}/repo");
     let setup = sh_on(
         t.as_ref(),
@@ -1353,7 +1354,7 @@ pub async fn git_repo_cwd_leaves_no_trace(t: Arc<dyn Transport>, dir: &str) {
 
 /// `exit N` ends the command, not the session: the result has code N and every byte printed
 /// before it; the session goes on in a fresh shell with the same cwd and exported environment.
-pub async fn exit_keeps_output_code_and_session(t: Arc<dyn Transport>, dir: &str) {
+pub async fn exit_keeps_output_code_and_session(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     b.run(&format!(
         "mkdir -p {d}/sub && cd {d}/sub && export RR_KEEP='kept value'",
@@ -1406,7 +1407,7 @@ pub async fn exit_keeps_output_code_and_session(t: Arc<dyn Transport>, dir: &str
 
 /// A command that kills its own shell ends (code 137, its output kept); the session goes on in
 /// a fresh shell with the same cwd and exported environment.
-pub async fn shell_killed_restarts(t: Arc<dyn Transport>, dir: &str) {
+pub async fn shell_killed_restarts(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     b.run(&format!(
         "mkdir -p {d}/sub && cd {d}/sub && export RR_KEEP=kept",
@@ -1472,7 +1473,7 @@ fn check<T: PartialEq + std::fmt::Debug>(what: &str, got: T, want: T) -> Result<
 /// session, then a command returns its exact output and exit code, a cwd override still lands
 /// in the right directory, and a background command runs. Never a hang (every wait is bounded).
 /// Every setting is tried; the failure lists all that broke something.
-pub async fn user_settings_cannot_break_mechanism(t: Arc<dyn Transport>, dir: &str) {
+pub async fn user_settings_cannot_break_mechanism(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let sub = format!("{dir}/sub");
     b.run(&format!("mkdir -p {}", q(&sub))).await;
@@ -1615,7 +1616,7 @@ async fn setting_then_commands(
 /// Directory names that look like result framing or tmux formats are data: a session created
 /// in such a directory runs there, tmux expands nothing (`#(…)` runs no command, `#{…}` does not
 /// change the cwd), the exit code is the command's, and the same holds for an exec cwd override.
-pub async fn hostile_dir_names_are_data(t: Arc<dyn Transport>, dir: &str) {
+pub async fn hostile_dir_names_are_data(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let id = uuid::Uuid::new_v4().simple().to_string();
     let pwned = format!("/tmp/PWNED-{id}");
@@ -1702,7 +1703,7 @@ async fn session_in_dir(b: &Bed, machine: &Machine, path: &str) -> Result<(), St
 /// An exec cwd override holding control characters (Ctrl-U, Tab, newline, every other one) is
 /// data: the command runs in that directory and nothing else runs. Every name is tried until
 /// one hangs; the failure lists all that went wrong.
-pub async fn cwd_control_characters_are_data(t: Arc<dyn Transport>, dir: &str) {
+pub async fn cwd_control_characters_are_data(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let base = format!("{dir}/ctl");
     let mut names = vec![
@@ -1762,7 +1763,7 @@ pub async fn cwd_control_characters_are_data(t: Arc<dyn Transport>, dir: &str) {
 /// directory given as `HOME` in the session environment (the runner's real home is shared), so
 /// the session's login environment must be resolved with that `HOME`; the SSH login accounts
 /// (engine_shells.rs) cover a real home.
-pub async fn hostile_bashrc_quiet(t: Arc<dyn Transport>, dir: &str) {
+pub async fn hostile_bashrc_quiet(t: Arc<Remote>, dir: &str) {
     let home = format!("{dir}/hostile-home");
     t.create_dir_all(&home, 0o700).await.unwrap();
     let rc = "echo NOISE-FROM-BASHRC\necho NOISE-ERR-FROM-BASHRC >&2\nPS1='HOSTILE> '\n\
@@ -1828,7 +1829,7 @@ pub async fn hostile_bashrc_quiet(t: Arc<dyn Transport>, dir: &str) {
     b.finish().await;
 }
 
-pub async fn destroy_removes_remote_state_unless_kept(t: Arc<dyn Transport>, dir: &str) {
+pub async fn destroy_removes_remote_state_unless_kept(t: Arc<Remote>, dir: &str) {
     let b = bed(t.clone(), dir).await;
     b.run("echo kept").await;
     let kept = b
@@ -1867,7 +1868,7 @@ pub async fn destroy_removes_remote_state_unless_kept(t: Arc<dyn Transport>, dir
 /// writes garbage into its own `exit` file (its directory is `$__rr_cur` in the session shell)
 /// and then kills its shell, or goes on running, is that command's business; the session stays
 /// active and the next command runs.
-pub async fn garbled_exit_file_is_not_a_lost_session(t: Arc<dyn Transport>, dir: &str) {
+pub async fn garbled_exit_file_is_not_a_lost_session(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let active = |what: &str| {
         let session = b.engine.session_show(b.sid()).unwrap();
@@ -1972,7 +1973,7 @@ fn send_req(input: Option<&str>, keys: &[&str]) -> SendRequest {
 }
 
 /// A Python REPL driven one call per line: each reply comes back in the call that typed it.
-pub async fn send_python_repl(t: Arc<dyn Transport>, dir: &str) {
+pub async fn send_python_repl(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let rec = started(&b, "python3 -q").await;
     let mut req = send_req(Some("x = 6*7"), &[]);
@@ -2007,7 +2008,7 @@ pub async fn send_python_repl(t: Arc<dyn Transport>, dir: &str) {
 }
 
 /// A `[y/N]` question answered: the answer's effect comes back and the command ends.
-pub async fn send_answers_yes_no(t: Arc<dyn Transport>, dir: &str) {
+pub async fn send_answers_yes_no(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     started(
         &b,
@@ -2026,7 +2027,7 @@ pub async fn send_answers_yes_no(t: Arc<dyn Transport>, dir: &str) {
 }
 
 /// Ctrl-C as a key interrupts the foreground program: exit code 130, and the session goes on.
-pub async fn send_ctrl_c_interrupts(t: Arc<dyn Transport>, dir: &str) {
+pub async fn send_ctrl_c_interrupts(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let rec = started(&b, "sleep 100").await;
     let out = b
@@ -2049,7 +2050,7 @@ pub async fn send_ctrl_c_interrupts(t: Arc<dyn Transport>, dir: &str) {
 }
 
 /// A pager showing on the terminal is quit with `q`.
-pub async fn send_quits_pager(t: Arc<dyn Transport>, dir: &str) {
+pub async fn send_quits_pager(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let pager = if b.sh("command -v less || true").await.trim().is_empty() {
         "more"
@@ -2072,7 +2073,7 @@ pub async fn send_quits_pager(t: Arc<dyn Transport>, dir: &str) {
 }
 
 /// A pattern that never matches: the wait runs out at its bound, with every byte that came.
-pub async fn send_wait_for_times_out(t: Arc<dyn Transport>, dir: &str) {
+pub async fn send_wait_for_times_out(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     started(&b, "cat").await;
     let mut req = send_req(Some("hello"), &[]);
@@ -2095,7 +2096,7 @@ pub async fn send_wait_for_times_out(t: Arc<dyn Transport>, dir: &str) {
 }
 
 /// `quiet` on a chatty program: the call returns once the output stops, with all of it.
-pub async fn send_quiet_on_chatty_program(t: Arc<dyn Transport>, dir: &str) {
+pub async fn send_quiet_on_chatty_program(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     started(
         &b,
@@ -2118,7 +2119,7 @@ pub async fn send_quiet_on_chatty_program(t: Arc<dyn Transport>, dir: &str) {
 
 /// With nothing running, the input goes to the shell and the reply is the terminal's text,
 /// without its control sequences; an unknown key name is refused before anything is typed.
-pub async fn send_to_the_shell(t: Arc<dyn Transport>, dir: &str) {
+pub async fn send_to_the_shell(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let out = b
         .engine
@@ -2145,7 +2146,7 @@ pub async fn send_to_the_shell(t: Arc<dyn Transport>, dir: &str) {
 /// A command that stops to read its terminal is noticed from its process state: `exec` and
 /// `command wait` return promptly with `waiting_input` and the prompt, and the command goes on
 /// waiting for `send` (a shell builtin `read -p`, and a program: Python's REPL).
-pub async fn exec_returns_waiting_input(t: Arc<dyn Transport>, dir: &str) {
+pub async fn exec_returns_waiting_input(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let begun = Instant::now();
     let rec = b
@@ -2239,7 +2240,7 @@ pub async fn exec_returns_waiting_input(t: Arc<dyn Transport>, dir: &str) {
 }
 
 /// `command stop` interrupts a foreground program with Ctrl-C: the record says so.
-pub async fn stop_records_interrupt(t: Arc<dyn Transport>, dir: &str) {
+pub async fn stop_records_interrupt(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let rec = started(&b, "sleep 100").await;
     let rec = b
@@ -2258,7 +2259,7 @@ pub async fn stop_records_interrupt(t: Arc<dyn Transport>, dir: &str) {
 
 /// The transcript is what a person at the terminal saw: the command's text as it started, the
 /// input typed into it, its output; never the line the engine types or its mode switches.
-pub async fn transcript_is_what_a_person_saw(t: Arc<dyn Transport>, dir: &str) {
+pub async fn transcript_is_what_a_person_saw(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     let rec = started(&b, "python3 -q").await;
     let mut req = send_req(Some("print(6*7)"), &[]);
@@ -2289,7 +2290,7 @@ pub async fn transcript_is_what_a_person_saw(t: Arc<dyn Transport>, dir: &str) {
 /// A background command started with `stdin` has a terminal of its own (a window of the
 /// session): `session_send` with its id types there and gets its reply, while the session's
 /// shell stays free; it has the shell's directory and exported environment.
-pub async fn background_command_with_stdin(t: Arc<dyn Transport>, dir: &str) {
+pub async fn background_command_with_stdin(t: Arc<Remote>, dir: &str) {
     let b = bed(t, dir).await;
     b.run("export RR_BG_VAR=from-shell").await;
     let rec = b

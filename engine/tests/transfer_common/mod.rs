@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use remote_runner_engine::engine::{Engine, EngineOptions, FixedConnector, SessionRecord};
 use remote_runner_engine::machine::Machine;
+use remote_runner_engine::remote::Remote;
 use remote_runner_engine::ssh;
-use remote_runner_engine::transport::Transport;
 use remote_runner_engine::transport::local::LocalTransport;
 use remote_runner_testkit::Sshd;
 use sha2::{Digest, Sha256};
@@ -28,7 +28,7 @@ pub struct Bed {
     /// A scratch directory for the local side.
     pub local: tempfile::TempDir,
     pub state: tempfile::TempDir,
-    pub t: Arc<dyn Transport>,
+    pub t: Arc<Remote>,
     pub options: EngineOptions,
     /// Kept alive for SSH beds.
     pub sshd: Option<Sshd>,
@@ -57,7 +57,7 @@ pub async fn local_bed() -> Bed {
     require_tmux();
     let remote_guard = tempfile::tempdir().unwrap();
     let remote = remote_guard.path().to_path_buf();
-    let t: Arc<dyn Transport> = Arc::new(LocalTransport::new());
+    let t = Remote::direct(Arc::new(LocalTransport::new()));
     let mut machine = Machine::local();
     machine.default_cwd = remote.to_string_lossy().into_owned();
     finish(t, machine, remote, None, Some(remote_guard)).await
@@ -69,12 +69,12 @@ pub async fn ssh_bed(name: &str) -> Bed {
     let remote = sshd.remote_dir(name).unwrap();
     let mut machine = ssh_common::machine(&sshd, Some(&sshd.keys.ed25519));
     machine.default_cwd = remote.to_string_lossy().into_owned();
-    let t: Arc<dyn Transport> = ssh::connect(&machine, ssh_common::opts()).await.unwrap();
+    let t = Remote::direct(ssh::connect(&machine, ssh_common::opts()).await.unwrap());
     finish(t, machine, remote, Some(sshd), None).await
 }
 
 async fn finish(
-    t: Arc<dyn Transport>,
+    t: Arc<Remote>,
     machine: Machine,
     remote: PathBuf,
     sshd: Option<Sshd>,

@@ -32,7 +32,8 @@ use tokio::sync::{OnceCell, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, ErrorCode, Result};
-use crate::transport::{ExitStatus, StreamEvent, Transport};
+use crate::remote::Remote;
+use crate::transport::{ExitStatus, StreamEvent};
 
 pub use wire::{MAX_DEPTH, depth_path, raw_member};
 
@@ -316,7 +317,7 @@ fn run_mark(run_id: &str) -> u64 {
 
 /// A code runtime on one machine. Cheap to share; runs are independent processes.
 pub struct CodeRuntime {
-    transport: Arc<dyn Transport>,
+    transport: Arc<Remote>,
     config: CodeConfig,
     prepared: OnceCell<Prepared>,
 }
@@ -325,7 +326,7 @@ pub struct CodeRuntime {
 type Settled = (u64, std::result::Result<String, String>);
 
 impl CodeRuntime {
-    pub fn new(transport: Arc<dyn Transport>, config: CodeConfig) -> Result<CodeRuntime> {
+    pub fn new(transport: Arc<Remote>, config: CodeConfig) -> Result<CodeRuntime> {
         config.validate()?;
         Ok(CodeRuntime {
             transport,
@@ -839,7 +840,7 @@ impl CodeRuntime {
                     .find_map(|l| l.strip_prefix(crate::remote::REFUSED_PREFIX))
                 {
                     return Err(crate::remote::insecure_error(
-                        self.transport.as_ref(),
+                        self.transport.bytes(),
                         &format!(
                             "refusing to run the code runtime's runner {}",
                             self.prepared.get().map_or("", |p| p.runner.as_str())
@@ -907,8 +908,8 @@ impl crate::engine::Engine {
     pub fn code_transport(
         &self,
         session: &crate::engine::SessionRecord,
-        machine: Arc<dyn Transport>,
-    ) -> Arc<dyn Transport> {
+        machine: Arc<Remote>,
+    ) -> Arc<Remote> {
         self.session_transport(session, machine)
     }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::paths::RemotePath;
 use super::stream;
 use crate::error::{Error, ErrorCode, Result};
+use crate::remote::Remote;
 use crate::transport::{ExecOptions, Transport, shell_quote};
 
 /// Longest argument list handed to one `sha256sum`.
@@ -13,7 +14,7 @@ const MAX_ARGS_BYTES: usize = 64 * 1024;
 
 /// sha256 (hex) of each remote file, in order. `total_bytes` sizes the time allowed.
 pub async fn remote_sha256(
-    t: &dyn Transport,
+    t: &Remote,
     files: &[RemotePath],
     total_bytes: u64,
 ) -> Result<Vec<String>> {
@@ -32,7 +33,7 @@ pub async fn remote_sha256(
             Some(hashes) => out.extend(hashes),
             None => {
                 for f in batch {
-                    out.push(read_back(t, f).await?);
+                    out.push(read_back(t.bytes(), f).await?);
                 }
             }
         }
@@ -42,11 +43,7 @@ pub async fn remote_sha256(
 }
 
 /// `sha256sum` on the machine; `None` when it is missing or its output cannot be trusted.
-async fn sha256sum(
-    t: &dyn Transport,
-    files: &[RemotePath],
-    total_bytes: u64,
-) -> Option<Vec<String>> {
+async fn sha256sum(t: &Remote, files: &[RemotePath], total_bytes: u64) -> Option<Vec<String>> {
     let args: Vec<String> = files.iter().map(|f| shell_quote(&f.cmd)).collect();
     let command = format!("LC_ALL=C sha256sum -- {}", args.join(" "));
     // Generous: 60 s plus 20 MB/s.
@@ -90,7 +87,7 @@ async fn read_back(t: &dyn Transport, f: &RemotePath) -> Result<String> {
 /// Hash the remote file `remote` (shown to the user as `shown`) and fail with
 /// `verify_mismatch` unless it is what was `copied`.
 pub async fn check_one(
-    t: &dyn Transport,
+    t: &Remote,
     remote: &RemotePath,
     shown: &str,
     copied: &stream::Copied,
