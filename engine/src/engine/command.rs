@@ -6,7 +6,8 @@
 //!   ends the command, not the shell). `exit` ends the shell: the command is recorded with its
 //!   exit code, status `lost`, and the session is lost.
 //! - stdin is the session terminal (so `session send` can answer a prompt); stdout and stderr go
-//!   only to the command's files, not to the terminal or the transcript.
+//!   only to the command's files, not to the terminal (`session read` splices them into the
+//!   transcript as they come: `transcript::compose`).
 //! - CRLF line endings in the command text become LF; a NUL byte is refused.
 //! - Background commands run in a new process group (`setsid`) from the session shell: they
 //!   inherit its exported environment and directory, not its functions or aliases.

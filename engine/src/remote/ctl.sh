@@ -670,12 +670,21 @@ rr_send() {
   if [ -n "$rr_o" ] && [ -d "$CD/$rr_o" ] && ! rr_ended "$CD/$rr_o"; then
     echo "owner=$rr_o"
     rr_size "$CD/$rr_o/stdout"
+    rr_out=$rr_sz
     echo "out=$rr_sz"
     rr_size "$CD/$rr_o/stderr"
+    rr_err=$rr_sz
     echo "err=$rr_sz"
+  else
+    rr_o=
   fi
   rr_size "$SD/transcript.raw"
   echo "tr=$rr_sz"
+  # Where the transcript and the foreground command's output stood as this input was typed:
+  # `session read` puts the input's echo after that output, and the reply after the echo.
+  if [ -z "${BGDIR-}" ] && [ -n "$rr_o" ] && [ -d "$CD/$rr_o" ]; then
+    printf '%s %s %s\n' "$rr_sz" "$rr_out" "$rr_err" >>"$CD/$rr_o/inputs" 2>/dev/null || :
+  fi
   if [ "$HASDATA" = 1 ]; then
     rr_tmux load-buffer -b "$BUF" - \; paste-buffer -d -b "$BUF" -t "$rr_target" || exit 6
   fi
