@@ -399,14 +399,14 @@ impl<'a> Composer<'a> {
         }
     }
 
-    /// The command ended: the rest of its output, a newline if it left a line open, and a
+    /// The command ended: the rest of its output, a newline if a line is left open, and a
     /// note for what the live cap left out.
     async fn finish(&mut self, mut live: Live) -> Result<()> {
         let o = self.size_of(&self.command_file(&live.id, "stdout")).await?;
         let e = self.size_of(&self.command_file(&live.id, "stderr")).await?;
-        let before = self.st.len;
         self.splice(&mut live, o, e).await?;
-        if self.st.len > before && !self.st.ends_line {
+        // As the session shell's own copy does: what follows starts a line.
+        if !self.st.ends_line {
             self.emit(b"\n")?;
         }
         for (name, size) in [("stdout", o), ("stderr", e)] {
@@ -496,5 +496,133 @@ impl<'a> Composer<'a> {
         self.st.len += data.len() as u64;
         self.st.ends_line = data.ends_with(b"\n");
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::local::LocalTransport;
+
+    /// A session whose "machine" is a temporary directory: `raw` is the terminal's bytes,
+    /// `c/<id>/` a command's files.
+    struct Bed {
+        dir: tempfile::TempDir,
+        rec: SessionRecord,
+        t: LocalTransport,
+    }
+
+    impl Bed {
+        fn new() -> Bed {
+            let dir = tempfile::tempdir().unwrap();
+            let p = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
+            let rec = serde_json::from_value(serde_json::json!({
+                "session_id": "sess_1", "machine_id": "bed", "cwd": "/tmp", "status": "active",
+                "backend": "tmux", "created_at": "2026-01-01T00:00:00Z", "log_dir_local": p(""),
+                "transcript_file_local": p("transcript.txt"), "remote_state_dir": p(""),
+                "remote_commands_dir": p("c"), "remote_transcript_file": p("raw"),
+                "tmux_socket": "s", "tmux_session": "rr-sess_1",
+                "tmux_path": "/usr/bin/tmux", "bash_path": "/bin/bash"
+            }))
+            .unwrap();
+            std::fs::create_dir_all(dir.path().join("c/cmd_a")).unwrap();
+            Bed {
+                dir,
+                rec,
+                t: LocalTransport::new(),
+            }
+        }
+
+        fn append(&self, name: &str, data: &[u8]) {
+            use std::io::Write;
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(self.dir.path().join(name))
+                .unwrap()
+                .write_all(data)
+                .unwrap();
+        }
+
+        fn raw_len(&self) -> u64 {
+            std::fs::metadata(self.dir.path().join("raw")).map_or(0, |m| m.len())
+        }
+
+        /// Compose with `cap`; the whole local transcript.
+        async fn read(&self, cap: u64) -> (String, bool) {
+            let capped = compose(&self.t, &self.rec, cap).await.unwrap().capped;
+            let text = std::fs::read(&self.rec.transcript_file_local).unwrap();
+            (String::from_utf8_lossy(&text).into_owned(), capped)
+        }
+    }
+
+    /// A REPL session, read at each step: output as it comes, each input's echo between the
+    /// output before it and its reply (placed by the `inputs` line, whatever the timing of the
+    /// reads), the terminal's copy at the end left out, a mark cut in two held back.
+    #[tokio::test]
+    async fn output_is_spliced_in_order_and_never_twice() {
+        let b = Bed::new();
+        b.append(
+            "raw",
+            b"$  \\builtin . \"$__rr_sdir/rr.sh\" run \"$__rr_cdir/\"cmd_a\r\n\r\x1b[K$ python3 -q\n\
+              \x1b]6973;rr-run;cmd_a\x07",
+        );
+        b.append("c/cmd_a/stderr", b">>> ");
+        let (text, _) = b.read(1 << 20).await;
+        assert_eq!(text, "\r\x1b[K$ python3 -q\n>>> ");
+        // `send print(1)`: the sizes as it was typed; then the echo and the reply, read late.
+        b.append(
+            "c/cmd_a/inputs",
+            format!("{} 0 4\n", b.raw_len()).as_bytes(),
+        );
+        b.append("raw", b"print(1)\r\n");
+        b.append("c/cmd_a/stdout", b"1\n");
+        b.append("c/cmd_a/stderr", b">>> ");
+        b.append(
+            "c/cmd_a/inputs",
+            format!("{} 2 8\n", b.raw_len()).as_bytes(),
+        );
+        b.append("raw", b"print(2)\r\n");
+        b.append("c/cmd_a/stdout", b"2\n");
+        b.append("c/cmd_a/stderr", b">>> ");
+        // The end mark cut in two: held back until it is whole.
+        b.append("raw", b"\x1b]6973;rr-e");
+        let (text, _) = b.read(1 << 20).await;
+        assert_eq!(
+            text,
+            "\r\x1b[K$ python3 -q\n>>> print(1)\r\n1\n>>> print(2)\r\n2\n>>> "
+        );
+        b.append(
+            "raw",
+            b"nd;cmd_a\x07\x1b\\\x1bkrr-cmd_a\x1b\\1\n2\n>>> >>> >>> \n\x1b]6973;rr-shown;cmd_a\x07[exit 1]\n$ ",
+        );
+        let (text, capped) = b.read(1 << 20).await;
+        assert_eq!(
+            text,
+            "\r\x1b[K$ python3 -q\n>>> print(1)\r\n1\n>>> print(2)\r\n2\n>>> \n[exit 1]\n$ "
+        );
+        assert!(!capped);
+        // Nothing new: the same; the state survives (offsets stay valid).
+        assert_eq!(b.read(1 << 20).await.0, text);
+    }
+
+    /// Past the cap: the first bytes, a note naming the machine's transcript, and no more.
+    #[tokio::test]
+    async fn the_local_transcript_is_capped() {
+        let b = Bed::new();
+        b.append("raw", b"$ \r\x1b[K$ seq 1 1000\n\x1b]6973;rr-run;cmd_a\x07");
+        let out: String = (1..=1000).map(|n| format!("{n}\n")).collect();
+        b.append("c/cmd_a/stdout", out.as_bytes());
+        let (text, capped) = b.read(100).await;
+        assert!(capped);
+        assert!(
+            text.starts_with("$ \r\x1b[K$ seq 1 1000\n1\n2\n"),
+            "{text:?}"
+        );
+        let note = "\n[transcript: only its first 100 bytes are kept here";
+        assert_eq!(text.find(note), Some(100), "{text:?}");
+        assert!(text.contains(&b.rec.remote_transcript_file), "{text:?}");
+        b.append("raw", b"more\n");
+        assert_eq!(b.read(100).await, (text, true));
     }
 }
