@@ -405,7 +405,7 @@ fn a_killed_cli_leaves_a_recoverable_command(bed: &Bed) {
     let cmd = format!("seq 1 20000; while [ ! -e {gate} ]; do sleep 0.1; done; echo tail-line");
     let mut child = bed.spawn(&["session", "exec", "--session", &s, "--cmd", &cmd, "--json"]);
     // Killed once the command runs on the machine (`started_at` set): a kill between the record
-    // and the start is another case (see the session note of 2026-12-02).
+    // and the start is another case (killed_before_start, below).
     let id = eventually("the command to be started", || {
         let v = bed.json(&["session", "command", "list", "--session", &s]);
         let c = &v["commands"][0];
@@ -447,6 +447,88 @@ fn a_killed_cli_leaves_a_recoverable_command(bed: &Bed) {
     assert_eq!(shown["exit_code"], 0);
 }
 both_machines!(killed_cli, a_killed_cli_leaves_a_recoverable_command);
+
+/// SIGKILL the CLI after it stored a command's record and before the start reached the
+/// machine. The test hook `REMOTE_RUNNER_TEST_STALL_BEFORE_START` (read by the engine's `exec`
+/// only when set; tests alone set it) holds an exec whose text contains its value at exactly
+/// that point. `command show` and `command wait` then find the command never started (no
+/// `started` marker, and the process that recorded it gone) and settle it: `lost` with
+/// `end_reason: never_started`, no exit code, an error saying to run it again (the CLI's exit
+/// code 0: the look itself worked, as for any record), instead of `running` forever. Nothing ran, and the session goes on.
+fn a_cli_killed_before_the_start_leaves_a_settled_command(bed: &Bed) {
+    let s = bed.session();
+    let ran = bed.at("never-started-ran");
+    let cmd = format!("echo ran > {ran}");
+    let mut inner = bed.command(&["session", "exec", "--session", &s, "--cmd", &cmd, "--json"]);
+    inner
+        .env("REMOTE_RUNNER_TEST_STALL_BEFORE_START", "never-started-ran")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = inner.spawn().unwrap();
+    let id = eventually("the command to be recorded", || {
+        let v = bed.json(&["session", "command", "list", "--session", &s]);
+        v["commands"][0]["command_id"].as_str().map(str::to_string)
+    });
+    // Still held before the start: the record says running and the command has not started.
+    let v = bed.json(&[
+        "session",
+        "command",
+        "show",
+        "--session",
+        &s,
+        "--command-id",
+        &id,
+    ]);
+    assert_eq!(v["status"], "running", "{v}");
+    assert!(v["started_at"].is_null(), "{v}");
+    signal(&child, "KILL");
+    let killed = wait_child(&mut child);
+    assert_eq!(killed.code, -1, "killed by a signal: {killed:?}");
+
+    let shown = bed.run(&[
+        "session",
+        "command",
+        "show",
+        "--session",
+        &s,
+        "--command-id",
+        &id,
+        "--json",
+    ]);
+    assert_eq!(shown.code, 0, "{shown:?}");
+    let v = shown.json();
+    assert_eq!(v["status"], "lost", "{v}");
+    assert_eq!(v["end_reason"], "never_started", "{v}");
+    assert!(v["exit_code"].is_null(), "{v}");
+    assert!(v["started_at"].is_null(), "{v}");
+    let error = v["error"].as_str().unwrap();
+    assert!(
+        error.contains("never started") && error.contains("run it again"),
+        "{error}"
+    );
+    let waited = bed.run(&[
+        "session",
+        "command",
+        "wait",
+        "--session",
+        &s,
+        "--command-id",
+        &id,
+        "--timeout",
+        "5",
+        "--json",
+    ]);
+    assert_eq!(waited.code, 0, "{waited:?}");
+    assert_eq!(waited.json()["end_reason"], "never_started");
+    assert!(!std::path::Path::new(&ran).exists(), "the command ran");
+    let next = bed.exec(&s, "echo after", &[]);
+    assert_eq!(next.code, 0, "{next:?}");
+    assert_eq!(next.json()["stdout"], "after\n");
+}
+both_machines!(
+    killed_before_start,
+    a_cli_killed_before_the_start_leaves_a_settled_command
+);
 
 /// Sparse output (issue 28): `session exec` of a command printing a 1 GiB hole keeps and prints
 /// only the output cap (`REMOTE_RUNNER_OUTPUT_CAP`, here 8M), streamed rather than held in

@@ -33,6 +33,8 @@ macro_rules! local_tests {
 local_tests!(
     background_command_with_stdin,
     transcript_is_what_a_person_saw,
+    transcript_shows_output_as_it_comes,
+    transcript_is_capped,
     exec_returns_waiting_input,
     stop_records_interrupt,
     send_python_repl,

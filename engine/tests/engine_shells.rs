@@ -317,6 +317,7 @@ macro_rules! per_shell {
                 exec_returns_waiting_input,
                 background_command_with_stdin,
                 transcript_is_what_a_person_saw,
+                transcript_shows_output_as_it_comes,
             );
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -56,6 +56,7 @@ pub enum SessionCommand {
     Send(SendArgs),
     /// Read the session transcript from a cursor
     #[command(
+        long_about = "Read the session's transcript from a byte offset: what a person at the terminal saw. Each command's text, its output as it comes (also while it runs), and the input typed into it with send, in order; the engine's own plumbing left out. Pass the returned cursor as the next --since to get only what is new. The local copy keeps at most REMOTE_RUNNER_OUTPUT_CAP bytes (64M by default; then \"capped\": true).",
         after_help = "Examples:\n  remote-runner session read --session sess_abc123 --json\n  remote-runner session read --session sess_abc123 --since 1200 --json"
     )]
     Read(ReadArgs),

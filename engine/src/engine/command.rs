@@ -6,7 +6,8 @@
 //!   ends the command, not the shell). `exit` ends the shell: the command is recorded with its
 //!   exit code, status `lost`, and the session is lost.
 //! - stdin is the session terminal (so `session send` can answer a prompt); stdout and stderr go
-//!   only to the command's files, not to the terminal or the transcript.
+//!   only to the command's files, not to the terminal (`session read` splices them into the
+//!   transcript as they come: `transcript::compose`).
 //! - CRLF line endings in the command text become LF; a NUL byte is refused.
 //! - Background commands run in a new process group (`setsid`) from the session shell: they
 //!   inherit its exported environment and directory, not its functions or aliases.
@@ -18,6 +19,7 @@ use serde::Serialize;
 
 use super::{
     CommandMode, CommandRecord, CommandStatus, Engine, SessionRecord, epoch_to_rfc3339, output,
+    starter,
 };
 use crate::error::{Error, ErrorCode, Hint, Result};
 use crate::store;
@@ -208,6 +210,22 @@ fn prepare_command(command: &str) -> Result<String> {
     Ok(text)
 }
 
+/// The environment variable of a test hook: `exec` of a command whose text contains its value
+/// stops for good between storing the record and starting the command, so that a test can
+/// kill the process at that point (`cli/tests/session_behaviour.rs`, never_started). Unset in
+/// production, it costs one environment lookup.
+const STALL_BEFORE_START_ENV: &str = "REMOTE_RUNNER_TEST_STALL_BEFORE_START";
+
+async fn stall_before_start_for_tests(command: &str) {
+    if let Some(v) = std::env::var_os(STALL_BEFORE_START_ENV)
+        && let Some(v) = v.to_str()
+        && !v.is_empty()
+        && command.contains(v)
+    {
+        std::future::pending::<()>().await;
+    }
+}
+
 impl Engine {
     /// Run `command` in the session. Wait mode runs it in the session shell itself (so `cd`,
     /// `export`, aliases and functions persist) and returns when it ends or the wait bound runs
@@ -250,9 +268,12 @@ impl Engine {
                     .write_new_file(&format!("{dir}/cmd.sh"), text.as_bytes(), 0o600)
                     .await?;
             }
-            // Stored before anything runs, so a killed caller can find the command again.
+            // Stored before anything runs, so a killed caller can find the command again; the
+            // start lock says this process is still starting it (see `starter`).
+            let starting = starter::begin(&self.log_dir(session_id), &command_id)?;
             let rec = self.new_record(&session, &command_id, command, &req);
             let mut rec = self.with_store(|s| store::commands::insert_next(s, &rec))?;
+            stall_before_start_for_tests(command).await;
             if rec.seq % PRUNE_EVERY == 0 {
                 // Off the command's path: old ended command directories go (their output was
                 // copied to the local log dir as they ended).
@@ -284,6 +305,7 @@ impl Engine {
                     first_wait,
                 )
                 .await;
+            drop(starting);
             let state = match outcome {
                 Ok(StartOutcome::Started(st)) => st,
                 Ok(refused) => {
@@ -410,6 +432,14 @@ impl Engine {
         }
     }
 
+    /// The command has not been seen started, and no process is starting it any more (the
+    /// one that recorded it died, or its start call returned): a look may settle it.
+    fn starter_gone(&self, rec: &CommandRecord) -> bool {
+        rec.started_at.is_none()
+            && !rec.status.is_final()
+            && starter::gone(&self.log_dir(&rec.session_id), &rec.command_id)
+    }
+
     fn chunk(&self, timeout: Option<Duration>) -> Duration {
         match timeout {
             Some(t) => t.min(self.options.wait_chunk),
@@ -515,7 +545,16 @@ impl Engine {
                 exit.how.as_str(),
                 "shell_exit" | "shell_killed" | "shell_replaced"
             );
-            rec.status = if exit.how == "not_started" {
+            rec.status = if exit.how == "never_started" {
+                rec.exit_code = None;
+                rec.error = Some(
+                    "the command was never started: the process that ran it stopped (or lost \
+                     its connection) before the start reached the machine; nothing ran; run it \
+                     again"
+                        .to_string(),
+                );
+                CommandStatus::Lost
+            } else if exit.how == "not_started" {
                 rec.exit_code = None;
                 rec.error = Some(
                     "the session shell ended before the command started; nothing ran; the \
@@ -614,6 +653,19 @@ impl Engine {
 
     /// For `exec` and `command wait`: a command that lost its session is an error.
     fn lost_as_error(&self, rec: &CommandRecord) -> Result<()> {
+        if rec.end_reason.as_deref() == Some("never_started") {
+            // A start that arrived after another process had settled the command.
+            return Err(Error::new(
+                ErrorCode::Cancelled,
+                format!(
+                    "command {} was not started: {}",
+                    rec.command_id,
+                    rec.error
+                        .as_deref()
+                        .unwrap_or("it was settled as never started")
+                ),
+            ));
+        }
         if rec.status == CommandStatus::Lost {
             let code = rec
                 .exit_code
@@ -756,10 +808,14 @@ impl Engine {
         let mut driver = self.driver(&session).await?;
         let started = Instant::now();
         let mode = run_mode(&rec);
-        let mut state = match driver
-            .wait_command(command_id, mode, wait.min(self.options.wait_chunk))
-            .await
-        {
+        let look = if self.starter_gone(&rec) {
+            driver.report_settling(command_id, mode).await
+        } else {
+            driver
+                .wait_command(command_id, mode, wait.min(self.options.wait_chunk))
+                .await
+        };
+        let mut state = match look {
             Ok(st) => st,
             Err(e) if is_link_error(&e) => {
                 driver = self.reconnect(&session, &e).await?;
@@ -859,9 +915,15 @@ impl Engine {
         let driver = &driver;
         stream::iter(pending.into_iter().map(Ok))
             .try_for_each_concurrent(REFRESH_CONCURRENCY, |mut rec| async move {
-                let state = driver
-                    .wait_command(&rec.command_id, run_mode(&rec), Duration::ZERO)
-                    .await?;
+                let state = if self.starter_gone(&rec) {
+                    driver
+                        .report_settling(&rec.command_id, run_mode(&rec))
+                        .await?
+                } else {
+                    driver
+                        .wait_command(&rec.command_id, run_mode(&rec), Duration::ZERO)
+                        .await?
+                };
                 self.apply_state(session, driver, &mut rec, &state, false)
                     .await
             })

@@ -25,6 +25,7 @@ pub mod run;
 pub mod send;
 pub mod session;
 pub mod slurm;
+mod starter;
 pub mod transcript;
 pub mod transfer;
 pub mod turn_dir;

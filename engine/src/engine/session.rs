@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::{CreateOptions, Engine, SessionRecord, SessionStatus, output};
+use super::{CreateOptions, Engine, SessionRecord, SessionStatus, output, transcript};
 use crate::error::{Error, ErrorCode, Hint, Result};
 use crate::machine::Machine;
 use crate::remote;
@@ -33,6 +33,9 @@ pub struct TranscriptChunk {
     pub bytes: u64,
     /// More bytes are available past `cursor` now.
     pub more: bool,
+    /// The local transcript reached the output cap (`REMOTE_RUNNER_OUTPUT_CAP`): it ends with
+    /// a note saying so, and nothing more is added; the rest is only on the machine.
+    pub capped: bool,
     pub transcript_file_local: String,
 }
 
@@ -389,8 +392,10 @@ impl Engine {
     }
 
     /// Transcript bytes from `since` (default 0), at most `max` (capped at [`MAX_READ`]). The
-    /// remote transcript is mirrored to the local transcript file first, so reads keep working
-    /// after the session is gone.
+    /// local transcript file is brought up to date from the machine first (the terminal's
+    /// bytes, with each foreground command's output spliced in as it comes:
+    /// `transcript::compose`), so reads keep working after the session is gone. Offsets are
+    /// those of the local transcript file.
     pub async fn read(
         &self,
         session_id: &str,
@@ -399,40 +404,42 @@ impl Engine {
     ) -> Result<TranscriptChunk> {
         let rec = self.load_session(session_id)?;
         let local = std::path::PathBuf::from(&rec.transcript_file_local);
-        if rec.status == SessionStatus::Active {
-            self.sync_transcript(&rec).await?;
-        }
+        let capped = if rec.status == SessionStatus::Active {
+            self.sync_transcript(&rec).await?
+        } else {
+            transcript::is_capped(&local)
+        };
         let since = since.unwrap_or(0);
         let max = max.clamp(1, MAX_READ);
         let data = output::read_local(&local, since, max)?;
         let cursor = since + data.len() as u64;
+        let text = String::from_utf8_lossy(&data);
         Ok(TranscriptChunk {
             session_id: session_id.to_string(),
             since,
             cursor,
-            text: super::transcript::clean(&String::from_utf8_lossy(&data)),
+            // A session that ended before transcripts were composed has the terminal's raw
+            // bytes there.
+            text: if transcript::is_composed(&local) {
+                text.into_owned()
+            } else {
+                transcript::clean(&text)
+            },
             bytes: data.len() as u64,
             more: output::local_len(&local) > cursor,
+            capped,
             transcript_file_local: rec.transcript_file_local.clone(),
         })
     }
 
-    async fn sync_transcript(&self, rec: &SessionRecord) -> Result<()> {
+    /// Bring the local transcript up to date; returns whether it reached the output cap.
+    async fn sync_transcript(&self, rec: &SessionRecord) -> Result<bool> {
         let transport = self.connector.connect(&rec.machine_id).await?;
-        let size = match transport.stat(&rec.remote_transcript_file).await? {
-            Some(st) => st.size,
-            None => 0,
-        };
-        output::mirror(
-            transport.bytes(),
-            &rec.remote_transcript_file,
-            std::path::Path::new(&rec.transcript_file_local),
-            size,
-            // The terminal's own bytes, read back by offset (`session read`): not capped here;
-            // zero blocks still stay holes.
-            u64::MAX,
+        Ok(
+            transcript::compose(transport.bytes(), rec, self.options.output_cap)
+                .await?
+                .capped,
         )
-        .await
     }
 
     /// Stop running commands, kill the remote shell, and mark the session destroyed. Local

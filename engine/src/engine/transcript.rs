@@ -6,6 +6,14 @@
 //! sessions started by older versions printed before every prompt. Everything else is kept as
 //! the terminal got it (a human reader on a terminal still gets control characters
 //! neutralised by the CLI).
+//!
+//! A running command's output goes to its own files, not to the terminal; the terminal shows it
+//! only when the command ends. `compose` builds the transcript a reader gets from the
+//! terminal's bytes and those files, as it comes: see there.
+
+mod compose;
+
+pub use compose::{TRANSCRIPT_LIVE_CAP, compose, is_capped, is_composed};
 
 /// The typed line's fixed part (see `tmux::TmuxDriver::start_command`).
 const TYPED_LINE: &str = "\\builtin . \"$__rr_sdir/rr.sh\" ";
@@ -42,9 +50,155 @@ fn strip_wake_names(text: &str) -> String {
     out
 }
 
+/// The session shell's marks in the terminal (an OSC string tmux ignores; only the transcript
+/// pipe carries it): `ESC ] 6973 ; rr-KIND ; COMMAND_ID BEL`.
+const MARK_PREFIX: &[u8] = b"\x1b]6973;rr-";
+
+/// A mark of the session shell (`engine/src/tmux/rr.sh`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Mark {
+    /// The command's text has been shown; its output starts.
+    Run(String),
+    /// The command ended; the terminal's copy of its output follows.
+    End(String),
+    /// The terminal's copy of the command's output is over.
+    Shown(String),
+}
+
+fn is_id(id: &[u8]) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-')
+}
+
+/// The first complete, well-formed mark in `buf` at or after `from`: its start, its end (just
+/// past it) and what it says. A malformed one is left as text.
+pub(crate) fn find_mark(buf: &[u8], from: usize) -> Option<(usize, usize, Mark)> {
+    let mut at = from;
+    while at < buf.len() {
+        let start = at + find(&buf[at..], MARK_PREFIX)?;
+        let body = start + MARK_PREFIX.len();
+        at = body;
+        let Some(len) = buf[body..].iter().take(80).position(|b| *b == 0x07) else {
+            continue;
+        };
+        let Some((kind, id)) = split_once(&buf[body..body + len], b';') else {
+            continue;
+        };
+        if !is_id(id) {
+            continue;
+        }
+        let id = String::from_utf8_lossy(id).into_owned();
+        let mark = match kind {
+            b"run" => Mark::Run(id),
+            b"end" => Mark::End(id),
+            b"shown" => Mark::Shown(id),
+            _ => continue,
+        };
+        return Some((start, body + len + 1, mark));
+    }
+    None
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn split_once(s: &[u8], sep: u8) -> Option<(&[u8], &[u8])> {
+    let i = s.iter().position(|b| *b == sep)?;
+    Some((&s[..i], &s[i + 1..]))
+}
+
+/// Longest tail held back before it is complete.
+const HOLD_MAX: usize = 64 << 10;
+
+/// How many bytes at the end of `tail` (the newest bytes of the terminal) to hold back until
+/// more come: an escape sequence not yet complete (a mark or a wake name cut in two), a line
+/// that holds or may be starting the engine's typed line (removed whole, so it must be whole),
+/// or a UTF-8 character cut in two. At most [`HOLD_MAX`].
+pub(crate) fn hold_len(tail: &[u8]) -> usize {
+    let mut from = tail.len();
+    if let Some(esc) = tail.iter().rposition(|b| *b == 0x1b)
+        && !escape_complete(&tail[esc..])
+    {
+        from = esc;
+        if from >= 2 && &tail[from - 2..from] == b"\x1b\\" {
+            from -= 2;
+        }
+    }
+    let line_start = tail.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    let line = &tail[line_start..];
+    let typed = TYPED_LINE.as_bytes();
+    if find(line, typed).is_some() || (1..typed.len()).any(|n| line.ends_with(&typed[..n])) {
+        from = from.min(line_start);
+    }
+    // A UTF-8 sequence cut at the end.
+    for back in 1..=3.min(tail.len()) {
+        let b = tail[tail.len() - back];
+        if b & 0xC0 == 0x80 {
+            continue;
+        }
+        let need = match b {
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF7 => 4,
+            _ => 1,
+        };
+        if need > back {
+            from = from.min(tail.len() - back);
+        }
+        break;
+    }
+    let held = tail.len() - from;
+    if held > HOLD_MAX { 0 } else { held }
+}
+
+/// The escape sequence at the start of `seq` (which starts with ESC) is complete.
+fn escape_complete(seq: &[u8]) -> bool {
+    let Some(&kind) = seq.get(1) else {
+        return false;
+    };
+    let rest = &seq[2..];
+    let st = |r: &[u8]| find(r, b"\x1b\\").is_some();
+    match kind {
+        b']' => rest.contains(&0x07) || st(rest),
+        b'k' | b'P' | b'_' | b'^' => st(rest),
+        b'[' => rest.iter().any(|b| (0x40..=0x7e).contains(b)),
+        _ => true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn marks_are_found_and_forgeries_left_as_text() {
+        let buf = b"$ x\n\x1b]6973;rr-run;cmd_01\x07out\x1b]6973;rr-end;cmd_01\x07";
+        let (s, e, m) = find_mark(buf, 0).unwrap();
+        assert_eq!((s, m), (4, Mark::Run("cmd_01".into())));
+        let (_, e2, m) = find_mark(buf, e).unwrap();
+        assert_eq!((e2, m), (buf.len(), Mark::End("cmd_01".into())));
+        assert_eq!(find_mark(buf, e2), None);
+        assert_eq!(find_mark(b"\x1b]6973;rr-run;../x\x07", 0), None);
+        assert_eq!(find_mark(b"\x1b]6973;rr-nope;cmd_1\x07", 0), None);
+        assert_eq!(find_mark(b"\x1b]6973;rr-run;cmd_1", 0), None);
+    }
+
+    #[test]
+    fn incomplete_tails_are_held() {
+        assert_eq!(hold_len(b"done\n$ "), 0);
+        assert_eq!(hold_len(b"done\n\x1b]6973;rr-ru"), 12);
+        assert_eq!(hold_len(b"a\x1b\\\x1bkrr-cmd"), 10);
+        assert_eq!(hold_len(b"a\x1b[1m"), 0);
+        assert_eq!(hold_len(b"a\x1b["), 2);
+        assert_eq!(hold_len(b"x\n$  \\builtin . \"$__rr"), 20);
+        assert_eq!(hold_len(b"x\n$  \\bu"), 6);
+        assert_eq!(hold_len("é".as_bytes().split_at(1).0), 1);
+        assert_eq!(hold_len("é".as_bytes()), 0);
+    }
 
     #[test]
     fn plumbing_is_removed_and_the_rest_kept() {

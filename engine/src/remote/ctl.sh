@@ -323,8 +323,29 @@ rr_replaced() {
   return 0
 }
 
+# rr_settle: with SETTLE=1 (the engine found the process that recorded the command gone before
+# its start was seen here), a command that has not started and whose start never claimed it
+# never will: take the claim, so a start arriving late refuses, and record it as ended
+# (never_started); wake any waiters.
+rr_settle() {
+  [ "${SETTLE-}" = 1 ] && [ -d "$D" ] && [ ! -f "$D/started" ] && ! rr_ended "$D" || return 0
+  set -C
+  if { printf '' >"$D/claim"; } 2>/dev/null; then
+    set +C
+    printf 'code=255 how=never_started state=done ended=%s\n' "$(date +%s.%N)" >"$D/exit.tmp" \
+      && mv -f -- "$D/exit.tmp" "$D/exit"
+    set -- wait-for -S "rr-${D##*/}"
+    for rr_w in "$D"/waiters/rr-*; do
+      [ -e "$rr_w" ] && set -- "$@" ';' wait-for -S "${rr_w##*/}"
+    done
+    rr_tmux "$@" >/dev/null 2>&1
+  fi
+  set +C
+}
+
 # Print the state of the command in $D as key=value lines after "@report".
 rr_report() {
+  rr_settle
   if [ "$MODE" != bg ] && [ -d "$D" ] && ! rr_ended "$D"; then
     rr_read_lock
     [ "$rr_o" = "${D##*/}" ] && rr_replaced "$rr_o"
@@ -415,6 +436,15 @@ rr_start_command() {
   if [ -n "${CMDTEXT+set}" ]; then
     printf '%s' "$CMDTEXT" >"$D/cmd.sh" || exit 3
   fi
+  # The claim (O_EXCL): this start, or a look that settled the command as never started (its
+  # caller died before this call arrived: `report` with SETTLE=1), whichever came first.
+  set -C
+  if ! { printf '' >"$D/claim"; } 2>/dev/null; then
+    set +C
+    echo @started
+    rr_report
+  fi
+  set +C
   rr_take_lock
   if [ "$HASCWD" = 1 ]; then printf '%s' "$CWD" >"$D/cwd"; fi
   if [ "${BGWIN-}" = 1 ]; then : >"$D/window.want"; fi
@@ -640,12 +670,21 @@ rr_send() {
   if [ -n "$rr_o" ] && [ -d "$CD/$rr_o" ] && ! rr_ended "$CD/$rr_o"; then
     echo "owner=$rr_o"
     rr_size "$CD/$rr_o/stdout"
+    rr_out=$rr_sz
     echo "out=$rr_sz"
     rr_size "$CD/$rr_o/stderr"
+    rr_err=$rr_sz
     echo "err=$rr_sz"
+  else
+    rr_o=
   fi
   rr_size "$SD/transcript.raw"
   echo "tr=$rr_sz"
+  # Where the transcript and the foreground command's output stood as this input was typed:
+  # `session read` puts the input's echo after that output, and the reply after the echo.
+  if [ -z "${BGDIR-}" ] && [ -n "$rr_o" ] && [ -d "$CD/$rr_o" ]; then
+    printf '%s %s %s\n' "$rr_sz" "$rr_out" "$rr_err" >>"$CD/$rr_o/inputs" 2>/dev/null || :
+  fi
   if [ "$HASDATA" = 1 ]; then
     rr_tmux load-buffer -b "$BUF" - \; paste-buffer -d -b "$BUF" -t "$rr_target" || exit 6
   fi

@@ -418,6 +418,24 @@ impl TmuxDriver {
         state::parse(&out)
     }
 
+    /// Report a command's state after settling it, when it has not started and its start
+    /// never claimed it (the caller knows the process that recorded it is gone): it is then
+    /// recorded as ended, `never_started`, and a start arriving late refuses to run it.
+    pub async fn report_settling(&self, command_id: &str, mode: RunMode) -> Result<CommandState> {
+        let dir = self.paths.command_dir(command_id);
+        let out = self
+            .call("report")
+            .param("ID", command_id)
+            .param("D", dir.as_str())
+            .param("MODE", mode_param(mode))
+            .param("SECS", "0")
+            .param("SETTLE", "1")
+            .limit(wait_limit(0))
+            .run(self.transport.as_ref())
+            .await?;
+        state::parse(&out)
+    }
+
     /// Stop a running command, escalating: foreground Ctrl-C, then TERM and KILL to the
     /// terminal's foreground process group, and as a last resort KILL of the shell (the pane
     /// starts a fresh one); background TERM then KILL to its process group. No-op once it has

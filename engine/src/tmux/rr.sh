@@ -150,16 +150,20 @@ __rr_read_cwd() {
 
 # Show a command's text in the terminal as it starts, as a person typing it would have seen it
 # (what the terminal echoed before is the engine's own line: `session read` leaves it out).
+# Then a mark for `session read` (an OSC string tmux ignores; in the transcript pipe only):
+# from here the command's own output, read from its files, goes into the transcript.
 __rr_show_text() {
   local t
   IFS= \builtin read -r -d '' -N 4096 t <"$1/cmd.sh"
-  \builtin printf '\r\033[K$ %s\n' "${t%$'\n'}"
+  \builtin printf '\r\033[K$ %s\n\033]6973;rr-run;%s\a' "${t%$'\n'}" "${1##*/}"
 }
 
 # Show a finished command's output (capped) and how it ended. Builtins only: the terminal
-# stays at the shell.
+# stays at the shell. The output is framed by marks: `session read` has already put the
+# command's output in the transcript as it came, and leaves this copy out.
 __rr_show() {
   local d=$1 code=$2 f t n
+  \builtin printf '\033]6973;rr-end;%s\a' "${d##*/}"
   for f in stdout stderr; do
     [ -s "$d/$f" ] || continue
     IFS= \builtin read -r -d '' -N 65537 t <"$d/$f"
@@ -173,6 +177,7 @@ __rr_show() {
     [ "${t: -1}" = $'\n' ] || \builtin printf '\n'
     if [ "$n" -gt 0 ] 2>/dev/null; then \builtin printf '[... about %s more bytes in the command log]\n' "$n"; fi
   done
+  \builtin printf '\033]6973;rr-shown;%s\a' "${d##*/}"
   if [ "$code" != 0 ]; then \builtin printf '[exit %s]\n' "$code"; fi
 }
 

@@ -2287,6 +2287,115 @@ pub async fn transcript_is_what_a_person_saw(t: Arc<Remote>, dir: &str) {
     b.finish().await;
 }
 
+/// `session read` shows a running command's output as it comes, interleaved with the input
+/// typed into it, in order; when the command ends its output is not repeated (the terminal's
+/// copy of it is left out), and a later read from the cursor gets only what is new.
+pub async fn transcript_shows_output_as_it_comes(t: Arc<Remote>, dir: &str) {
+    let b = bed(t, dir).await;
+    let rec = started(&b, "python3 -q").await;
+    let mut req = send_req(Some("print(6*7)"), &[]);
+    req.wait_for = Some("42\n>>> $".into());
+    b.engine.session_send(b.sid(), req).await.unwrap();
+    // The REPL still runs: the reply is in the transcript already.
+    let chunk = read_until(&b, 0, "42").await;
+    let now = b
+        .engine
+        .command_show(b.sid(), &rec.command_id)
+        .await
+        .unwrap();
+    assert!(!now.status.is_final(), "{now:?}");
+    let text = chunk.text.replace('\r', "");
+    let at = |needle: &str, from: usize| {
+        from + text[from..]
+            .find(needle)
+            .unwrap_or_else(|| panic!("{needle:?} after {from} in {text:?}"))
+    };
+    let cmd = at("$ python3 -q\n", 0);
+    let prompt = at(">>> ", cmd);
+    let typed = at("print(6*7)\n", prompt);
+    let reply = at("42\n>>> ", typed);
+    assert!(reply > typed, "{text:?}");
+    for plumbing in [
+        "__rr_sdir",
+        "__rr_cdir",
+        "\x1b[?2004h",
+        "\x1bkrr-",
+        "\x1b]6973",
+    ] {
+        assert!(!text.contains(plumbing), "{plumbing:?} in {text:?}");
+    }
+    b.engine
+        .session_send(b.sid(), send_req(None, &["C-d"]))
+        .await
+        .unwrap();
+    let done = b
+        .engine
+        .command_wait(b.sid(), &rec.command_id, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(done.status, CommandStatus::Completed);
+
+    // A loop's lines show one by one, before it ends; a read from the cursor gets only new ones.
+    let cursor = read_until(&b, 0, "$ ").await.cursor;
+    let rec = b
+        .engine
+        .exec(
+            b.sid(),
+            "for i in 1 2 3; do echo line-$i; sleep 1; done",
+            ExecRequest::wait().with_timeout(Duration::from_millis(200)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rec.status, CommandStatus::Running, "{rec:?}");
+    let first = read_until(&b, cursor, "line-1\n").await;
+    let now = b
+        .engine
+        .command_show(b.sid(), &rec.command_id)
+        .await
+        .unwrap();
+    assert!(!now.status.is_final(), "line-1 only after the end: {now:?}");
+    assert!(!first.text.contains("line-3"), "{:?}", first.text);
+    b.engine
+        .command_wait(b.sid(), &rec.command_id, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let rest = read_until(&b, first.cursor, "line-3\n").await;
+    assert!(!rest.text.contains("line-1"), "{:?}", rest.text);
+    let all = b.engine.read(b.sid(), Some(0), 1 << 20).await.unwrap().text;
+    for (needle, times) in [("line-1\n", 1), ("line-3\n", 1), ("42\n", 1)] {
+        assert_eq!(all.matches(needle).count(), times, "{needle:?} in {all:?}");
+    }
+    b.finish().await;
+}
+
+/// The local transcript keeps at most the output cap: then a note says where the rest is, the
+/// read says `capped`, and nothing more is added.
+pub async fn transcript_is_capped(t: Arc<Remote>, dir: &str) {
+    let mut options = options(Vec::new());
+    options.output_cap = 16 << 10;
+    let b = bed_with(t, dir, options).await;
+    let rec = b.run("seq 1 20000").await;
+    assert_eq!(rec.exit_code, Some(0));
+    let chunk = b.engine.read(b.sid(), Some(0), 1 << 20).await.unwrap();
+    assert!(chunk.capped, "{:?}", &chunk.text[chunk.text.len() - 200..]);
+    assert!(chunk.bytes < (16 << 10) + 1024, "{} bytes", chunk.bytes);
+    assert!(
+        chunk
+            .text
+            .contains("[transcript: only its first 16384 bytes are kept here")
+            && chunk.text.contains(&b.session.remote_transcript_file),
+        "{}",
+        &chunk.text[chunk.text.len() - 400..]
+    );
+    b.run("echo after-the-cap").await;
+    let again = b.engine.read(b.sid(), Some(0), 1 << 20).await.unwrap();
+    assert!(again.capped && again.bytes == chunk.bytes, "{again:?}");
+    assert!(!again.text.contains("after-the-cap"));
+    let local = std::fs::metadata(&b.session.transcript_file_local).unwrap();
+    assert_eq!(local.len(), chunk.bytes);
+    b.finish().await;
+}
+
 /// A background command started with `stdin` has a terminal of its own (a window of the
 /// session): `session_send` with its id types there and gets its reply, while the session's
 /// shell stays free; it has the shell's directory and exported environment.
