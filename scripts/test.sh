@@ -18,6 +18,11 @@ cargo fmt --all -- --check
 echo "== cargo clippy" >&2
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+# The faces compile against the engine's public API alone: built on their own (no test target,
+# so no `testing` feature), a face that imports an engine-internal module does not compile.
+echo "== the faces without the engine's internals" >&2
+cargo check --locked -p remote-runner -p remote-runner-provider -p seed-runner --bins
+
 echo "== cargo test" >&2
 cargo test --workspace --locked "$@"
 

@@ -6,20 +6,31 @@
 //! CLI's keeper, a Slurm node) and the control plane its calls take ([`remote::ControlPlane`]);
 //! it keeps records in [`store`].
 
-pub mod connect;
 pub mod engine;
 pub mod error;
 pub mod hint;
-pub mod keeper;
 pub mod machine;
 pub mod records;
-pub mod remote;
 pub mod secret;
-pub mod slurm;
-pub mod ssh;
-pub mod store;
-pub mod tmux;
-pub mod transport;
-pub mod util;
 
 pub use error::{Error, ErrorCode, Result};
+
+/// The engine's internals: public only with the `testing` feature (the engine's own integration
+/// tests, the benchmarks and the reliability tools), private to every face, so a face that
+/// reaches for one does not compile. Without the feature, the items only tests and benchmarks
+/// use (probes, test-only constructors and re-exports) are unused: that is allowed here rather
+/// than at each of them.
+macro_rules! internal_modules {
+    ($($name:ident),* $(,)?) => {$(
+        #[cfg(feature = "testing")]
+        #[doc(hidden)]
+        pub mod $name;
+        #[cfg(not(feature = "testing"))]
+        #[allow(dead_code, unused_imports)]
+        mod $name;
+    )*};
+}
+
+internal_modules!(
+    connect, keeper, remote, slurm, ssh, store, tmux, transport, util
+);
