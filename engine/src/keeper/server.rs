@@ -24,7 +24,7 @@ use crate::engine::Connector;
 use crate::error::{Error, ErrorCode, Result};
 use crate::ssh::{ConnectOptions, PassphraseSource};
 use crate::store::ownership::effective_uid;
-use crate::transport::{ExitStatus, Transport};
+use crate::transport::{ExitStatus, StreamEvent, Transport};
 
 /// What a keeper serves and for how long.
 #[derive(Debug, Clone)]
@@ -379,7 +379,7 @@ async fn connection(shared: Arc<Shared>, stream: UnixStream) {
                 reply(&out, id, Reply::Done, &[]);
                 shared.stop.cancel();
             }
-            Request::Chunk | Request::Finish => {
+            Request::Chunk | Request::Finish | Request::Close => {
                 if let Some(route) = streams.get(&id)
                     && route.send(frame).is_err()
                 {
@@ -390,7 +390,7 @@ async fn connection(shared: Arc<Shared>, stream: UnixStream) {
                 let e = Error::invalid("the keeper protocol starts with hello");
                 reply(&out, id, Reply::from_error(&e), &[]);
             }
-            Request::OpenRead { .. } | Request::OpenWrite { .. } => {
+            Request::OpenRead { .. } | Request::OpenWrite { .. } | Request::ExecStream { .. } => {
                 let (tx, rx) = mpsc::unbounded_channel();
                 streams.insert(id, tx);
                 tokio::spawn(stream_request(shared.clone(), frame, rx, out.clone()));
@@ -566,7 +566,71 @@ async fn stream_request(
                 }
             }
         }
+        Request::ExecStream { command } => exec_stream(t, id, &command, input, &out).await,
         _ => {}
+    }
+}
+
+/// A streamed exec: the client's `chunk` frames go to the process's stdin (each acknowledged
+/// once taken, so the client never runs more than [`WINDOW`] ahead), its output comes back as
+/// it arrives; `close`, or the client's connection ending, drops the process's channel.
+async fn exec_stream(
+    t: &dyn Transport,
+    id: u64,
+    command: &str,
+    mut input: mpsc::UnboundedReceiver<Frame<Request>>,
+    out: &Out,
+) {
+    let stream = match t.exec_stream(command).await {
+        Ok(Some(s)) => s,
+        Ok(None) => return reply(out, id, Reply::NoStream, &[]),
+        Err(e) => return reply(out, id, Reply::from_error(&e), &[]),
+    };
+    reply(out, id, Reply::Done, &[]);
+    let mut stdin = Some(stream.input);
+    let mut events = stream.events;
+    loop {
+        tokio::select! {
+            frame = input.recv() => match frame {
+                Some(Frame { header: Request::Chunk, body, .. }) => {
+                    // A process that ended no longer takes input; its end is on its way.
+                    if let Some(s) = &stdin
+                        && s.send(body).await.is_err()
+                    {
+                        stdin = None;
+                    }
+                    reply(out, id, Reply::Done, &[]);
+                }
+                Some(Frame { header: Request::Finish, .. }) => stdin = None,
+                _ => return,
+            },
+            event = events.recv() => match event {
+                Some(StreamEvent::Stdout(data)) => reply(out, id, Reply::Stdout, &data),
+                Some(StreamEvent::Stderr(data)) => reply(out, id, Reply::Stderr, &data),
+                Some(StreamEvent::End(Ok(status))) => {
+                    let (code, signal) = match status {
+                        ExitStatus::Code(c) => (Some(c), None),
+                        ExitStatus::Signal(s) => (None, Some(s)),
+                    };
+                    let end = Reply::Exec {
+                        stdout_len: 0,
+                        stdout_truncated: false,
+                        stderr_truncated: false,
+                        code,
+                        signal,
+                    };
+                    return reply(out, id, end, &[]);
+                }
+                Some(StreamEvent::End(Err(e))) => return reply(out, id, Reply::from_error(&e), &[]),
+                None => {
+                    let e = Error::new(
+                        ErrorCode::ConnectionLost,
+                        "the machine's link ended during a streamed command",
+                    );
+                    return reply(out, id, Reply::from_error(&e), &[]);
+                }
+            },
+        }
     }
 }
 
