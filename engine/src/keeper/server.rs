@@ -573,7 +573,9 @@ async fn stream_request(
 
 /// A streamed exec: the client's `chunk` frames go to the process's stdin (each acknowledged
 /// once taken, so the client never runs more than [`WINDOW`] ahead), its output comes back as
-/// it arrives; `close`, or the client's connection ending, drops the process's channel.
+/// it arrives; `close`, or the client's connection ending, drops the process's channel. Chunks
+/// wait in `pending` (at most the window) while the process is behind, so a close or the end of
+/// the client is seen even then.
 async fn exec_stream(
     t: &dyn Transport,
     id: u64,
@@ -589,21 +591,42 @@ async fn exec_stream(
     reply(out, id, Reply::Done, &[]);
     let mut stdin = Some(stream.input);
     let mut events = stream.events;
+    let mut pending: std::collections::VecDeque<Vec<u8>> = std::collections::VecDeque::new();
+    let mut finished = false;
     loop {
+        if finished && pending.is_empty() {
+            stdin = None;
+        }
+        let feeding = !pending.is_empty() && stdin.is_some();
         tokio::select! {
             frame = input.recv() => match frame {
-                Some(Frame { header: Request::Chunk, body, .. }) => {
-                    // A process that ended no longer takes input; its end is on its way.
-                    if let Some(s) = &stdin
-                        && s.send(body).await.is_err()
-                    {
-                        stdin = None;
-                    }
-                    reply(out, id, Reply::Done, &[]);
+                Some(Frame { header: Request::Chunk, body, .. }) if stdin.is_some() => {
+                    pending.push_back(body);
                 }
-                Some(Frame { header: Request::Finish, .. }) => stdin = None,
+                // A process that ended no longer takes input; its end is on its way.
+                Some(Frame { header: Request::Chunk, .. }) => reply(out, id, Reply::Done, &[]),
+                Some(Frame { header: Request::Finish, .. }) => finished = true,
                 _ => return,
             },
+            permit = reserve(stdin.clone()), if feeding => {
+                let taken = match permit {
+                    Some(permit) => {
+                        drop(permit.send(pending.pop_front().unwrap_or_default()));
+                        1
+                    }
+                    None => 0,
+                };
+                if taken == 0 {
+                    // The process ended: what waits is acknowledged and dropped.
+                    stdin = None;
+                    for _ in 0..pending.len() {
+                        reply(out, id, Reply::Done, &[]);
+                    }
+                    pending.clear();
+                } else {
+                    reply(out, id, Reply::Done, &[]);
+                }
+            }
             event = events.recv() => match event {
                 Some(StreamEvent::Stdout(data)) => reply(out, id, Reply::Stdout, &data),
                 Some(StreamEvent::Stderr(data)) => reply(out, id, Reply::Stderr, &data),
@@ -631,6 +654,14 @@ async fn exec_stream(
                 }
             },
         }
+    }
+}
+
+/// Room for one chunk on the process's stdin; `None` once it no longer takes any.
+async fn reserve(stdin: Option<mpsc::Sender<Vec<u8>>>) -> Option<mpsc::OwnedPermit<Vec<u8>>> {
+    match stdin {
+        Some(s) => s.reserve_owned().await.ok(),
+        None => std::future::pending().await,
     }
 }
 
