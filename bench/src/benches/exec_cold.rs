@@ -134,7 +134,7 @@ fn pick_cold_exec(state_dir: &Path, session: &str) -> Result<(ColdExec, Option<S
 }
 
 /// Wait (bounded) until the keeper started by a first call answers on its socket.
-fn wait_for_keeper(socket: &Path) -> Result<()> {
+pub(crate) fn wait_for_keeper(socket: &Path) -> Result<()> {
     let until = Instant::now() + Duration::from_secs(20);
     while Instant::now() < until {
         if std::os::unix::net::UnixStream::connect(socket).is_ok() {
@@ -145,9 +145,15 @@ fn wait_for_keeper(socket: &Path) -> Result<()> {
     anyhow::bail!("no keeper came up at {} within 20 s", socket.display())
 }
 
-/// A state dir holding the bed's machine record and one session on it, created in-process.
-fn prepare_state(ctx: &Ctx, bed: &Bed, remote: &Path) -> Result<(PathBuf, String)> {
-    let state_dir = bed.local_dir("exec-cold-state")?;
+/// A state dir (`name` under the scratch space) holding the bed's machine record and one
+/// session on it, created in-process.
+pub(crate) fn prepare_state(
+    ctx: &Ctx,
+    bed: &Bed,
+    remote: &Path,
+    name: &str,
+) -> Result<(PathBuf, String)> {
+    let state_dir = bed.local_dir(name)?;
     let machine = bed.machine(remote);
     let store = Store::open(&state_dir)?;
     store::machines::insert(&store, &machine)?;
@@ -166,7 +172,7 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
     let warmup = 2;
     let bed = ctx.bed;
     let remote = bed.remote_dir("exec-cold")?;
-    let (state_dir, session) = prepare_state(ctx, bed, &remote)?;
+    let (state_dir, session) = prepare_state(ctx, bed, &remote, "exec-cold-state")?;
     let (ours_cmd, fallback_note) = pick_cold_exec(&state_dir, &session)?;
     let ssh = OpenSsh::new(bed);
     openssh::run(&mut ssh.ssh(&tmux_setup()))?;

@@ -18,7 +18,10 @@ use tokio::sync::mpsc;
 use super::wire::{self, ExecCall, Frame, Reply, Request};
 use crate::error::{Error, ErrorCode, Hint, Result};
 use crate::remote::{Call, ControlPlane};
-use crate::transport::{BoxRead, BoxWrite, DirEntry, ExecOptions, ExecOutput, FileStat, Transport};
+use crate::transport::{
+    BoxRead, BoxWrite, DirEntry, EXEC_INPUT_QUEUE, ExecOptions, ExecOutput, ExecStream, FileStat,
+    StreamEvent, Transport,
+};
 
 /// Chunks a streamed file may have in flight before the sender waits for the receiver.
 pub const WINDOW: usize = 8;
@@ -408,6 +411,119 @@ impl Transport for KeeperTransport {
 
     fn is_connected(&self) -> bool {
         self.alive.load(Ordering::SeqCst)
+    }
+
+    /// The process runs on the keeper's link; its stdin and output cross the socket (a tree
+    /// upload's tar stream, for one, instead of a call per file).
+    async fn exec_stream(&self, command: &str) -> Result<Option<ExecStream>> {
+        let (id, mut rx) = self.open();
+        let route = OwnedRoute {
+            id,
+            routes: self.routes.clone(),
+        };
+        let request = Request::ExecStream {
+            command: command.to_string(),
+        };
+        self.send(id, request, &[])?;
+        let first = rx.recv().await.ok_or_else(lost)?;
+        match into_result(first)?.header {
+            Reply::Done => {}
+            Reply::NoStream => return Ok(None),
+            other => return Err(unexpected(&other)),
+        }
+        let (input, input_rx) = mpsc::channel(EXEC_INPUT_QUEUE);
+        let (events_tx, events) = mpsc::unbounded_channel();
+        let pump = ExecPump {
+            id,
+            tx: self.tx.clone(),
+            replies: rx,
+            input: Some(input_rx),
+            events: events_tx,
+            in_flight: 0,
+            _route: route,
+        };
+        tokio::spawn(pump.run());
+        Ok(Some(ExecStream { input, events }))
+    }
+}
+
+/// Moves a streamed exec's stdin to the keeper (at most [`WINDOW`] chunks unacknowledged) and
+/// its output back, until the process ends or the caller drops the stream.
+struct ExecPump {
+    id: u64,
+    tx: mpsc::UnboundedSender<Vec<u8>>,
+    replies: mpsc::UnboundedReceiver<Frame<Reply>>,
+    /// The caller's stdin; `None` once it ended (`finish` was sent).
+    input: Option<mpsc::Receiver<Vec<u8>>>,
+    events: mpsc::UnboundedSender<StreamEvent>,
+    in_flight: usize,
+    _route: OwnedRoute,
+}
+
+impl ExecPump {
+    async fn run(mut self) {
+        loop {
+            let open = self.input.is_some() && self.in_flight < WINDOW;
+            tokio::select! {
+                frame = self.replies.recv() => {
+                    if let Some(end) = self.reply(frame) {
+                        let _ = self.events.send(StreamEvent::End(end));
+                        return;
+                    }
+                }
+                chunk = next_input(&mut self.input), if open => {
+                    let frame = match chunk {
+                        Some(data) => {
+                            self.in_flight += 1;
+                            wire::encode(self.id, Request::Chunk, &data)
+                        }
+                        None => {
+                            self.input = None;
+                            wire::encode(self.id, Request::Finish, &[])
+                        }
+                    };
+                    if self.tx.send(frame).is_err() {
+                        let _ = self.events.send(StreamEvent::End(Err(lost())));
+                        return;
+                    }
+                }
+                () = self.events.closed() => {
+                    let _ = self.tx.send(wire::encode(self.id, Request::Close, &[]));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Handle one answer; `Some` with the end of the process.
+    fn reply(
+        &mut self,
+        frame: Option<Frame<Reply>>,
+    ) -> Option<Result<crate::transport::ExitStatus>> {
+        let frame = match frame.map(into_result) {
+            None => return Some(Err(lost())),
+            Some(Err(e)) => return Some(Err(e)),
+            Some(Ok(frame)) => frame,
+        };
+        match frame.header {
+            Reply::Done => self.in_flight = self.in_flight.saturating_sub(1),
+            Reply::Stdout => {
+                let _ = self.events.send(StreamEvent::Stdout(frame.body));
+            }
+            Reply::Stderr => {
+                let _ = self.events.send(StreamEvent::Stderr(frame.body));
+            }
+            Reply::Exec { code, signal, .. } => return Some(Ok(Reply::exit_status(code, signal))),
+            other => return Some(Err(unexpected(&other))),
+        }
+        None
+    }
+}
+
+async fn next_input(input: &mut Option<mpsc::Receiver<Vec<u8>>>) -> Option<Vec<u8>> {
+    match input {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -25,7 +25,7 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::remote::Remote;
 use crate::ssh::{ConnectOptions, PassphraseSource};
 use crate::store::ownership::effective_uid;
-use crate::transport::ExitStatus;
+use crate::transport::{ExitStatus, StreamEvent, Transport};
 
 /// What a keeper serves and for how long.
 #[derive(Debug, Clone)]
@@ -381,7 +381,7 @@ async fn connection(shared: Arc<Shared>, stream: UnixStream) {
                 reply(&out, id, Reply::Done, &[]);
                 shared.stop.cancel();
             }
-            Request::Chunk | Request::Finish => {
+            Request::Chunk | Request::Finish | Request::Close => {
                 if let Some(route) = streams.get(&id)
                     && route.send(frame).is_err()
                 {
@@ -392,7 +392,7 @@ async fn connection(shared: Arc<Shared>, stream: UnixStream) {
                 let e = Error::invalid("the keeper protocol starts with hello");
                 reply(&out, id, Reply::from_error(&e), &[]);
             }
-            Request::OpenRead { .. } | Request::OpenWrite { .. } => {
+            Request::OpenRead { .. } | Request::OpenWrite { .. } | Request::ExecStream { .. } => {
                 let (tx, rx) = mpsc::unbounded_channel();
                 streams.insert(id, tx);
                 tokio::spawn(stream_request(shared.clone(), frame, rx, out.clone()));
@@ -561,7 +561,102 @@ async fn stream_request(
                 }
             }
         }
+        Request::ExecStream { command } => exec_stream(t.bytes(), id, &command, input, &out).await,
         _ => {}
+    }
+}
+
+/// A streamed exec: the client's `chunk` frames go to the process's stdin (each acknowledged
+/// once taken, so the client never runs more than [`WINDOW`] ahead), its output comes back as
+/// it arrives; `close`, or the client's connection ending, drops the process's channel. Chunks
+/// wait in `pending` (at most the window) while the process is behind, so a close or the end of
+/// the client is seen even then.
+async fn exec_stream(
+    t: &dyn Transport,
+    id: u64,
+    command: &str,
+    mut input: mpsc::UnboundedReceiver<Frame<Request>>,
+    out: &Out,
+) {
+    let stream = match t.exec_stream(command).await {
+        Ok(Some(s)) => s,
+        Ok(None) => return reply(out, id, Reply::NoStream, &[]),
+        Err(e) => return reply(out, id, Reply::from_error(&e), &[]),
+    };
+    reply(out, id, Reply::Done, &[]);
+    let mut stdin = Some(stream.input);
+    let mut events = stream.events;
+    let mut pending: std::collections::VecDeque<Vec<u8>> = std::collections::VecDeque::new();
+    let mut finished = false;
+    loop {
+        if finished && pending.is_empty() {
+            stdin = None;
+        }
+        let feeding = !pending.is_empty() && stdin.is_some();
+        tokio::select! {
+            frame = input.recv() => match frame {
+                Some(Frame { header: Request::Chunk, body, .. }) if stdin.is_some() => {
+                    pending.push_back(body);
+                }
+                // A process that ended no longer takes input; its end is on its way.
+                Some(Frame { header: Request::Chunk, .. }) => reply(out, id, Reply::Done, &[]),
+                Some(Frame { header: Request::Finish, .. }) => finished = true,
+                _ => return,
+            },
+            permit = reserve(stdin.clone()), if feeding => {
+                let taken = match permit {
+                    Some(permit) => {
+                        drop(permit.send(pending.pop_front().unwrap_or_default()));
+                        1
+                    }
+                    None => 0,
+                };
+                if taken == 0 {
+                    // The process ended: what waits is acknowledged and dropped.
+                    stdin = None;
+                    for _ in 0..pending.len() {
+                        reply(out, id, Reply::Done, &[]);
+                    }
+                    pending.clear();
+                } else {
+                    reply(out, id, Reply::Done, &[]);
+                }
+            }
+            event = events.recv() => match event {
+                Some(StreamEvent::Stdout(data)) => reply(out, id, Reply::Stdout, &data),
+                Some(StreamEvent::Stderr(data)) => reply(out, id, Reply::Stderr, &data),
+                Some(StreamEvent::End(Ok(status))) => {
+                    let (code, signal) = match status {
+                        ExitStatus::Code(c) => (Some(c), None),
+                        ExitStatus::Signal(s) => (None, Some(s)),
+                    };
+                    let end = Reply::Exec {
+                        stdout_len: 0,
+                        stdout_truncated: false,
+                        stderr_truncated: false,
+                        code,
+                        signal,
+                    };
+                    return reply(out, id, end, &[]);
+                }
+                Some(StreamEvent::End(Err(e))) => return reply(out, id, Reply::from_error(&e), &[]),
+                None => {
+                    let e = Error::new(
+                        ErrorCode::ConnectionLost,
+                        "the machine's link ended during a streamed command",
+                    );
+                    return reply(out, id, Reply::from_error(&e), &[]);
+                }
+            },
+        }
+    }
+}
+
+/// Room for one chunk on the process's stdin; `None` once it no longer takes any.
+async fn reserve(stdin: Option<mpsc::Sender<Vec<u8>>>) -> Option<mpsc::OwnedPermit<Vec<u8>>> {
+    match stdin {
+        Some(s) => s.reserve_owned().await.ok(),
+        None => std::future::pending().await,
     }
 }
 

@@ -5,6 +5,9 @@
 //! by the client; every reply frame carries the id of the request it answers, so many calls
 //! share one socket. A streamed file read answers with several `data` frames and one `eof`; a
 //! streamed file write sends several `chunk` frames and one `finish` under its request's id.
+//! A streamed exec (`exec_stream`) does both under one id: the client's `chunk` frames are its
+//! stdin (each acknowledged with `done`), `finish` ends the stdin and `close` drops the process;
+//! the keeper's `stdout` / `stderr` frames carry the output and one `exec` frame its end.
 
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -13,7 +16,7 @@ use crate::error::{Error, ErrorCode, Hint};
 use crate::transport::{DirEntry, ExecOptions, ExitStatus, FileKind, FileStat};
 
 /// Bumped on any change to the messages below (also part of the build id).
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Largest frame either side accepts (bigger ones end the connection).
 pub const MAX_FRAME: usize = 64 << 20;
@@ -114,10 +117,19 @@ pub enum Request {
         path: String,
         mode: u32,
     },
-    /// Bytes for an open write (same id as its `open_write`).
+    /// `Transport::exec_stream`: `done` once the process runs (`no_stream` when the keeper's
+    /// transport cannot stream); then stdin in `chunk` frames (each answered by `done`), its end
+    /// with `finish`, and the output as `stdout` / `stderr` frames until one `exec` (or `error`).
+    ExecStream {
+        command: String,
+    },
+    /// Bytes for an open write or a streamed exec's stdin (same id as its request).
     Chunk,
-    /// End of an open write.
+    /// End of an open write, or of a streamed exec's stdin.
     Finish,
+    /// Drop a streamed exec (its stdin ends and its channel closes), as dropping an
+    /// [`ExecStream`](crate::transport::ExecStream) does.
+    Close,
     Status,
     /// End the keeper now (`machine disconnect`).
     Shutdown,
@@ -144,6 +156,11 @@ pub enum Reply {
     },
     /// File bytes in the body.
     Data,
+    /// A streamed exec's output in the body.
+    Stdout,
+    Stderr,
+    /// The keeper's transport cannot stream an exec (the caller falls back to exec).
+    NoStream,
     Eof,
     Stat {
         stat: Option<WireStat>,

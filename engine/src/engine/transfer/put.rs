@@ -1,7 +1,7 @@
 //! Upload: one local file or a local tree to the machine, each file written to a temporary
 //! name and renamed over its final name only once complete (and verified, when asked).
 
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::paths::{RemotePath, join, symlink_stays_inside};
@@ -20,6 +20,8 @@ struct LocalEntry {
     kind: FileKind,
     size: u64,
     mode: u32,
+    /// Modification time, seconds since the epoch (0 when unknown).
+    mtime: u64,
 }
 
 /// Upload `local` to `dest`. `into_dir`: the user asked for a directory destination (a trailing
@@ -242,6 +244,7 @@ fn walk(root: &Path) -> Result<Vec<LocalEntry>> {
                 kind,
                 size: meta.len(),
                 mode: meta.permissions().mode(),
+                mtime: u64::try_from(meta.mtime()).unwrap_or(0),
             });
         }
         // Depth-first, in name order.
@@ -324,6 +327,7 @@ async fn put_tree(
             path: f.path.clone(),
             size: f.size,
             mode: f.mode,
+            mtime: f.mtime,
         }))
         .chain(plan.links.iter().map(|(rel, target)| Member::Link {
             rel: rel.clone(),

@@ -48,6 +48,8 @@ pub enum Member {
         path: PathBuf,
         size: u64,
         mode: u32,
+        /// Seconds since the epoch, from the walk (no second stat per file).
+        mtime: u64,
     },
     Link {
         rel: String,
@@ -157,16 +159,13 @@ fn write_archive(members: Vec<Member>, tx: mpsc::Sender<Piece>, verify: bool) ->
                 path,
                 size,
                 mode,
+                mtime,
             } => {
                 let file = std::fs::File::open(&path).map_err(|e| local("open", &path, e))?;
                 h.set_entry_type(tar::EntryType::Regular);
                 h.set_mode(mode & 0o777);
                 h.set_size(size);
-                let mtime = file.metadata().ok().and_then(|m| m.modified().ok());
-                let secs = mtime
-                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                    .map_or(0, |d| d.as_secs());
-                h.set_mtime(secs);
+                h.set_mtime(mtime);
                 // Exactly the size listed (as scp does): a file that shrank fails the transfer.
                 let mut reading = Reading {
                     inner: file.take(size),
