@@ -1303,8 +1303,10 @@ both_machines!(
     human_output_is_neutralised
 );
 
-/// 100 sequential binding calls in one run take well under a second.
-fn bindings_are_fast(bed: &Bed) {
+/// 100 sequential binding calls in one run: each reaches the host in order, one at a time, and
+/// its answer reaches the program. (How fast they are is the `code-binding` benchmark's
+/// business, beside a bare pipe; a timed assertion here would only measure the test machine.)
+fn bindings_in_sequence(bed: &Bed) {
     for (language, program) in [
         (
             "javascript",
@@ -1318,28 +1320,30 @@ fn bindings_are_fast(bed: &Bed) {
         let mut s = Serve::start(bed, language, &[]);
         assert_eq!(s.next()["type"], "hello");
         s.send(json!({"type": "run", "runId": "r", "bindings": tools(), "program": program}));
-        let mut first = None;
+        let mut calls = 0;
         let result = loop {
             let m = s.next();
             if m["type"] == "result" {
                 break m;
             }
-            first.get_or_insert_with(Instant::now);
+            assert_eq!(m["type"], "call", "{language}: {m}");
+            assert_eq!(
+                m["args"],
+                json!(calls),
+                "{language}: call {calls} out of order: {m}"
+            );
+            calls += 1;
             s.send(
                 json!({"type": "resolve", "runId": "r", "callId": m["callId"], "value": m["args"]}),
             );
         };
-        let took = first.unwrap().elapsed();
+        assert_eq!(calls, 100, "{language}");
         assert_eq!(result["result"]["value"], 4950, "{result}");
-        assert!(
-            took < Duration::from_secs(1),
-            "{language}: 100 calls took {took:?}"
-        );
         s.close();
         assert_eq!(s.wait(), 0);
     }
 }
-both_machines!(code_bindings_are_fast, bindings_are_fast);
+both_machines!(code_bindings_in_sequence, bindings_in_sequence);
 
 /// Caps the machine lets us set: a file size cap stops a write past it.
 fn caps_hold(bed: &Bed) {
