@@ -3,10 +3,11 @@
 #
 #   scripts/bench.sh                 full run; rewrites docs/benchmarks.md
 #   scripts/bench.sh --quick         short smoke run (< 2 min), writes nothing
-#   scripts/bench.sh [--quick] NAME  only some: exec-warm exec-cold-cli turn-latency turn-stream
-#                                    file-put-1g file-get-1g tree-10k code-binding seed-loop
+#   scripts/bench.sh [--quick] NAME  only some: exec-warm exec-cold-cli mcp-exec-warm turn-latency
+#                                    turn-stream file-put-1g file-get-1g tree-10k code-binding seed-loop
 #
-# Needs: sshd (/usr/sbin/sshd), ssh, scp, sftp, tmux, rsync; root (the bed logs in as a
+# Needs: sshd (/usr/sbin/sshd), ssh, scp, sftp, tmux, rsync, python3 with the MCP SDK
+# (`pip install 'mcp>=2.3,<3'`, for mcp-exec-warm); root (the bed logs in as a
 # dedicated test user it creates). rsync is installed with apt-get when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -49,6 +49,7 @@ type RunFn = fn(&Ctx) -> Result<BenchResult>;
 const BENCHES: &[(&str, RunFn)] = &[
     ("exec-warm", benches::exec_warm::run),
     ("exec-cold-cli", benches::exec_cold::run),
+    ("mcp-exec-warm", benches::mcp::run),
     ("turn-latency", benches::turn::run_latency),
     ("turn-stream", benches::turn::run_stream),
     ("file-put-1g", benches::file::run_put),

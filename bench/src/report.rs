@@ -11,6 +11,8 @@ use crate::stats::{Summary, mb_per_s, ms};
 pub enum Side {
     Ours,
     OpenSsh,
+    /// Another tool doing the same work (a peer MCP server).
+    Peer,
 }
 
 impl Side {
@@ -18,6 +20,7 @@ impl Side {
         match self {
             Side::Ours => "remote-runner",
             Side::OpenSsh => "OpenSSH",
+            Side::Peer => "peer",
         }
     }
 }

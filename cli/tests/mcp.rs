@@ -144,6 +144,18 @@ fn local_guard(bed: &Bed) {
 
 both_machines!(mcp_local_paths_keep_out_of_the_state_dir, local_guard);
 
+/// A line that is not JSON on the server's raw stdio (driven from Python without the SDK, which
+/// never sends one): skipped with a note on stderr giving its size, never its text, and the next
+/// request, even one split across two writes, is answered.
+#[test]
+fn malformed_input_lines_are_noted_and_skipped() {
+    let bed = Bed::local();
+    let (ok, text) = client(&bed, &["raw"]);
+    println!("{text}");
+    assert!(ok, "the raw stdio checks failed:\n{text}");
+    assert!(text.contains("raw passed"), "{text}");
+}
+
 /// `session_exec` of `true` on a warm session through the server, as the Python client sees
 /// it. The bound is loose (a debug build on a shared machine); docs/benchmarks.md has the
 /// release build's number.

@@ -4,6 +4,7 @@ pub mod code_binding;
 pub mod exec_cold;
 pub mod exec_warm;
 pub mod file;
+pub mod mcp;
 pub mod seed_loop;
 pub mod tree;
 pub mod turn;

@@ -14,6 +14,7 @@
 
 mod command;
 mod file;
+mod input;
 mod machine;
 mod reply;
 mod resources;
@@ -93,7 +94,7 @@ pub async fn run(ctx: &Context, args: McpArgs) -> Result<Report> {
     };
     let (stdin, stdout) = rmcp::transport::io::stdio_pipes();
     let running = server
-        .serve((stdin, stdout))
+        .serve((input::CheckedInput::new(stdin), stdout))
         .await
         .map_err(|e| Error::internal(format!("the MCP handshake failed: {e}")))?;
     running

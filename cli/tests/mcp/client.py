@@ -12,7 +12,8 @@ Run by cli/tests/mcp.rs, which sets the environment:
 
 `client.py suite` checks every tool, error shape, truncation, progress, cancel, a server
 restart and the scope flags; `client.py guard` that the state dir and ~/.ssh are out of reach of
-the local side of file_put, file_get and run_once; `client.py bench N` prints the latency of `session_exec` of `true`
+the local side of file_put, file_get and run_once; `client.py raw` that malformed input lines on
+the raw stdio are skipped with a note on stderr while the server keeps serving; `client.py bench N` prints the latency of `session_exec` of `true`
 on a warm session as one JSON line. Any failed check raises, so the exit code says it all.
 """
 
@@ -568,6 +569,53 @@ async def local_guard():
     print("guard passed")
 
 
+def raw_stdio():
+    """Malformed input lines on the server's raw stdio (no SDK in between): each is skipped with a
+    note on stderr that gives its size and never its text, and the server keeps serving."""
+    import select
+
+    secret = "s3cret-in-a-broken-line"
+    errpath = os.path.join(os.path.dirname(STATE), "mcp-raw-stderr.log")
+    with open(errpath, "w") as errlog:
+        p = subprocess.Popen(
+            [BIN, "--state-dir", STATE, "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=errlog, env=env(),
+        )
+
+    def send(line):
+        p.stdin.write(line.encode() + b"\n")
+        p.stdin.flush()
+
+    def recv(timeout=30):
+        ready, _, _ = select.select([p.stdout], [], [], timeout)
+        return json.loads(p.stdout.readline()) if ready else None
+
+    send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}}))
+    check(recv()["id"] == 1, "initialize answered on raw stdio")
+    send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+    bad = ["garbage", '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"content":"' + secret]
+    for line in bad:
+        send(line)
+    # A line split across two writes is one line.
+    p.stdin.write(b'{"jsonrpc":"2.0","id":2,')
+    p.stdin.flush()
+    time.sleep(0.2)
+    send('"method":"tools/list"}')
+    reply = recv()
+    check(reply is not None and reply.get("id") == 2 and "tools" in reply.get("result", {}),
+          "after malformed lines the server answers the next request")
+    p.stdin.close()
+    p.wait(30)
+    log = open(errpath).read()
+    notes = [l for l in log.splitlines() if "is not JSON" in l]
+    check(len(notes) == len(bad), f"one note per malformed line on stderr: {notes}")
+    check(f"of {len(bad[0])} bytes" in notes[0], "the note gives the line's size")
+    check(secret not in log and "garbage" not in log, "the note never holds the line's text")
+    print("raw passed")
+
+
 async def bench(n):
     async with server() as s:
         r = await ok(s, "session_create", {"machine": MACHINE, "cwd": WORK})
@@ -596,5 +644,7 @@ if __name__ == "__main__":
         asyncio.run(suite())
     elif sys.argv[1] == "guard":
         asyncio.run(local_guard())
+    elif sys.argv[1] == "raw":
+        raw_stdio()
     else:
         asyncio.run(bench(int(sys.argv[2])))

@@ -7,7 +7,9 @@ SPEC is JSON: {"name", "cmd": [argv], "env": {...}, "tool", "args": {...}} plus,
 whose calls need a session first, either "session": MACHINE (remote-runner: session_create) or
 "setup": {"tool", "args", "regex", "arg"} (call the tool once, take the session id from its
 result with the regex's first group, pass it as "arg"). 20 warm-up calls, then N timed ones;
-one JSON line with the median, p90 and minimum in ms.
+one JSON line with the median, p90 and minimum in ms, and every call's time (`times_ms`, in call
+order; the benchmark crate's `mcp-exec-warm` takes its samples from there). Set "warmup" in SPEC
+for another number of warm-up calls.
 """
 import asyncio, sys, json, time, os
 from mcp import ClientSession, StdioServerParameters
@@ -32,7 +34,7 @@ async def main():
                 assert m, txt
                 args[st["arg"]] = m.group(1)
                 print("setup:", args, file=sys.stderr)
-            for _ in range(20):
+            for _ in range(spec.get("warmup", 20)):
                 res = await s.call_tool(spec["tool"], args)
                 assert not res.is_error, res
             times = []
@@ -43,6 +45,7 @@ async def main():
                 assert not res.is_error, res
             if spec.get("session"):
                 await s.call_tool("session_destroy", {"session_id": args["session_id"]})
+    order = list(times)
     times.sort()
-    print(json.dumps({"name": spec["name"], "calls": n, "median_ms": round(times[n // 2], 2), "p90_ms": round(times[int(n * 0.9)], 2), "min_ms": round(times[0], 2)}))
+    print(json.dumps({"name": spec["name"], "calls": n, "median_ms": round(times[n // 2], 2), "p90_ms": round(times[int(n * 0.9)], 2), "min_ms": round(times[0], 2), "times_ms": [round(t, 4) for t in order]}))
 asyncio.run(main())

@@ -261,18 +261,30 @@ impl Engine {
             let inline = text.len() <= tmux::INLINE_TEXT_MAX;
             // Over SFTP (one round trip to a running server) rather than a `mkdir` process in
             // the start call: a process costs the remote a fork and an exec on every command.
+            // The record is stored while that round trip is under way (the request goes out at
+            // the first poll); stored before anything runs, so a killed caller can find the
+            // command again.
             let transport = driver.transport().clone();
-            transport.create_dir_all(&dir, 0o700).await?;
-            if !inline {
-                transport
-                    .write_new_file(&format!("{dir}/cmd.sh"), text.as_bytes(), 0o600)
-                    .await?;
-            }
-            // Stored before anything runs, so a killed caller can find the command again; the
-            // start lock says this process is still starting it (see `starter`).
+            // The start lock says this process is still starting the command (see `starter`).
             let starting = starter::begin(&self.log_dir(session_id), &command_id)?;
             let rec = self.new_record(&session, &command_id, command, &req);
-            let mut rec = self.with_store(|s| store::commands::insert_next(s, &rec))?;
+            let (made, stored) = tokio::join!(transport.create_dir_all(&dir, 0o700), async {
+                self.with_store(|s| store::commands::insert_next(s, &rec))
+            });
+            let mut rec = stored?;
+            let written = match (made, inline) {
+                (Ok(()), true) => Ok(()),
+                (Ok(()), false) => {
+                    transport
+                        .write_new_file(&format!("{dir}/cmd.sh"), text.as_bytes(), 0o600)
+                        .await
+                }
+                (Err(e), _) => Err(e),
+            };
+            if let Err(e) = written {
+                self.with_store(|s| store::commands::delete(s, &command_id))?;
+                return Err(e);
+            }
             stall_before_start_for_tests(command).await;
             if rec.seq % PRUNE_EVERY == 0 {
                 // Off the command's path: old ended command directories go (their output was
