@@ -284,6 +284,7 @@ async def progress_and_cancel(s, sid):
     check(all(b[0] > a[0] for a, b in zip(seen, seen[1:])), "progress increases")
     check(any("line" in (m or "") and "bytes" in (m or "") for _, m in seen), "with bytes so far and the last line")
 
+    # Two notifications are due (at about 5 s and 10 s); 16 s leaves room for a loaded machine.
     quiet = []
 
     async def on_quiet(progress, total, message):
@@ -292,7 +293,7 @@ async def progress_and_cancel(s, sid):
     res = await ok(
         s,
         "session_exec",
-        {"session_id": sid, "command": "sleep 11; echo woke", "timeout_s": 30},
+        {"session_id": sid, "command": "sleep 16; echo woke", "timeout_s": 30},
         progress_callback=on_quiet,
     )
     check(res.structured_content["stdout"] == "woke\n", "a silent command ran to its end")
