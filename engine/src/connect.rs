@@ -1,5 +1,6 @@
 //! The engine's connector for real machines: `local` runs on this host; every other id is a
-//! machine record in the store, reached over SSH with its stored credentials.
+//! machine record in the store, reached over SSH with its stored credentials. Also the
+//! [`Connector`] trait itself, which the engine holds and the keeper implements.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -8,13 +9,46 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio::sync::Mutex;
 
-use crate::engine::Connector;
-use crate::error::Result;
+use crate::error::{Error, ErrorCode, Result};
 use crate::machine::{LOCAL_MACHINE_ID, Machine};
 use crate::remote::Remote;
 use crate::ssh::{self, ConnectOptions};
 use crate::store::{self, Store, credentials::CredentialStore};
 use crate::transport::local::LocalTransport;
+
+/// Gives the engine a machine for a machine id: its byte transport (an SSH connection, this
+/// host, the CLI's keeper) and the control plane its calls take ([`Remote`]).
+#[async_trait]
+pub trait Connector: Send + Sync {
+    async fn connect(&self, machine_id: &str) -> Result<Arc<Remote>>;
+}
+
+/// Every machine id maps to the same machine (tests, single-machine tools).
+pub struct FixedConnector(pub Arc<Remote>);
+
+#[async_trait]
+impl Connector for FixedConnector {
+    async fn connect(&self, _machine_id: &str) -> Result<Arc<Remote>> {
+        Ok(self.0.clone())
+    }
+}
+
+/// Only the built-in `local` machine.
+pub struct LocalConnector;
+
+#[async_trait]
+impl Connector for LocalConnector {
+    async fn connect(&self, machine_id: &str) -> Result<Arc<Remote>> {
+        if machine_id == crate::machine::LOCAL_MACHINE_ID {
+            Ok(Remote::direct(Arc::new(LocalTransport::new())))
+        } else {
+            Err(Error::new(
+                ErrorCode::UnknownMachine,
+                format!("machine {machine_id} cannot be reached by this connector (local only)"),
+            ))
+        }
+    }
+}
 
 /// Connects machine ids to machines, keeping one pooled SSH transport per machine with its
 /// control plane ([`Remote::direct`]: the connection's long-lived control processes).

@@ -68,7 +68,7 @@ pub enum Hint {
 /// `s` as one word of a POSIX shell command line, for a face that shows a command to run
 /// (quoted only when needed, the engine's own quoting).
 pub fn shell_word(s: &str) -> String {
-    crate::transport::shell_quote(s)
+    crate::shell::shell_quote(s)
 }
 
 /// The OpenSSH command that records a host's key in `known_hosts` (for a face's

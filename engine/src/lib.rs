@@ -32,5 +32,5 @@ macro_rules! internal_modules {
 }
 
 internal_modules!(
-    connect, keeper, remote, slurm, ssh, store, tmux, transport, util
+    connect, keeper, remote, shell, slurm, ssh, store, tmux, transport, util
 );

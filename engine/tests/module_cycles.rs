@@ -57,10 +57,12 @@ fn no_cycle_between_top_level_modules() {
     }
 }
 
-/// The top-level modules `lib.rs` declares.
+/// The top-level modules `lib.rs` declares: `mod` lines, and the names listed in its
+/// `internal_modules!(...)` (private modules that the `testing` feature makes public).
 fn top_modules(src: &Path) -> Vec<String> {
     let lib = std::fs::read_to_string(src.join("lib.rs")).expect("read lib.rs");
-    code_only(&lib)
+    let code = code_only(&lib);
+    let mut modules: Vec<String> = code
         .lines()
         .filter_map(|l| {
             let l = l.trim();
@@ -68,9 +70,22 @@ fn top_modules(src: &Path) -> Vec<String> {
                 .strip_prefix("pub mod ")
                 .or_else(|| l.strip_prefix("pub(crate) mod "))
                 .or_else(|| l.strip_prefix("mod "))?;
-            Some(rest.trim_end_matches(';').trim().to_string())
+            let name = rest.trim_end_matches(';').trim();
+            // The macro's own body (`pub mod $name;`) names no module.
+            (!name.starts_with('$')).then(|| name.to_string())
         })
-        .collect()
+        .collect();
+    if let Some(start) = code.find("internal_modules!(") {
+        let list = &code[start + "internal_modules!(".len()..];
+        let list = &list[..list.find(')').expect("internal_modules!( is closed")];
+        modules.extend(
+            list.split(',')
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .map(str::to_string),
+        );
+    }
+    modules
 }
 
 fn graph(src: &Path) -> Graph {

@@ -558,7 +558,7 @@ fn code_scripts_under_dash_bash_and_busybox() {
                 "{shell:?} ns={ns}"
             );
             assert!(
-                !Path::new(&format!("/proc/{pid}")).exists(),
+                process_ends(pid),
                 "{shell:?} ns={ns}: the escaped child {pid} is gone with the run"
             );
 
@@ -636,4 +636,24 @@ fn code_scripts_under_dash_bash_and_busybox() {
             stays.wait().unwrap();
         }
     }
+}
+
+/// Whether process `pid` is dead (gone, or a zombie its new parent has not reaped yet) within
+/// 10 s: a killed process's entry stays until it is reaped, which a loaded machine delays.
+fn process_ends(pid: u64) -> bool {
+    for _ in 0..100 {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => return true,
+            // The state follows the command name in parentheses: `pid (comm) S ...`.
+            Ok(stat)
+                if stat
+                    .rsplit_once(") ")
+                    .is_some_and(|(_, rest)| rest.starts_with('Z')) =>
+            {
+                return true;
+            }
+            Ok(_) => std::thread::sleep(std::time::Duration::from_millis(100)),
+        }
+    }
+    false
 }

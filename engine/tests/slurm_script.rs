@@ -9,6 +9,18 @@ fn root() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
 
+/// `scripts/install-deps.sh` copied where the unprivileged user the tests run it as can read it,
+/// whatever the modes of the checkout's directories (a checkout under a 0700 directory is not).
+fn install_deps_for_a_user() -> (tempfile::TempDir, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = dir.path().join("install-deps.sh");
+    std::fs::copy(root().join("scripts/install-deps.sh"), &script).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o644)).unwrap();
+    (dir, script)
+}
+
 fn run(tool: &str, args: &[&str], file: &Path) {
     let out = Command::new(tool)
         .args(args)
@@ -51,7 +63,7 @@ fn the_bed_script_is_shellcheck_clean() {
 /// out here with `RR_INSTALL_DEPS_NO_PIP=1`.
 #[test]
 fn install_deps_finds_an_installed_bed_from_a_users_path() {
-    let script = root().join("scripts/install-deps.sh");
+    let (_dir, script) = install_deps_for_a_user();
     run("shellcheck", &[], &script);
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
@@ -74,7 +86,7 @@ fn install_deps_finds_an_installed_bed_from_a_users_path() {
 /// a user without sudo and with a PATH that has tmux and ssh but no `cc`, it must ask for gcc.
 #[test]
 fn install_deps_demo_installs_a_c_compiler_when_there_is_none() {
-    let script = root().join("scripts/install-deps.sh");
+    let (_dir, script) = install_deps_for_a_user();
     let bin = tempfile::tempdir().unwrap();
     for tool in ["bash", "tmux", "ssh", "ssh-keygen", "id", "env"] {
         let found = Command::new("sh")
@@ -118,7 +130,7 @@ fn install_deps_demo_installs_a_c_compiler_when_there_is_none() {
 /// must ask for the package.
 #[test]
 fn install_deps_tests_installs_gnu_time_when_missing() {
-    let script = root().join("scripts/install-deps.sh");
+    let (_dir, script) = install_deps_for_a_user();
     let dir = tempfile::tempdir().unwrap();
     let blank = dir.path().join("not-time");
     std::fs::write(&blank, b"").unwrap();

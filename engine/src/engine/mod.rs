@@ -34,14 +34,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
-
 use crate::error::{Error, ErrorCode, Hint, Result};
-use crate::remote::Remote;
 use crate::store::{self, Store};
 use crate::tmux::{SessionPaths, TmuxDriver};
-use crate::transport::local::LocalTransport;
 
+pub use crate::connect::{Connector, FixedConnector, LocalConnector};
 pub use crate::records::{CommandMode, CommandRecord, CommandStatus, SessionRecord, SessionStatus};
 pub use command::{ExecRequest, Freshness, LogEntry, OutputStream, StopOutcome};
 pub use doctor::{DoctorOptions, DoctorReport};
@@ -54,40 +51,6 @@ pub use open::{KeyPassphrase, OpenOptions, default_state_dir, serve_keeper};
 pub use send::{SendEnd, SendOutcome, SendRequest};
 pub use session::{DestroyOptions, DestroyResult, Screen, SendResult, TranscriptChunk};
 pub use slurm::{CreateOptions, split_slurm_args};
-
-/// Gives the engine a machine for a machine id: its byte transport (an SSH connection, this
-/// host, the CLI's keeper) and the control plane its calls take ([`Remote`]).
-#[async_trait]
-pub trait Connector: Send + Sync {
-    async fn connect(&self, machine_id: &str) -> Result<Arc<Remote>>;
-}
-
-/// Every machine id maps to the same machine (tests, single-machine tools).
-pub struct FixedConnector(pub Arc<Remote>);
-
-#[async_trait]
-impl Connector for FixedConnector {
-    async fn connect(&self, _machine_id: &str) -> Result<Arc<Remote>> {
-        Ok(self.0.clone())
-    }
-}
-
-/// Only the built-in `local` machine.
-pub struct LocalConnector;
-
-#[async_trait]
-impl Connector for LocalConnector {
-    async fn connect(&self, machine_id: &str) -> Result<Arc<Remote>> {
-        if machine_id == crate::machine::LOCAL_MACHINE_ID {
-            Ok(Remote::direct(Arc::new(LocalTransport::new())))
-        } else {
-            Err(Error::new(
-                ErrorCode::UnknownMachine,
-                format!("machine {machine_id} cannot be reached by this connector (local only)"),
-            ))
-        }
-    }
-}
 
 /// Tunables; the defaults are what the CLI and provider use.
 #[derive(Debug, Clone)]

@@ -34,7 +34,7 @@ use async_trait::async_trait;
 use tokio::sync::Mutex;
 
 use crate::connect::MachineConnector;
-use crate::engine::Connector;
+use crate::connect::Connector;
 use crate::error::Result;
 use crate::machine::LOCAL_MACHINE_ID;
 use crate::remote::Remote;

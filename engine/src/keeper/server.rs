@@ -20,7 +20,7 @@ use super::client::WINDOW;
 use super::paths::{self, KeeperPaths};
 use super::wire::{self, Frame, Reply, Request};
 use crate::connect::MachineConnector;
-use crate::engine::Connector;
+use crate::connect::Connector;
 use crate::error::{Error, ErrorCode, Result};
 use crate::remote::Remote;
 use crate::ssh::{ConnectOptions, PassphraseSource};
