@@ -224,9 +224,21 @@ impl<'a> Composer<'a> {
         let tmp = path.with_extension("state.tmp");
         let data = serde_json::to_vec(&self.st)
             .map_err(|e| Error::new(ErrorCode::Internal, format!("transcript state: {e}")))?;
-        std::fs::write(&tmp, data)
-            .and_then(|()| std::fs::rename(&tmp, &path))
-            .map_err(|e| Error::io(format!("cannot write {}", path.display()), &e))
+        // Private like everything in the state dir (0600), whatever the umask.
+        let write = || -> std::io::Result<()> {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut file = OpenOptions::new()
+                .create(true)
+                .truncate(true)
+                .write(true)
+                .mode(0o600)
+                .open(&tmp)?;
+            file.write_all(&data)?;
+            drop(file);
+            std::fs::rename(&tmp, &path)
+        };
+        write().map_err(|e| Error::io(format!("cannot write {}", path.display()), &e))
     }
 
     async fn run(&mut self) -> Result<()> {
