@@ -17,7 +17,7 @@ use crate::store::{self, Store, credentials::CredentialStore};
 use crate::transport::local::LocalTransport;
 
 /// Gives the engine a machine for a machine id: its byte transport (an SSH connection, this
-/// host, the CLI's keeper) and the control plane its calls take ([`Remote`]).
+/// host, the CLI's keeper) and the control plane its calls take (a `Remote`).
 #[async_trait]
 pub trait Connector: Send + Sync {
     async fn connect(&self, machine_id: &str) -> Result<Arc<Remote>>;

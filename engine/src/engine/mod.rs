@@ -1,7 +1,7 @@
 //! Sessions, commands, transfers and runs, above the transport. (issues 4, 7)
 //!
 //! The [`Engine`] owns the local records (SQLite store, logs, transcripts under the state dir)
-//! and drives machines through [`Remote`]s (a byte transport and its control plane) obtained
+//! and drives machines through remotes (a byte transport and its control plane) obtained
 //! from a [`Connector`]. It is usable from a one-shot CLI process (each call blocks until done)
 //! and from the long-lived provider (streaming output by byte offset with
 //! [`Engine::read_output`] and [`Engine::wait_output`]).

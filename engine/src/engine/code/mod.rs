@@ -4,7 +4,7 @@
 //!
 //! One small runner script per language (`runner.js` under `node`, `runner.py` under `python3`)
 //! is uploaded once by content hash to `<state root>/code/` on the machine (`prepare.sh`). Each
-//! run is one streaming exec of `run.sh` ([`crate::remote::sh_stream_with`]; the run's values
+//! run is one streaming exec of `run.sh` (the control plane's `sh_stream_with`; the run's values
 //! are its parameters, never script text), its own channel: the runner reads the request and
 //! the settlements of binding calls on fd 4 (the channel's stdin) and writes binding calls and,
 //! last, its result on fd 3 (the channel's stdout), JSON lines. The program's own stdin is
@@ -17,7 +17,7 @@
 //! own where the machine allows unprivileged user namespaces, and in any case every process of
 //! the run carries a per-run environment marker that is swept when the run ends or is stopped.
 //!
-//! Values stay JSON text end to end on the host ([`wire`]), so `-0`, integers of any size and
+//! Values stay JSON text end to end on the host (the `wire` module), so `-0`, integers of any size and
 //! lone surrogates come back exactly as the runner wrote them.
 
 mod wire;
