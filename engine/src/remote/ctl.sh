@@ -263,14 +263,11 @@ rr_read_lock() {
 # Take the session's foreground lock for $ID (dir $D), or print "@busy <owner>", remove $D and
 # exit. The lock is $SD/busy, a file holding the owner's command id, created with noclobber
 # (O_EXCL: atomic, and a builtin). An owner removes its lock just after its exit file and wake-up,
-# so a lock whose owner has an exit file is about to go: wait for that, first by looking again
-# at once (builtins only: a start that follows the last command's end closely usually finds the
-# lock gone within a few looks), then in 5 ms steps (a `sleep` process each); one still there
-# after half a second is stale (its shell died in between) and is reclaimed.
+# so a lock whose owner has an exit file is about to go: wait for that (5 ms steps); one still
+# there after half a second is stale (its shell died in between) and is reclaimed.
 rr_take_lock() {
   set -C
   rr_i=0
-  rr_spin=0
   until { printf '%s\n' "$ID" >"$SD/busy"; } 2>/dev/null; do
     rr_read_lock
     if [ -z "$rr_o" ] && [ ! -e "$SD/busy" ] && [ ! -L "$SD/busy" ]; then continue; fi
@@ -280,10 +277,7 @@ rr_take_lock() {
       echo "@busy $rr_o"
       exit 0
     fi
-    if [ "$rr_i" -ge 100 ]; then rm -f -- "$SD/busy"; elif [ "$rr_spin" -lt 50 ]; then
-      rr_spin=$((rr_spin + 1))
-      continue
-    else sleep 0.005; fi
+    if [ "$rr_i" -ge 100 ]; then rm -f -- "$SD/busy"; else sleep 0.005; fi
     rr_i=$((rr_i + 1))
   done
   set +C
@@ -476,12 +470,12 @@ rr_start_command() {
       exit 0
     fi
   fi
-  # No input watcher here: most commands end within a moment, and a watcher costs a fork and a
-  # `sleep` process on every one. The engine runs `input_watch` beside this call once it has
-  # waited that moment.
+  rr_watcher=
+  if [ "$MODE" != bg ]; then rr_input_watch "$CH" 0.3; fi
   rr_tmux send-keys -t "=$SID:" C-e C-u \; send-keys -t "=$SID:" -l -- "$LINE" \; \
     send-keys -t "=$SID:" Enter \; wait-for "$CH" 2>/dev/null
   rr_w=$?
+  if [ -n "$rr_watcher" ]; then kill -KILL "$rr_watcher" 2>/dev/null; fi
   if [ $rr_w -ne 0 ] && [ ! -e "$D/started" ] && ! rr_tmux has-session -t "=$SID" 2>/dev/null; then
     rm -rf -- "$SD/busy" "$D"
     echo @lost
@@ -489,23 +483,6 @@ rr_start_command() {
   fi
   echo @started
   rr_report
-}
-
-# input_watch: for at most SECS, while the foreground command in $D has not ended, check every
-# 0.1 s whether it sleeps reading the terminal; if so, signal CH (the start call waiting there
-# then reports `waiting_input`). Run by the engine beside a start call that did not return
-# within a moment, on a control process of its own.
-rr_input_watch_call() {
-  rr_i=0
-  while ! rr_ended "$D" && [ "$rr_i" -lt $((SECS * 10)) ]; do
-    if [ -f "$D/started" ] && rr_input_wait; then
-      rr_tmux wait-for -S "$CH" 2>/dev/null
-      exit 0
-    fi
-    sleep 0.1
-    rr_i=$((rr_i + 1))
-  done
-  exit 0
 }
 
 # signal: wake a channel (ends a bounded wait from the caller's side).
@@ -838,7 +815,6 @@ rr_dispatch() {
   start_session) rr_start_session ;;
   start_command) rr_start_command ;;
   signal) rr_signal ;;
-  input_watch) rr_input_watch_call ;;
   wait_command) rr_wait_command ;;
   report) rr_report ;;
   stop_command) rr_stop_command ;;

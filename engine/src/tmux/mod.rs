@@ -175,9 +175,6 @@ pub struct CommandStart<'a> {
     pub window: bool,
 }
 
-/// How long a foreground start waits before watching whether its command reads the terminal.
-pub const INPUT_WATCH_DELAY: Duration = Duration::from_millis(300);
-
 /// Largest command text carried in the start call; a larger one is written over SFTP (the
 /// control script reads its parameters a line at a time).
 pub const INLINE_TEXT_MAX: usize = 4096;
@@ -345,8 +342,7 @@ impl TmuxDriver {
             Some(text) => call.param("CMDTEXT", text),
             None => call,
         };
-        let watch = (mode == RunMode::Foreground).then_some(dir.as_str());
-        let out = self.wait_bounded(call, &channel, wait, watch).await?;
+        let out = self.wait_bounded(call, &channel, wait).await?;
         let stdout = out.stdout_lossy();
         let first = stdout.lines().next().unwrap_or("").trim();
         if first == "@started" {
@@ -376,58 +372,23 @@ impl TmuxDriver {
     /// here rather than in a remote `timeout` process: no extra process on every exec's hot
     /// path. (A caller that dies mid-wait leaves the client waiting until the command signals
     /// the channel as it ends, or the session is destroyed.)
-    ///
-    /// `watch`: the directory of a foreground command. When the call has not returned after
-    /// [`INPUT_WATCH_DELAY`], an `input_watch` call beside it signals the channel once the command
-    /// sleeps reading the terminal (the call then reports `waiting_input`). Most commands end
-    /// before that moment, so they cost no watcher process at all.
     async fn wait_bounded(
         &self,
         call: Call<'_>,
         channel: &str,
         wait: Duration,
-        watch: Option<&str>,
     ) -> Result<ExecOutput> {
         let call = call.limit(wait_limit(wait_secs(wait)));
         let run = call.run(self.transport.as_ref());
         tokio::pin!(run);
-        let mut left = wait;
-        if let Some(dir) = watch.filter(|_| wait > INPUT_WATCH_DELAY) {
-            tokio::select! {
-                out = &mut run => return out,
-                _ = tokio::time::sleep(INPUT_WATCH_DELAY) => {}
-            }
-            left = wait - INPUT_WATCH_DELAY;
-            self.spawn_input_watch(dir, channel, left);
-        }
         tokio::select! {
             out = &mut run => return out,
-            _ = tokio::time::sleep(left) => {}
+            _ = tokio::time::sleep(wait) => {}
         }
         let release = self.call("signal").param("CH", channel);
         // A failed release (e.g. the link dropped) shows as the call's own error or limit.
         let _ = release.run(self.transport.as_ref()).await;
         run.await
-    }
-
-    /// Start the `input_watch` call for the foreground command in `dir` (bounded by `bound`) as a
-    /// task of its own: it ends by itself within 0.1 s of the command's end, so its control
-    /// process goes back to the pool instead of being closed with a dropped call.
-    fn spawn_input_watch(&self, dir: &str, channel: &str, bound: Duration) {
-        let driver = self.clone();
-        let (dir, channel) = (dir.to_string(), channel.to_string());
-        let secs = wait_secs(bound);
-        tokio::spawn(async move {
-            let watch = driver
-                .call("input_watch")
-                .param("D", dir.as_str())
-                .param("CH", channel.as_str())
-                .param("SECS", secs.to_string())
-                .limit(wait_limit(secs));
-            if let Err(e) = watch.run(driver.transport.as_ref()).await {
-                tracing::debug!("the input watch of {dir} failed: {e}");
-            }
-        });
     }
 
     /// Wait up to `wait` for a command's end, on a waiter channel of its own (so any number of

@@ -20,59 +20,6 @@ __rr_cdir=@CDIR@
 # Exported so a command that replaces the shell with another bash (`exec bash`) keeps working.
 export __rr_sdir __rr_cdir
 
-# The hot path: `run` in a shell that already has the functions below (its rc file defined them)
-# runs the command without parsing the rest of this file: parsing all of it on every command
-# cost the shell more than a short command itself. (A shell without them takes the `run` case at
-# the end, which defines them and comes back here.) The command is still sourced at the top
-# level of this file, never inside a function, so `declare` and `local` mean what they do when
-# typed.
-if [ "${1-}" = run ] && \builtin declare -F __rr_arm __rr_fin __rr_started __rr_show_text \
-  __rr_parses __rr_show __rr_read_cwd >/dev/null 2>&1; then
-  __rr_uf=$-
-  \builtin set +euC
-  __rr_lock=1
-  __rr_keep=1
-  __rr_arm
-  trap - INT
-  # A job started with `&` by an earlier command and ended since is reported ("[1]+  Done ...")
-  # by bash at its next chance, which would be inside this command's redirected stderr: report
-  # it now, to nowhere (the job table stays, so `wait`, `%1` and `jobs` still work).
-  \builtin jobs -n >/dev/null 2>&1
-  case $2 in /*) __rr_cur=$2 ;; *) __rr_cur=$__rr_cdir/$2 ;; esac
-  __rr_d=$__rr_cur
-  __rr_read_cwd "$__rr_cur"
-  \builtin set --
-  if [ -n "$__rr_cd" ] && ! \builtin cd -- "$__rr_cd" 2>|"$__rr_cur/stderr"; then
-    __rr_started "$__rr_cur"
-    if [ -t 1 ]; then __rr_show_text "$__rr_cur"; fi
-    : >|"$__rr_cur/stdout"
-    __rr_fin 1 cd_failed
-    __rr_s=1
-  else
-    __rr_started "$__rr_cur"
-    if [ -t 1 ]; then __rr_show_text "$__rr_cur"; fi
-    if __rr_parses "$__rr_cur"; then
-      if [ -f "$__rr_cur/env.sh" ]; then \builtin . "$__rr_cur/env.sh" 2>/dev/null; fi
-      case $__rr_uf in *u*) \builtin set -u ;; esac
-      case $__rr_uf in *C*) \builtin set -C ;; esac
-      \builtin . "$__rr_cur/cmd.sh" >|"$__rr_cur/stdout" 2>|"$__rr_cur/stderr"
-      __rr_s=$?
-      __rr_uf=$-
-      __rr_fin "$__rr_s" normal
-    else
-      : >|"$__rr_cur/stdout"
-      __rr_fin 2 syntax_error
-      __rr_s=2
-    fi
-  fi
-  # (Not when a command replaced the shell with one whose output still goes to its files.)
-  if [ -t 1 ]; then __rr_show "$__rr_d" "$__rr_s"; fi
-  if [[ $- == *i* ]]; then \builtin set -o emacs; fi
-  case $__rr_uf in *u*) \builtin set -u ;; esac
-  case $__rr_uf in *C*) \builtin set -C ;; esac
-  \builtin return
-fi
-
 __rr_now() {
   __rr_t=${EPOCHREALTIME:-}
   if [ -z "$__rr_t" ]; then __rr_t=$(\command -p date +%s.%N); fi
@@ -119,9 +66,9 @@ __rr_save() {
   \builtin export -p >|"$__rr_sdir/exports" 2>/dev/null
 }
 
-# Record the end of the current command: exit file, wake the waiters, then release the lock and
-# save the shell state (off the hot path: a start that finds the lock of an ended owner waits
-# for the release). The exit file is one line written by one printf, so readers treat it as there once
+# Record the end of the current command: exit file, wake the waiters, then save the shell state
+# and release the lock (off the hot path: a start that finds the lock of an ended owner waits
+# for this). The exit file is one line written by one printf, so readers treat it as there once
 # it is non-empty (`-s`), and no rename process is needed.
 __rr_fin() {
   local c=$1 how=$2 hold=${3-} d=${__rr_cur:-} st='done'
@@ -132,6 +79,7 @@ __rr_fin() {
   if [ -e "$d/stop_requested" ]; then st=stopped; fi
   \builtin printf 'code=%s how=%s state=%s ended=%s\n' "$c" "$how" "$st" "$__rr_t" >|"$d/exit"
   __rr_wake "$d"
+  if [ -n "${__rr_keep:-}" ]; then __rr_save; fi
   # Held (third argument) when the shell is ending: the next shell releases it once it is up,
   # so a command typed meanwhile can never land in the dying one.
   # With job control off for this one child, `rm` stays in the shell's process group: the
@@ -147,9 +95,6 @@ __rr_fin() {
     *) \command -p rm -f -- "$__rr_sdir/busy" ;;
     esac
   fi
-  # Saved after the release: a next start waits for the release, and the shell reads its typed
-  # line only after this anyway.
-  if [ -n "${__rr_keep:-}" ]; then __rr_save; fi
 }
 
 __rr_prompt() {
@@ -238,9 +183,48 @@ __rr_show() {
 
 case ${1-} in
 run)
-  # Only in a shell without the functions above (the hot path at the top needs them): they are
-  # defined now.
-  \builtin . "$__rr_sdir/rr.sh" run "$2"
+  __rr_uf=$-
+  \builtin set +euC
+  __rr_lock=1
+  __rr_keep=1
+  __rr_arm
+  trap - INT
+  # A job started with `&` by an earlier command and ended since is reported ("[1]+  Done ...")
+  # by bash at its next chance, which would be inside this command's redirected stderr: report
+  # it now, to nowhere (the job table stays, so `wait`, `%1` and `jobs` still work).
+  \builtin jobs -n >/dev/null 2>&1
+  case $2 in /*) __rr_cur=$2 ;; *) __rr_cur=$__rr_cdir/$2 ;; esac
+  __rr_d=$__rr_cur
+  __rr_read_cwd "$__rr_cur"
+  \builtin set --
+  if [ -n "$__rr_cd" ] && ! \builtin cd -- "$__rr_cd" 2>|"$__rr_cur/stderr"; then
+    __rr_started "$__rr_cur"
+    if [ -t 1 ]; then __rr_show_text "$__rr_cur"; fi
+    : >|"$__rr_cur/stdout"
+    __rr_fin 1 cd_failed
+    __rr_s=1
+  else
+    __rr_started "$__rr_cur"
+    if [ -t 1 ]; then __rr_show_text "$__rr_cur"; fi
+    if __rr_parses "$__rr_cur"; then
+      if [ -f "$__rr_cur/env.sh" ]; then \builtin . "$__rr_cur/env.sh" 2>/dev/null; fi
+      case $__rr_uf in *u*) \builtin set -u ;; esac
+      case $__rr_uf in *C*) \builtin set -C ;; esac
+      \builtin . "$__rr_cur/cmd.sh" >|"$__rr_cur/stdout" 2>|"$__rr_cur/stderr"
+      __rr_s=$?
+      __rr_uf=$-
+      __rr_fin "$__rr_s" normal
+    else
+      : >|"$__rr_cur/stdout"
+      __rr_fin 2 syntax_error
+      __rr_s=2
+    fi
+  fi
+  # (Not when a command replaced the shell with one whose output still goes to its files.)
+  if [ -t 1 ]; then __rr_show "$__rr_d" "$__rr_s"; fi
+  if [[ $- == *i* ]]; then \builtin set -o emacs; fi
+  case $__rr_uf in *u*) \builtin set -u ;; esac
+  case $__rr_uf in *C*) \builtin set -C ;; esac
   ;;
 replaced)
   # The first prompt of a bash that replaced the session shell: the command that ran `exec` is
