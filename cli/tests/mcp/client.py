@@ -352,6 +352,10 @@ async def send_and_read(s, sid):
     check(res.structured_content["timed_out"] and not res.structured_content["matched"], "wait_for times out")
     check("tick" in res.structured_content["output"], "the output that came is returned")
     await ok(s, "session_send", {"session_id": sid, "keys": ["C-c"], "timeout_s": 10})
+    # As an agent would: wait for the interrupted command to be settled before the next exec
+    # (on a loaded machine the send can return before the end is recorded).
+    r = await ok(s, "command_wait", {"session_id": sid, "command_id": rec["command_id"], "timeout_s": 30})
+    check(r.structured_content["exit_code"] == 130, "C-c ends the loop with exit code 130")
     await tool_error(s, "session_send", {"session_id": sid, "keys": ["; kill-server"]}, "invalid_argument")
     r = await ok(s, "session_read", {"session_id": sid})
     c = r.structured_content
