@@ -30,6 +30,19 @@ const EXEC_FIELDS: &[&str] = &[
     "log_file_local",
 ];
 
+/// `session command show` of one command, as JSON.
+fn command_show(bed: &Bed, session: &str, command_id: &str) -> Value {
+    bed.json(&[
+        "session",
+        "command",
+        "show",
+        "--session",
+        session,
+        "--command-id",
+        command_id,
+    ])
+}
+
 fn create_has_the_contract_shape(bed: &Bed) {
     let work = bed.work_str();
     let v = bed.json(&[
@@ -253,15 +266,7 @@ fn a_wait_timeout_leaves_the_command_running_and_its_result_recoverable(bed: &Be
 
     std::fs::write(&gate, "").unwrap();
     let done = eventually("the gated command to end", || {
-        let v = bed.json(&[
-            "session",
-            "command",
-            "show",
-            "--session",
-            &s,
-            "--command-id",
-            &id,
-        ]);
+        let v = command_show(bed, &s, &id);
         (v["status"] != "running").then_some(v)
     });
     assert_eq!(done["status"], "failed");
@@ -435,15 +440,7 @@ fn a_killed_cli_leaves_a_recoverable_command(bed: &Bed) {
     assert_eq!(v["stdout_bytes"], expected.len() as u64);
     let full = std::fs::read_to_string(v["stdout_file_local"].as_str().unwrap()).unwrap();
     assert_eq!(full, expected);
-    let shown = bed.json(&[
-        "session",
-        "command",
-        "show",
-        "--session",
-        &s,
-        "--command-id",
-        &id,
-    ]);
+    let shown = command_show(bed, &s, &id);
     assert_eq!(shown["exit_code"], 0);
 }
 both_machines!(killed_cli, a_killed_cli_leaves_a_recoverable_command);
@@ -470,15 +467,7 @@ fn a_cli_killed_before_the_start_leaves_a_settled_command(bed: &Bed) {
         v["commands"][0]["command_id"].as_str().map(str::to_string)
     });
     // Still held before the start: the record says running and the command has not started.
-    let v = bed.json(&[
-        "session",
-        "command",
-        "show",
-        "--session",
-        &s,
-        "--command-id",
-        &id,
-    ]);
+    let v = command_show(bed, &s, &id);
     assert_eq!(v["status"], "running", "{v}");
     assert!(v["started_at"].is_null(), "{v}");
     signal(&child, "KILL");
