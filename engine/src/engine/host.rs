@@ -12,7 +12,6 @@ use std::sync::Arc;
 use crate::error::{Error, ErrorCode, Result};
 use crate::machine::Machine;
 use crate::remote::Remote;
-use crate::ssh::config::{SshConfigSource, machine_from_alias};
 use crate::store::{self, Store};
 use crate::transport::ExecOptions;
 
@@ -56,7 +55,7 @@ pub fn machine_or_ssh_alias(state_dir: &Path, machine_id: &str) -> Result<Machin
     let st = Store::open(state_dir)?;
     match store::machines::resolve(&st, machine_id) {
         Err(e) if e.code == ErrorCode::UnknownMachine => {
-            match machine_from_alias(machine_id, &SshConfigSource::Default)? {
+            match super::machine_from_ssh_alias(machine_id, None)? {
                 Some(m) => Ok(m),
                 None => Err(Error::new(
                     ErrorCode::UnknownMachine,
