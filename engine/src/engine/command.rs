@@ -304,19 +304,24 @@ impl Engine {
                 self.chunk(req.timeout)
             };
             let started = Instant::now();
-            let outcome = driver
-                .start_command(
-                    &command_id,
-                    mode,
-                    &CommandStart {
-                        text: inline.then_some(text.as_str()),
-                        cwd: req.cwd.as_deref(),
-                        env: &req.env,
-                        window: req.stdin,
-                    },
-                    first_wait,
-                )
-                .await;
+            let start = CommandStart {
+                text: inline.then_some(text.as_str()),
+                cwd: req.cwd.as_deref(),
+                env: &req.env,
+                window: req.stdin,
+            };
+            let outcome = match self.terminal_client(&session, &driver, background) {
+                Some(client) => {
+                    driver
+                        .start_command_typed(&client, &command_id, &start, first_wait)
+                        .await
+                }
+                None => {
+                    driver
+                        .start_command(&command_id, mode, &start, first_wait)
+                        .await
+                }
+            };
             drop(starting);
             let state = match outcome {
                 Ok(StartOutcome::Started(st)) => st,
@@ -349,6 +354,21 @@ impl Engine {
             Ok(rec)
         })
         .await
+    }
+
+    /// The session's kept tmux control client, for a foreground command, when the engine keeps
+    /// them ([`EngineOptions::terminal_clients`](super::EngineOptions)) and one is attached.
+    /// Not for a session in a Slurm allocation (its processes are job steps).
+    fn terminal_client(
+        &self,
+        session: &SessionRecord,
+        driver: &TmuxDriver,
+        background: bool,
+    ) -> Option<std::sync::Arc<crate::tmux::TerminalClient>> {
+        if !self.options.terminal_clients || background || session.slurm_job_id.is_some() {
+            return None;
+        }
+        self.terminals.client(&session.session_id, driver)
     }
 
     /// The error for a start the machine refused.

@@ -26,6 +26,7 @@ pub mod send;
 pub mod session;
 pub mod slurm;
 mod starter;
+mod terminals;
 pub mod transcript;
 pub mod transfer;
 pub mod turn_dir;
@@ -72,6 +73,10 @@ pub struct EngineOptions {
     pub login_env: bool,
     /// Bound on resolving that environment; past it the session starts without it.
     pub login_env_bound: Duration,
+    /// Keep a tmux control client per session to type foreground commands and see them end,
+    /// without a tmux process on the machine per command (`terminals`). For long-lived
+    /// engines (the MCP server, the provider); a process that runs one command gains nothing.
+    pub terminal_clients: bool,
 }
 
 impl Default for EngineOptions {
@@ -85,6 +90,7 @@ impl Default for EngineOptions {
             session_env: Vec::new(),
             login_env: std::env::var("REMOTE_RUNNER_LOGIN_ENV").map_or(true, |v| v != "off"),
             login_env_bound: Duration::from_secs(10),
+            terminal_clients: false,
         }
     }
 }
@@ -102,6 +108,8 @@ pub struct Engine {
     options: EngineOptions,
     /// The nodes of sessions in Slurm allocations, by job id ([`Engine::session_transport`]).
     nodes: crate::slurm::Nodes,
+    /// Kept tmux control clients, by session ([`EngineOptions::terminal_clients`]).
+    terminals: terminals::Terminals,
 }
 
 impl std::fmt::Debug for Engine {
@@ -136,6 +144,7 @@ impl Engine {
             adhoc: None,
             options,
             nodes: crate::slurm::Nodes::default(),
+            terminals: terminals::Terminals::default(),
         })
     }
 

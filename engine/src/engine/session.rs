@@ -470,6 +470,7 @@ impl Engine {
     ) -> Result<DestroyResult> {
         let force = opts.force;
         let rec = self.load_session(session_id)?;
+        self.terminals.forget(session_id);
         if rec.status == SessionStatus::Destroyed {
             return Ok(destroy_result(rec, Vec::new(), None));
         }

@@ -34,11 +34,16 @@ pub fn clean(text: &str) -> String {
     strip_wake_names(&out)
 }
 
-/// Remove `ESC k rr-... ESC \` window names (and the `ESC \` that precedes them).
+/// Remove `ESC k rr-... ESC \` and `ESC k rq-... ESC \` window names (a command's end, told to
+/// a wait-for channel or to a control client) and the `ESC \` that precedes them.
 fn strip_wake_names(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
-    while let Some(at) = rest.find("\x1bkrr-") {
+    let next = |t: &str| match (t.find("\x1bkrr-"), t.find("\x1bkrq-")) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    while let Some(at) = next(rest) {
         let Some(len) = rest[at..].find("\x1b\\") else {
             break;
         };
@@ -210,5 +215,10 @@ mod tests {
             "\r\x1b[K$ python3 -q\nprint(1)\r\n1\n$ \x1b[1mbold\x1b[0m"
         );
         assert_eq!(clean("no plumbing\n"), "no plumbing\n");
+        // The end of a command typed through a control client, and a wait-for one after it.
+        assert_eq!(
+            clean("1\n\x1b\\\x1bkrq-cmd_02\x1b\\2\n\x1b\\\x1bkrr-cmd_03\x1b\\$ "),
+            "1\n2\n$ "
+        );
     }
 }

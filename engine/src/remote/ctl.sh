@@ -470,6 +470,21 @@ rr_start_command() {
       exit 0
     fi
   fi
+  # ARMONLY: the caller types the line through a tmux control client it keeps (no tmux process
+  # here), and learns of the end from it: the session shell renames its window rq-ID.
+  if [ "${ARMONLY-}" = 1 ]; then
+    : >"$D/notify"
+    echo @armed
+    exit 0
+  fi
+  rr_type_command
+}
+
+# type_command: type the fixed line of an armed command (its lock taken) and wait, as
+# start_command does; for a caller whose control client failed to type it.
+rr_type_command() {
+  trap '' HUP PIPE INT TERM
+  if [ -e "$D/notify" ]; then rm -f -- "$D/notify"; fi
   rr_watcher=
   if [ "$MODE" != bg ]; then rr_input_watch "$CH" 0.3; fi
   rr_tmux send-keys -t "=$SID:" C-e C-u \; send-keys -t "=$SID:" -l -- "$LINE" \; \
@@ -814,6 +829,7 @@ rr_dispatch() {
   sh) rr_sh ;;
   start_session) rr_start_session ;;
   start_command) rr_start_command ;;
+  type_command) rr_type_command ;;
   signal) rr_signal ;;
   wait_command) rr_wait_command ;;
   report) rr_report ;;

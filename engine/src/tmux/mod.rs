@@ -21,6 +21,7 @@
 //!   `waiters/`, `window.want`/`window`/`env.all` (a background command with its own
 //!   terminal), and `exit` (written last).
 
+pub mod control;
 pub mod script;
 pub mod state;
 
@@ -32,6 +33,7 @@ use crate::remote::Call;
 use crate::remote::Remote;
 use crate::transport::{ExecOutput, shell_quote};
 
+pub use control::TerminalClient;
 pub use state::{CommandState, ExitInfo};
 
 /// The tmux server socket name used unless configured otherwise (`tmux -L remote-runner`).
@@ -310,6 +312,143 @@ impl TmuxDriver {
         start: &CommandStart<'_>,
         wait: Duration,
     ) -> Result<StartOutcome> {
+        let (verb, channel) = match mode {
+            RunMode::Foreground => ("run", format!("rr-{command_id}")),
+            RunMode::Background => ("bg", format!("rr-{command_id}-go")),
+        };
+        let call = self
+            .start_call(command_id, mode, start)
+            .param("LINE", typed_line(verb, command_id))
+            .param("CH", channel.clone());
+        let out = self.wait_bounded(call, &channel, wait).await?;
+        self.start_outcome(command_id, &out)
+    }
+
+    /// [`TmuxDriver::start_command`] of a foreground command, typed through the session's
+    /// control client ([`TerminalClient`]): the script takes the lock and checks the terminal
+    /// (`@armed`), the client types the line, and the command's end reaches the client as a
+    /// window rename. Waits for that up to [`INPUT_CHECK_AFTER`], then (a command still
+    /// running, perhaps reading its terminal) on the script's bounded wait, which sees input
+    /// waits; the state then comes from the script's report either way.
+    pub async fn start_command_typed(
+        &self,
+        client: &TerminalClient,
+        command_id: &str,
+        start: &CommandStart<'_>,
+        wait: Duration,
+    ) -> Result<StartOutcome> {
+        let mode = RunMode::Foreground;
+        let call = self
+            .start_call(command_id, mode, start)
+            .param("ARMONLY", "1")
+            .limit(wait_limit(0));
+        let out = call.run(self.transport.as_ref()).await?;
+        if out.stdout_lossy().lines().next().map(str::trim) != Some("@armed") {
+            return self.start_outcome(command_id, &out);
+        }
+        let name = format!("{}{command_id}", control::NOTIFY_PREFIX);
+        let ended = client.expect(&name);
+        let line = typed_line("run", command_id);
+        let first = wait.min(INPUT_CHECK_AFTER);
+        let rest = match client.type_line(&line).await {
+            Ok(()) => match tokio::time::timeout(first, ended).await {
+                Ok(Ok(())) => Duration::ZERO,
+                _ => wait.saturating_sub(first),
+            },
+            Err(control::TypeFailure::NotTyped(why)) => {
+                // tmux typed nothing: the script types it, as without a client.
+                client.forget(&name);
+                tracing::debug!("{command_id}: typing through the control client failed: {why}");
+                let call = self
+                    .call("type_command")
+                    .param("ID", command_id)
+                    .param("D", self.paths.command_dir(command_id))
+                    .param("MODE", mode_param(mode))
+                    .param("LINE", line)
+                    .param("CH", format!("rr-{command_id}"));
+                let out = self
+                    .wait_bounded(call, &format!("rr-{command_id}"), wait)
+                    .await?;
+                return self.start_outcome(command_id, &out);
+            }
+            Err(control::TypeFailure::Unknown(why)) => {
+                // Typed or not, it cannot be typed again: the script's wait says what happens.
+                client.forget(&name);
+                tracing::debug!("{command_id}: the control client failed while typing: {why}");
+                wait
+            }
+        };
+        if rest.is_zero()
+            && let Some(state) = self.ended_state(command_id).await?
+        {
+            return Ok(StartOutcome::Started(state));
+        }
+        let state = self.wait_command(command_id, mode, rest).await?;
+        Ok(StartOutcome::Started(state))
+    }
+
+    /// The state of a command whose end was seen, from its files (exit, started, pwd, the
+    /// output sizes) read at once over the transport's file access: what the script's report
+    /// says of an ended command, without a script call. `None` when its exit file does not
+    /// hold an end line (the report then decides).
+    async fn ended_state(&self, command_id: &str) -> Result<Option<CommandState>> {
+        let dir = self.paths.command_dir(command_id);
+        let t = self.transport.bytes();
+        let [exit, started, pwd, out, err] =
+            ["exit", "started", "pwd", "stdout", "stderr"].map(|name| format!("{dir}/{name}"));
+        let (exit, started, pwd, out, err) = tokio::join!(
+            t.read_file_range(&exit, 0, 4096),
+            t.read_file_range(&started, 0, 4096),
+            t.read_file_range(&pwd, 0, 64 << 10),
+            t.stat(&out),
+            t.stat(&err),
+        );
+        let Ok(exit) = exit else {
+            return Ok(None);
+        };
+        let exit = String::from_utf8_lossy(&exit).into_owned();
+        let is_end = exit.lines().next().is_some_and(|l| {
+            l.starts_with("code=") && l.contains(" how=") && l.contains(" state=")
+        });
+        if !is_end {
+            return Ok(None);
+        }
+        let mut report = format!("@report\n{exit}");
+        if !report.ends_with('\n') {
+            report.push('\n');
+        }
+        report.push_str(&String::from_utf8_lossy(&started.unwrap_or_default()));
+        let size = |s: Result<Option<crate::transport::FileStat>>| {
+            s.ok().flatten().map_or(0, |s| s.size)
+        };
+        report.push_str(&format!(
+            "\n@sizes\n{} {dir}/stdout\n{} {dir}/stderr\n",
+            size(out),
+            size(err)
+        ));
+        if let Ok(pwd) = pwd
+            && !pwd.is_empty()
+        {
+            report.push_str(&format!("@pwd\n{}\n", String::from_utf8_lossy(&pwd)));
+        }
+        let out = ExecOutput {
+            stdout: report.into_bytes(),
+            stderr: Vec::new(),
+            stdout_truncated: false,
+            stderr_truncated: false,
+            status: crate::transport::ExitStatus::Code(0),
+        };
+        state::parse(&out).map(Some)
+    }
+
+    /// The `start_command` call, but for the line to type (which holds nothing but the
+    /// command id) and the channel to wait on.
+    fn start_call<'a>(
+        &'a self,
+        command_id: &'a str,
+        mode: RunMode,
+        start: &CommandStart<'a>,
+    ) -> Call<'a> {
         let CommandStart {
             text,
             cwd,
@@ -317,36 +456,27 @@ impl TmuxDriver {
             window,
         } = *start;
         let dir = self.paths.command_dir(command_id);
-        let (verb, channel) = match mode {
-            RunMode::Foreground => ("run", format!("rr-{command_id}")),
-            RunMode::Background => ("bg", format!("rr-{command_id}-go")),
-        };
-        // Short: readline echoes every character of it (and the transcript pipe carries them).
-        // `\builtin .`: an alias or function the user named `.` or `source` cannot take it.
-        let line = format!(
-            " \\builtin . \"$__rr_sdir/rr.sh\" {verb} \"$__rr_cdir/\"{}",
-            shell_quote(command_id)
-        );
         let call = self
             .call("start_command")
             .param("ID", command_id)
-            .param("D", dir.as_str())
+            .param("D", dir)
             .param("MODE", mode_param(mode))
-            .param("LINE", line)
-            .param("CH", channel.as_str())
             .param("HASCWD", if cwd.is_some() { "1" } else { "0" })
             .param("BGWIN", if window { "1" } else { "0" })
             .param("CWD", cwd.unwrap_or(""))
             .param("CMDENV", script::posix_exports(env));
-        let call = match text {
+        match text {
             Some(text) => call.param("CMDTEXT", text),
             None => call,
-        };
-        let out = self.wait_bounded(call, &channel, wait).await?;
+        }
+    }
+
+    /// What a start call's reply says.
+    fn start_outcome(&self, command_id: &str, out: &ExecOutput) -> Result<StartOutcome> {
         let stdout = out.stdout_lossy();
         let first = stdout.lines().next().unwrap_or("").trim();
         if first == "@started" {
-            return state::parse(&out).map(StartOutcome::Started);
+            return state::parse(out).map(StartOutcome::Started);
         }
         if first == "@lost" {
             return Ok(StartOutcome::Lost);
@@ -360,7 +490,8 @@ impl TmuxDriver {
         Err(Error::new(
             ErrorCode::RemoteError,
             format!(
-                "could not start the command in {dir} on {}: {}",
+                "could not start the command in {} on {}: {}",
+                self.paths.command_dir(command_id),
                 self.transport.describe(),
                 crate::util::printable_excerpt(&out.stderr, 400).trim()
             ),
@@ -712,6 +843,20 @@ impl TmuxDriver {
             ),
         ))
     }
+}
+
+/// How long a typed command's end is awaited on its control client before the script's wait
+/// takes over (which also sees a command that sleeps reading its terminal).
+const INPUT_CHECK_AFTER: Duration = Duration::from_millis(300);
+
+/// The line typed at the session shell's prompt for command `command_id`. Short: readline
+/// echoes every character of it (and the transcript pipe carries them). `\builtin .`: an alias
+/// or function the user named `.` or `source` cannot take it.
+fn typed_line(verb: &str, command_id: &str) -> String {
+    format!(
+        " \\builtin . \"$__rr_sdir/rr.sh\" {verb} \"$__rr_cdir/\"{}",
+        shell_quote(command_id)
+    )
 }
 
 fn mode_param(mode: RunMode) -> &'static str {

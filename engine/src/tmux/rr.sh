@@ -3,6 +3,7 @@
 #   (no arguments)  the rc file of the session shell (bash --rcfile): the user's login
 #                   environment, defaults, traps, ready
 #   run DIR         sourced by the session shell: run DIR/cmd.sh in this shell (state persists);
+#                   handled first, before the rest of the file is even parsed;
 #                   typed as "$__rr_cdir/<id>" (short: readline echoes every character)
 #   bg DIR          sourced by the session shell: start DIR/cmd.sh detached (setsid)
 #   bgrun DIR       executed (new process group): the detached side of `bg`
@@ -20,6 +21,56 @@ __rr_cdir=@CDIR@
 # Exported so a command that replaces the shell with another bash (`exec bash`) keeps working.
 export __rr_sdir __rr_cdir
 
+# The hot path first: `run` (in a shell that read this file before, so its functions are there;
+# else they are read first) runs the command and ends the reading here, so that bash does not
+# parse the rest of this file on every command.
+if [ "${1-}" = run ]; then
+  \builtin declare -F __rr_fin >/dev/null 2>&1 || \builtin . "$__rr_sdir/rr.sh" defs
+  __rr_uf=$-
+  \builtin set +euC
+  __rr_lock=1
+  __rr_keep=1
+  __rr_arm
+  trap - INT
+  # A job started with `&` by an earlier command and ended since is reported ("[1]+  Done ...")
+  # by bash at its next chance, which would be inside this command's redirected stderr: report
+  # it now, to nowhere (the job table stays, so `wait`, `%1` and `jobs` still work).
+  \builtin jobs -n >/dev/null 2>&1
+  case $2 in /*) __rr_cur=$2 ;; *) __rr_cur=$__rr_cdir/$2 ;; esac
+  __rr_d=$__rr_cur
+  __rr_read_cwd "$__rr_cur"
+  \builtin set --
+  if [ -n "$__rr_cd" ] && ! \builtin cd -- "$__rr_cd" 2>|"$__rr_cur/stderr"; then
+    __rr_started "$__rr_cur"
+    if [ -t 1 ]; then __rr_show_text "$__rr_cur"; fi
+    : >|"$__rr_cur/stdout"
+    __rr_fin 1 cd_failed
+    __rr_s=1
+  else
+    __rr_started "$__rr_cur"
+    if [ -t 1 ]; then __rr_show_text "$__rr_cur"; fi
+    if __rr_parses "$__rr_cur"; then
+      if [ -f "$__rr_cur/env.sh" ]; then \builtin . "$__rr_cur/env.sh" 2>/dev/null; fi
+      case $__rr_uf in *u*) \builtin set -u ;; esac
+      case $__rr_uf in *C*) \builtin set -C ;; esac
+      \builtin . "$__rr_cur/cmd.sh" >|"$__rr_cur/stdout" 2>|"$__rr_cur/stderr"
+      __rr_s=$?
+      __rr_uf=$-
+      __rr_fin "$__rr_s" normal
+    else
+      : >|"$__rr_cur/stdout"
+      __rr_fin 2 syntax_error
+      __rr_s=2
+    fi
+  fi
+  # (Not when a command replaced the shell with one whose output still goes to its files.)
+  if [ -t 1 ]; then __rr_show "$__rr_d" "$__rr_s"; fi
+  if [[ $- == *i* ]]; then \builtin set -o emacs; fi
+  case $__rr_uf in *u*) \builtin set -u ;; esac
+  case $__rr_uf in *C*) \builtin set -C ;; esac
+  \builtin return 0 2>/dev/null
+fi
+
 __rr_now() {
   __rr_t=${EPOCHREALTIME:-}
   if [ -z "$__rr_t" ]; then __rr_t=$(\command -p date +%s.%N); fi
@@ -31,12 +82,16 @@ __rr_now() {
 # ends any escape string a program left open). Otherwise, or when stdout is not the pane's
 # terminal, one tmux client. (The shell's ready signal at start-up and a background command's
 # launch use the client: off the hot path, and the start-up one was seen lost in a loaded test
-# run.)
+# run.) An `rq-` name (a command typed through an engine's tmux control client) is only a
+# rename: that client sees it, and the hook leaves it alone.
 __rr_signal() {
   if [ -t 1 ] && [ -e "$__rr_sdir/wake.esc" ]; then
     \builtin printf '\033\134\033k%s\033\134' "$1"
   else
-    "$__rr_tmux" -L "$__rr_sock" wait-for -S "$1" >/dev/null 2>&1
+    case $1 in
+    rq-*) "$__rr_tmux" -L "$__rr_sock" rename-window -t "=$__rr_sid:" "$1" >/dev/null 2>&1 ;;
+    *) "$__rr_tmux" -L "$__rr_sock" wait-for -S "$1" >/dev/null 2>&1 ;;
+    esac
   fi
 }
 
@@ -45,6 +100,9 @@ __rr_signal() {
 __rr_wake() {
   local w fg=0
   local -a a=(wait-for -S "rr-${1##*/}")
+  # Typed by an engine's control client (ctl.sh ARMONLY): its end is a window rename, which
+  # that client sees.
+  if [ -e "$1/notify" ]; then a=(rename-window -t "=$__rr_sid:" "rq-${1##*/}"); fi
   if [ -d "$1/waiters" ]; then
     \builtin shopt -q failglob && fg=1
     \builtin shopt -u failglob
@@ -53,8 +111,8 @@ __rr_wake() {
     done
     if [ $fg = 1 ]; then \builtin shopt -s failglob; fi
   fi
-  if [ ${#a[@]} = 3 ]; then
-    __rr_signal "${a[2]}"
+  if [ ${#a[@]} = 3 ] || [ ${#a[@]} = 4 ]; then
+    __rr_signal "${a[${#a[@]} - 1]}"
   else
     "$__rr_tmux" -L "$__rr_sock" "${a[@]}" >/dev/null 2>&1
   fi
@@ -182,50 +240,6 @@ __rr_show() {
 }
 
 case ${1-} in
-run)
-  __rr_uf=$-
-  \builtin set +euC
-  __rr_lock=1
-  __rr_keep=1
-  __rr_arm
-  trap - INT
-  # A job started with `&` by an earlier command and ended since is reported ("[1]+  Done ...")
-  # by bash at its next chance, which would be inside this command's redirected stderr: report
-  # it now, to nowhere (the job table stays, so `wait`, `%1` and `jobs` still work).
-  \builtin jobs -n >/dev/null 2>&1
-  case $2 in /*) __rr_cur=$2 ;; *) __rr_cur=$__rr_cdir/$2 ;; esac
-  __rr_d=$__rr_cur
-  __rr_read_cwd "$__rr_cur"
-  \builtin set --
-  if [ -n "$__rr_cd" ] && ! \builtin cd -- "$__rr_cd" 2>|"$__rr_cur/stderr"; then
-    __rr_started "$__rr_cur"
-    if [ -t 1 ]; then __rr_show_text "$__rr_cur"; fi
-    : >|"$__rr_cur/stdout"
-    __rr_fin 1 cd_failed
-    __rr_s=1
-  else
-    __rr_started "$__rr_cur"
-    if [ -t 1 ]; then __rr_show_text "$__rr_cur"; fi
-    if __rr_parses "$__rr_cur"; then
-      if [ -f "$__rr_cur/env.sh" ]; then \builtin . "$__rr_cur/env.sh" 2>/dev/null; fi
-      case $__rr_uf in *u*) \builtin set -u ;; esac
-      case $__rr_uf in *C*) \builtin set -C ;; esac
-      \builtin . "$__rr_cur/cmd.sh" >|"$__rr_cur/stdout" 2>|"$__rr_cur/stderr"
-      __rr_s=$?
-      __rr_uf=$-
-      __rr_fin "$__rr_s" normal
-    else
-      : >|"$__rr_cur/stdout"
-      __rr_fin 2 syntax_error
-      __rr_s=2
-    fi
-  fi
-  # (Not when a command replaced the shell with one whose output still goes to its files.)
-  if [ -t 1 ]; then __rr_show "$__rr_d" "$__rr_s"; fi
-  if [[ $- == *i* ]]; then \builtin set -o emacs; fi
-  case $__rr_uf in *u*) \builtin set -u ;; esac
-  case $__rr_uf in *C*) \builtin set -C ;; esac
-  ;;
 replaced)
   # The first prompt of a bash that replaced the session shell: the command that ran `exec` is
   # over; record it, and take this shell as the session shell from now on.

@@ -6,6 +6,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use remote_runner_engine::ErrorCode;
@@ -28,13 +29,90 @@ pub struct Bed {
     _guard: TmuxGuard,
 }
 
+/// Set by a runner to run the suite with kept tmux control clients
+/// ([`EngineOptions::terminal_clients`]): commands after a session's first are then typed
+/// through the session's control client (one runner process per setting).
+pub static TERMINAL_CLIENTS: AtomicBool = AtomicBool::new(false);
+
 pub fn options(env: Vec<(String, String)>) -> EngineOptions {
     EngineOptions {
         tmux_socket: format!("rrtest-{}", uuid::Uuid::new_v4().simple()),
         session_env: env,
+        terminal_clients: TERMINAL_CLIENTS.load(Ordering::SeqCst),
         ..Default::default()
     }
 }
+
+/// The suite as run on this host (`engine_local.rs`, `engine_local_typed.rs`): `$runner!`
+/// called with the name of every test.
+macro_rules! on_this_host {
+    ($runner:ident) => {
+        $runner!(
+            background_command_with_stdin,
+            transcript_is_what_a_person_saw,
+            transcript_shows_output_as_it_comes,
+            transcript_is_capped,
+            exec_returns_waiting_input,
+            stop_records_interrupt,
+            send_python_repl,
+            send_answers_yes_no,
+            send_ctrl_c_interrupts,
+            send_quits_pager,
+            send_wait_for_times_out,
+            send_quiet_on_chatty_program,
+            send_to_the_shell,
+            exec_exact_exit_codes,
+            stdout_stderr_separated,
+            shell_state_persists,
+            exec_env_is_exported_not_typed,
+            heredocs,
+            unbalanced_quotes,
+            history_characters,
+            big_command,
+            command_text_at_the_inline_limit,
+            binary_and_escape_output,
+            huge_output,
+            sparse_output_is_capped,
+            fake_end_markers,
+            terminal_escapes_in_output_are_data,
+            set_e_ends_command_not_session,
+            exit_keeps_output_code_and_session,
+            dead_tmux_server_is_lost,
+            trailing_ampersand,
+            read_answered_by_send,
+            pager_does_not_hang,
+            stop_escalates_past_ignored_sigint,
+            stop_foreground_and_idempotent,
+            background_run_wait_stop,
+            crlf_command,
+            non_utf8_locale,
+            hostile_bashrc_quiet,
+            busy_on_concurrent_exec,
+            wait_timeout_then_result,
+            transcript_read_with_cursor,
+            logs_in_order_and_destroy_keeps_records,
+            recovery_after_killed_caller,
+            screen_and_resize,
+            shell_killed_restarts,
+            terminal_busy_after_send,
+            partial_input_is_cleared,
+            parallel_waiters_all_woken,
+            streaming_output_by_offset,
+            destroy_stops_running_commands,
+            session_read_shows_commands_and_output,
+            old_command_dirs_are_pruned,
+            destroy_removes_remote_state_unless_kept,
+            session_shell_is_isolated,
+            git_repo_cwd_leaves_no_trace,
+            user_settings_cannot_break_mechanism,
+            hostile_dir_names_are_data,
+            cwd_control_characters_are_data,
+            garbled_exit_file_is_not_a_lost_session,
+            typed_commands_use_the_control_client,
+        );
+    };
+}
+pub(crate) use on_this_host;
 
 pub async fn bed(t: Arc<Remote>, dir: &str) -> Bed {
     bed_with(t, dir, options(Vec::new())).await
@@ -2464,5 +2542,96 @@ pub async fn background_command_with_stdin(t: Arc<Remote>, dir: &str) {
         .await
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::InvalidArgument, "{e}");
+    b.finish().await;
+}
+
+/// A long-lived engine types commands through the session's tmux control client, attached after
+/// the session's first command, and they run as any other: exact exit codes and output, shell
+/// state, a command reading its terminal, a stop, one that ends the shell, one that sends the
+/// shell's own stdout elsewhere (its end is then told by a tmux client), and commands of a
+/// second engine without clients in between.
+pub async fn typed_commands_use_the_control_client(t: Arc<Remote>, dir: &str) {
+    let mut o = options(Vec::new());
+    o.terminal_clients = true;
+    let b = bed_with(t, dir, o).await;
+    assert_eq!(b.run("true").await.exit_code, Some(0));
+    let client = format!(
+        "-L {} -C attach-session -t ={}",
+        b.options.tmux_socket, b.session.tmux_session
+    );
+    let begun = Instant::now();
+    while !b.sh("ps -eo args").await.contains(&client) {
+        assert!(
+            begun.elapsed() < Duration::from_secs(30),
+            "no control client ({client}) was attached"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for (cmd, code, out) in [
+        ("true", 0, ""),
+        ("(exit 7)", 7, ""),
+        ("echo hi; echo err >&2", 0, "hi\n"),
+        ("cd /; x=41", 0, ""),
+        ("echo $((x+1)) $PWD", 0, "42 /\n"),
+    ] {
+        let rec = b.run(cmd).await;
+        assert_eq!(
+            (rec.exit_code, rec.stdout.as_str()),
+            (Some(code), out),
+            "{cmd}: {rec:?}"
+        );
+    }
+    let other = b.other_engine();
+    let mut o = b.options.clone();
+    o.terminal_clients = false;
+    let plain =
+        Engine::with_options(b.state.path(), Arc::new(FixedConnector(b.t.clone())), o).unwrap();
+    for (i, engine) in [&b.engine, &plain, &other, &plain, &b.engine]
+        .iter()
+        .enumerate()
+    {
+        let rec = engine
+            .exec(b.sid(), &format!("echo turn{i}"), ExecRequest::wait())
+            .await
+            .unwrap();
+        assert_eq!(rec.stdout, format!("turn{i}\n"), "{rec:?}");
+    }
+    let rec = b
+        .engine
+        .exec(
+            b.sid(),
+            "read -p 'name? ' n; echo \"hi $n\"",
+            ExecRequest::wait().with_timeout(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rec.status, CommandStatus::WaitingInput, "{rec:?}");
+    b.engine
+        .session_send(b.sid(), send_req(Some("ann"), &[]))
+        .await
+        .unwrap();
+    let rec = b
+        .engine
+        .command_wait(b.sid(), &rec.command_id, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(rec.stdout, "hi ann\n", "{rec:?}");
+    let rec = started(&b, "sleep 100").await;
+    let rec = b
+        .engine
+        .command_stop(b.sid(), &rec.command_id)
+        .await
+        .unwrap();
+    assert_eq!(
+        (rec.status, rec.exit_code),
+        (CommandStatus::Stopped, Some(130))
+    );
+    let rec = b.run("exit 4").await;
+    assert_eq!(rec.exit_code, Some(4), "{rec:?}");
+    let rec = b.run("exec 3>&1 >/dev/null; echo quiet").await;
+    assert_eq!(rec.exit_code, Some(0), "{rec:?}");
+    let rec = b.run("exec >&3 3>&-; echo back").await;
+    assert_eq!((rec.exit_code, rec.stdout.as_str()), (Some(0), "back\n"));
+    assert_eq!(b.run("echo usable").await.stdout, "usable\n");
     b.finish().await;
 }
