@@ -8,6 +8,7 @@ use crate::command::Command;
 use crate::error::{DecodeError, DecodeErrorKind, Rule, ValidationError};
 use crate::event::Event;
 use crate::grammar;
+use crate::json_text;
 use crate::limits::{PROTOCOL, PROTOCOL_VERSION};
 use crate::session_tool;
 
@@ -78,8 +79,9 @@ pub fn encode_event(event: &Event) -> Vec<u8> {
 
 /// Writes an event as one line, ending in `\n`, to `out`. Does not validate. A `progress`
 /// event, which carries a turn's output and may be megabytes, is written straight from its
-/// strings (no JSON value built first, no copy of its text): the same bytes, field for field,
-/// as every other event's path makes.
+/// strings (no JSON value built first, no copy of its text, the content escaped by
+/// [`json_text::write_str`]): the same bytes, field for field, as every other event's path
+/// makes.
 pub fn write_event<W: std::io::Write>(event: &Event, mut out: W) -> std::io::Result<()> {
     match event {
         Event::Progress(progress) => {
@@ -90,7 +92,7 @@ pub fn write_event<W: std::io::Write>(event: &Event, mut out: W) -> std::io::Res
             out.write_all(b",\"type\":\"progress\",\"turnId\":")?;
             serde_json::to_writer(&mut out, &progress.turn_id)?;
             out.write_all(b",\"content\":")?;
-            serde_json::to_writer(&mut out, &progress.content)?;
+            json_text::write_str(&mut out, &progress.content)?;
             out.write_all(b"}\n")
         }
         _ => {

@@ -67,6 +67,7 @@ mod envelope;
 mod error;
 mod event;
 pub mod grammar;
+pub mod json_text;
 pub mod lifecycle;
 mod limits;
 pub mod operations;

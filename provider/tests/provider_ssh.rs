@@ -110,3 +110,39 @@ fn a_killed_connection_mid_turn_still_delivers_every_byte_and_the_exit_code() {
 fn libc_sigkill() -> i32 {
     9
 }
+
+/// Output larger than one read, read over SFTP (a small local cap), arrives byte for byte:
+/// 49-byte lines put the 2 MiB read borders inside a 2-byte (the 1st border), a 3-byte (the
+/// 3rd) and a 4-byte character (the 6th), between characters JSON must escape.
+#[test]
+fn output_past_one_read_streams_exactly_with_characters_split_across_reads() {
+    let sshd = Sshd::start().expect("sshd test bed");
+    let local = tempfile::tempdir().unwrap();
+    let remote = sshd.remote_dir("provider-stream").unwrap();
+    let mut env = sshd.provider_env(&local.path().join("state"), &remote);
+    env.push(("REMOTE_RUNNER_OUTPUT_CAP", "1M".into()));
+    let mut host = Host::spawn(local.path(), &env);
+    host.hello();
+    assert_eq!(host.start("/x")["type"], "ready");
+
+    let pad = "a".repeat(35);
+    let lines = 300_000;
+    let command = format!(
+        "l=$(printf '\\303\\251\\342\\202\\254\\360\\237\\230\\200\"\\\\\\t\\001%s' {pad}); \
+         yes \"$l\" | head -n {lines}"
+    );
+    let line = format!("é€😀\"\\\t\u{1}{pad}\n");
+    assert_eq!(line.len(), 49);
+    let (_, progress, fin) = host.turn(1, &command);
+    assert!(
+        fin["content"].as_str().unwrap().starts_with("exit 0"),
+        "{fin}"
+    );
+    assert_eq!(progress.len(), line.len() * lines);
+    assert!(
+        progress == line.repeat(lines),
+        "the streamed output differs"
+    );
+    host.send("cancel", json!({"requestId": "c:1"}));
+    assert_eq!(host.next_non_screen(T)["status"], "closed");
+}

@@ -20,6 +20,7 @@ use tokio::io::{AsyncWriteExt, BufReader};
 
 use crate::Ctx;
 use crate::bed::Bed;
+use crate::benches::tree::CliSide;
 use crate::openssh::{self, ControlMaster, OpenSsh};
 use crate::report::{BenchResult, Measurement, Ratio, Side, Target};
 
@@ -262,8 +263,18 @@ pub fn run_put(ctx: &Ctx) -> Result<BenchResult> {
         &raw,
     )
     .with_bytes(size);
-    finish(&mut result, &label, "put", size, runs, &ours, &theirs, raw);
-    same_cipher_rows(&mut result, &label, "put", size, &gcm);
+    finish(
+        &mut result,
+        &label,
+        "put",
+        size,
+        runs,
+        &ours,
+        &theirs,
+        raw,
+        Target::AtLeast(1.0),
+    );
+    same_cipher_rows(&mut result, &label, "put", size, &gcm, Target::None);
     Ok(result)
 }
 
@@ -276,6 +287,7 @@ pub fn run_get(ctx: &Ctx) -> Result<BenchResult> {
     chown_to_login_user(bed, &source)?;
     let local_dir = bed.local_dir("file-get-dest")?;
     let ours_dest = local_dir.join("ours.bin");
+    let cli_dest = local_dir.join("cli.bin");
     let theirs_dest = local_dir.join("sftp.bin");
     let batch = sftp_batch(
         &local_dir,
@@ -285,9 +297,26 @@ pub fn run_get(ctx: &Ctx) -> Result<BenchResult> {
         OpenSsh::new(bed).control_master(&bed.local_dir(&format!("{}-ssh", tb_name(&tb)))?)?;
     let ssh = master.client();
     let gcm_master = same_cipher_master(bed, &tb)?;
+    let warm_source = tb.remote.join("warm.bin");
+    make_file(&warm_source, 1 << 20)?;
+    chown_to_login_user(bed, &warm_source)?;
+    let cli = CliSide::open(ctx, &tb.remote, "file-get-cli-state", |cli| {
+        let took = cli.get(&warm_source, &cli_dest)?;
+        remove(&cli_dest)?;
+        Ok(took)
+    });
+    let cli_note = cli.as_ref().err().map(|e| {
+        format!("the CLI rows are missing: {e:#} (scripts/bench.sh builds the CLI first)")
+    });
+    let cli = cli.ok();
 
     let (mut ours, mut theirs, mut raw, mut gcm) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut ours_cli = Vec::new();
     for _ in 0..runs {
+        if let Some(cli) = &cli {
+            remove(&cli_dest)?;
+            ours_cli.push(cli.get(&source, &cli_dest)?);
+        }
         remove(&ours_dest)?;
         ours.push(tb.get(ctx, &source, &ours_dest)?);
         remove(&theirs_dest)?;
@@ -304,16 +333,22 @@ pub fn run_get(ctx: &Ctx) -> Result<BenchResult> {
     }
     check_size(&ours_dest, size)?;
     check_size(&theirs_dest, size)?;
-    remove(&ours_dest)?;
-    remove(&theirs_dest)?;
-    remove(&source)?;
+    if cli.is_some() {
+        check_size(&cli_dest, size)?;
+    }
+    drop(cli);
+    for path in [&ours_dest, &cli_dest, &theirs_dest, &source, &warm_source] {
+        remove(path)?;
+    }
 
     let label = size_label(size);
     let mut result = BenchResult::new(
         "file-get-1g",
         format!(
-            "download of one {label} file: `Engine::file_get` (engine transfer API over SFTP) \
-             beside `sftp -b` with `get` through an OpenSSH ControlMaster"
+            "download of one {label} file as a user runs it: `remote-runner file get` in a fresh \
+             process (through the machine's running keeper), beside `sftp -b` with `get` through \
+             an OpenSSH ControlMaster; diagnostics: `Engine::file_get` in-process on a connected \
+             session, and the bare SFTP read stream"
         ),
     );
     let raw = Measurement::new(
@@ -322,8 +357,51 @@ pub fn run_get(ctx: &Ctx) -> Result<BenchResult> {
         &raw,
     )
     .with_bytes(size);
-    finish(&mut result, &label, "get", size, runs, &ours, &theirs, raw);
-    same_cipher_rows(&mut result, &label, "get", size, &gcm);
+    // With the CLI rows, the in-process figure is a diagnostic: the target is on what a user
+    // runs.
+    let engine_target = if ours_cli.is_empty() {
+        Target::AtLeast(1.0)
+    } else {
+        Target::None
+    };
+    let sftp = finish(
+        &mut result,
+        &label,
+        "get",
+        size,
+        runs,
+        &ours,
+        &theirs,
+        raw,
+        engine_target,
+    );
+    let gcm = same_cipher_rows(&mut result, &label, "get", size, &gcm, engine_target);
+    if !ours_cli.is_empty() {
+        let cli_row = result
+            .push(
+                Measurement::new(
+                    &format!(
+                        "`remote-runner file get` {label} (fresh process, through a running keeper)"
+                    ),
+                    Side::Ours,
+                    &ours_cli,
+                )
+                .with_bytes(size),
+            )
+            .clone();
+        let with_cipher = format!("sftp get with {SAME_CIPHER}");
+        for (what, theirs) in [("sftp get", &sftp), (with_cipher.as_str(), &gcm)] {
+            result.ratios.push(Ratio::speed(
+                &format!("CLI file get (fresh process) / {what}"),
+                &cli_row,
+                theirs,
+                Target::AtLeast(1.0),
+            ));
+        }
+    }
+    if let Some(note) = cli_note {
+        result.notes.push(note);
+    }
     Ok(result)
 }
 
@@ -339,15 +417,16 @@ fn same_cipher_master(bed: &Bed, tb: &TransferBed) -> Result<ControlMaster> {
     )
 }
 
-/// The same-cipher `sftp` row and its ratio (a target for `get` only: a put's target is against
-/// OpenSSH's default cipher).
+/// The same-cipher `sftp` row and its ratio to our in-process row (with `target`: a put's
+/// target is against OpenSSH's default cipher).
 fn same_cipher_rows(
     result: &mut BenchResult,
     label: &str,
     verb: &str,
     size: u64,
     gcm: &[Duration],
-) {
+    target: Target,
+) -> Measurement {
     let ours = result
         .measurements
         .iter()
@@ -363,12 +442,6 @@ fn same_cipher_rows(
             .with_bytes(size),
         )
         .clone();
-    // A download is held to the same cipher too: there the cipher is not the difference.
-    let target = if verb == "get" {
-        Target::AtLeast(1.0)
-    } else {
-        Target::None
-    };
     if let Some(ours) = ours {
         result.ratios.push(Ratio::speed(
             &format!("file_{verb} / sftp {verb} with {SAME_CIPHER}"),
@@ -382,6 +455,7 @@ fn same_cipher_rows(
          OpenSSH its default (chacha20-poly1305@openssh.com); the row with `-c {SAME_CIPHER}` \
          runs OpenSSH with the same cipher, interleaved with the others"
     ));
+    gcm
 }
 
 /// The remote dir's last component (unique per benchmark), for local scratch names.
@@ -413,7 +487,8 @@ fn finish(
     ours: &[Duration],
     theirs: &[Duration],
     raw: Measurement,
-) {
+    target: Target,
+) -> Measurement {
     let ours = result
         .push(
             Measurement::new(&format!("engine file_{verb} {label}"), Side::Ours, ours)
@@ -430,7 +505,7 @@ fn finish(
         &format!("file_{verb} / sftp {verb}"),
         &ours,
         &theirs,
-        Target::AtLeast(1.0),
+        target,
     );
     let missed = ratio.met() == Some(false);
     result.ratios.push(ratio);
@@ -443,4 +518,5 @@ fn finish(
         result.notes.push(limits_note(verb, &ours, &theirs, &raw));
     }
     result.push(raw);
+    theirs
 }

@@ -56,12 +56,19 @@ fn count_files(root: &Path) -> Result<usize> {
     Ok(n)
 }
 
-/// `remote-runner file put` of `local` to `remote` in a fresh process on `state_dir`.
-fn cli_put(cli: &Path, state_dir: &Path, session: &str, local: &Path, remote: &Path) -> Command {
+/// `remote-runner file VERB` between `local` and `remote` in a fresh process on `state_dir`.
+fn cli_transfer(
+    cli: &Path,
+    state_dir: &Path,
+    session: &str,
+    verb: &str,
+    local: &Path,
+    remote: &Path,
+) -> Command {
     let mut c = Command::new(cli);
     c.arg("--state-dir")
         .arg(state_dir)
-        .args(["file", "put", "--session", session, "--local"])
+        .args(["file", verb, "--session", session, "--local"])
         .arg(local)
         .arg("--remote")
         .arg(remote)
@@ -82,38 +89,54 @@ fn disconnect(cli: &Path, state_dir: &Path) {
         .output();
 }
 
-/// The CLI with a state dir holding the bed's machine and a session, and its keeper running.
-struct CliSide {
+/// The CLI with a state dir holding the bed's machine and a session, and its keeper running:
+/// each timed call is a fresh process, as a user runs it.
+pub struct CliSide {
     cli: PathBuf,
     state_dir: PathBuf,
     session: String,
 }
 
 impl CliSide {
-    fn open(ctx: &Ctx, remote: &Path, source: &Path) -> Result<CliSide> {
+    /// The CLI on a new state dir `state_name`; `warm` is one call of the kind timed after it:
+    /// the first connects directly and starts the machine's keeper, the second (and every timed
+    /// one) goes through it, as a user's second and later calls do.
+    pub fn open(
+        ctx: &Ctx,
+        remote: &Path,
+        state_name: &str,
+        warm: impl Fn(&CliSide) -> Result<Duration>,
+    ) -> Result<CliSide> {
         let cli = sibling_binary("REMOTE_RUNNER_BENCH_CLI", "remote-runner")?;
-        let (state_dir, session) = prepare_state(ctx, ctx.bed, remote, "tree-cli-state")?;
+        let (state_dir, session) = prepare_state(ctx, ctx.bed, remote, state_name)?;
         let side = CliSide {
             cli,
             state_dir,
             session,
         };
-        // The first call connects directly and starts the machine's keeper; later calls (the
-        // timed ones) go through it, as a user's second and later calls do.
-        let warm = remote.join("cli-warm");
-        side.put(source, &warm)?;
+        warm(&side)?;
         let machine_id = ctx.bed.machine(remote).machine_id;
         wait_for_keeper(&KeeperPaths::new(&side.state_dir, &machine_id).socket)?;
-        side.put(source, &warm)?;
-        remove(&warm)?;
+        warm(&side)?;
         Ok(side)
     }
 
-    fn put(&self, local: &Path, remote: &Path) -> Result<Duration> {
-        openssh::time_run(&mut cli_put(
+    /// Time one `remote-runner file put`.
+    pub fn put(&self, local: &Path, remote: &Path) -> Result<Duration> {
+        self.transfer("put", local, remote)
+    }
+
+    /// Time one `remote-runner file get`.
+    pub fn get(&self, remote: &Path, local: &Path) -> Result<Duration> {
+        self.transfer("get", local, remote)
+    }
+
+    fn transfer(&self, verb: &str, local: &Path, remote: &Path) -> Result<Duration> {
+        openssh::time_run(&mut cli_transfer(
             &self.cli,
             &self.state_dir,
             &self.session,
+            verb,
             local,
             remote,
         ))
@@ -140,7 +163,12 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
     let ssh = master.client();
     let dest = |name: &str| tb.remote.join(name);
     let src = source.display().to_string();
-    let cli = CliSide::open(ctx, &tb.remote, &source);
+    let warm = tb.remote.join("cli-warm");
+    let cli = CliSide::open(ctx, &tb.remote, "tree-cli-state", |cli| {
+        let took = cli.put(&source, &warm)?;
+        remove(&warm)?;
+        Ok(took)
+    });
     let cli_note = cli.as_ref().err().map(|e| {
         format!("the CLI rows are missing: {e:#} (scripts/bench.sh builds the CLI first)")
     });

@@ -408,7 +408,7 @@ async fn read_span(
     offset: u64,
     max: usize,
 ) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(max.min(1 << 20));
+    let mut out = Vec::new();
     let mut chunk = RANGE_READ;
     while out.len() < max {
         let at = offset + out.len() as u64;
@@ -416,6 +416,8 @@ async fn read_span(
         let lens: Vec<usize> = (0..want.div_ceil(chunk).min(RANGE_BATCH))
             .map(|i| chunk.min(want - i * chunk))
             .collect();
+        // Room for what this batch asks, once: no copy as the buffer grows.
+        out.reserve(lens.iter().sum());
         let mut pos = at;
         let steps: Vec<Step<'_, Option<Vec<u8>>>> = lens
             .iter()

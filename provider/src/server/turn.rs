@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use remote_runner_protocol::lifecycle::Refusal;
-use remote_runner_protocol::{Event, TurnCommand, Usage, UsageSnapshot};
+use remote_runner_protocol::{Event, MAX_LINE_BYTES, TurnCommand, Usage, UsageSnapshot, json_text};
 use tokio_util::sync::CancellationToken;
 
 use super::config::TurnMode;
@@ -26,15 +26,22 @@ use remote_runner_engine::engine::{CommandRecord, CommandStatus, ExecRequest, Ou
 use remote_runner_engine::error::{Error, Result};
 
 /// How long starting a turn waits before the ACK (a quick command is already done by then).
-const START_WAIT: Duration = Duration::from_millis(300);
+const START_WAIT: Duration = Duration::from_millis(100);
 /// Longest single wait for new output.
 const OUTPUT_WAIT: Duration = Duration::from_secs(10);
 /// Largest read per stream per step.
 const READ_CHUNK: usize = 2 * 1024 * 1024;
 /// Most output text queued for stdout before the stream waits for the host to read.
 const QUEUED_OUTPUT_LIMIT: usize = 8 * 1024 * 1024;
-/// Largest progress event text: escaped as JSON (at most 6 bytes a byte) it stays well under
-/// the host's line limit.
+/// Most escaped progress text in one event: the rest of the line (the envelope and a turn id
+/// of at most 256 UTF-16 units, 6 bytes each escaped) fits in what is left of the host's line
+/// limit.
+const PROGRESS_ROOM: usize = MAX_LINE_BYTES - 8 * 1024;
+/// Most output text in one progress event: the host reads events of a few megabytes as they
+/// come, and a turn's read is cut in pieces of this size.
+const PROGRESS_EVENT: usize = 2 * 1024 * 1024;
+/// Progress piece of text too large escaped for one event: escaped as JSON (at most 6 bytes a
+/// byte) it stays well under the host's line limit.
 const PROGRESS_PIECE: usize = 512 * 1024;
 /// How much recent output the final summary shows.
 const SUMMARY_TAIL: usize = 3 * 1024;
@@ -343,7 +350,7 @@ async fn pump(
         err_off += err.len() as u64;
         for chunk in [out_text.push_owned(out), err_text.push_owned(err)] {
             if !cancel.is_cancelled() {
-                send_progress(shared, turn_id, &mut tail, &chunk);
+                send_progress(shared, turn_id, &mut tail, chunk);
             }
         }
         // The start's record or the latest refresh says it waits for input: said once per
@@ -355,13 +362,13 @@ async fn pump(
                 shared,
                 turn_id,
                 &mut tail,
-                &format!("\n[waiting for input: {prompt}]\n"),
+                format!("\n[waiting for input: {prompt}]\n"),
             );
         }
         told_waiting = waiting;
         if record.status.is_final() && !got_data {
             for chunk in [out_text.finish(), err_text.finish()] {
-                send_progress(shared, turn_id, &mut tail, &chunk);
+                send_progress(shared, turn_id, &mut tail, chunk);
             }
             return Ok(StreamEnd { record, tail });
         }
@@ -389,18 +396,39 @@ fn lost_while_streaming(e: Error, started: &StartedTurn) -> Error {
     )
 }
 
-/// Progress events for `chunk` (none when empty), each at most [`PROGRESS_PIECE`] bytes.
-fn send_progress(shared: &Shared, turn_id: &str, tail: &mut String, chunk: &str) {
-    for piece in text::pieces(chunk, PROGRESS_PIECE) {
-        push_tail(tail, piece);
-        shared
-            .out
-            .send_sized(Event::progress(turn_id, piece), piece.len());
+/// Progress events for `chunk` (none when empty): pieces of at most [`PROGRESS_EVENT`] bytes
+/// (the chunk itself, not copied, when it is one piece) whose escaped text fits
+/// [`PROGRESS_ROOM`], as output text nearly always does; a piece that does not goes in pieces
+/// of [`PROGRESS_PIECE`].
+fn send_progress(shared: &Shared, turn_id: &str, tail: &mut String, chunk: String) {
+    let fits = |text: &str| json_text::escaped_len(text) <= PROGRESS_ROOM;
+    let send = |text: String| {
+        let len = text.len();
+        shared.out.send_sized(Event::progress(turn_id, text), len);
+    };
+    if chunk.is_empty() {
+        return;
+    }
+    push_tail(tail, &chunk);
+    if chunk.len() <= PROGRESS_EVENT && fits(&chunk) {
+        return send(chunk);
+    }
+    for piece in text::pieces(&chunk, PROGRESS_EVENT) {
+        if fits(piece) {
+            send(piece.to_owned());
+        } else {
+            text::pieces(piece, PROGRESS_PIECE).for_each(|small| send(small.to_owned()));
+        }
     }
 }
 
+/// Keep the output's recent text for the summary: of a large chunk only its end is copied.
 fn push_tail(tail: &mut String, chunk: &str) {
-    tail.push_str(chunk);
+    let (recent, cut) = text::tail(chunk, 2 * SUMMARY_TAIL);
+    if cut {
+        tail.clear();
+    }
+    tail.push_str(recent);
     if tail.len() > 4 * SUMMARY_TAIL {
         let (kept, _) = text::tail(tail, SUMMARY_TAIL);
         *tail = kept.to_string();
