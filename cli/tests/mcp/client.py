@@ -628,16 +628,20 @@ async def bench(n):
         for _ in range(20):
             await exec_(s, sid, "true")
         times = []
-        for _ in range(n):
+        ids = set()
+        for i in range(n):
             t = time.perf_counter()
-            res = await s.call_tool("session_exec", {"session_id": sid, "command": "true"})
+            res = await s.call_tool("session_exec", {"session_id": sid, "command": f"echo {i}"})
             times.append((time.perf_counter() - t) * 1000)
-            assert res.structured_content["exit_code"] == 0
+            c = res.structured_content
+            assert (c["exit_code"], c["status"], c["stdout"]) == (0, "completed", f"{i}\n"), c
+            ids.add(c["command_id"])
         await ok(s, "session_destroy", {"session_id": sid})
     times.sort()
     print(json.dumps({
         "machine": MACHINE,
         "calls": n,
+        "distinct_commands": len(ids),
         "median_ms": round(times[n // 2], 2),
         "p90_ms": round(times[int(n * 0.9)], 2),
         "min_ms": round(times[0], 2),
