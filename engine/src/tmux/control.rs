@@ -230,7 +230,7 @@ impl Parser {
                 let ours = *ours;
                 let text = std::mem::take(text);
                 self.block = None;
-                return ours.then(|| Event::Reply(if end { Ok(()) } else { Err(text) }));
+                return ours.then_some(Event::Reply(if end { Ok(()) } else { Err(text) }));
             }
             if text.len() < 4096 {
                 text.push_str(line);

@@ -45,6 +45,7 @@ pub fn options(env: Vec<(String, String)>) -> EngineOptions {
 
 /// The suite as run on this host (`engine_local.rs`, `engine_local_typed.rs`): `$runner!`
 /// called with the name of every test.
+#[allow(unused_macros)]
 macro_rules! on_this_host {
     ($runner:ident) => {
         $runner!(
@@ -112,6 +113,7 @@ macro_rules! on_this_host {
         );
     };
 }
+#[allow(unused_imports)]
 pub(crate) use on_this_host;
 
 pub async fn bed(t: Arc<Remote>, dir: &str) -> Bed {

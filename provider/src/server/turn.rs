@@ -26,7 +26,7 @@ use remote_runner_engine::engine::{CommandRecord, CommandStatus, ExecRequest, Ou
 use remote_runner_engine::error::{Error, Result};
 
 /// How long starting a turn waits before the ACK (a quick command is already done by then).
-const START_WAIT: Duration = Duration::from_millis(100);
+const START_WAIT: Duration = Duration::from_millis(300);
 /// Longest single wait for new output.
 const OUTPUT_WAIT: Duration = Duration::from_secs(10);
 /// Largest read per stream per step.
