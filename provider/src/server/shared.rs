@@ -6,8 +6,8 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use remote_runner_engine::engine::Engine;
 use remote_runner_engine::engine::OpenOptions;
-use remote_runner_engine::engine::{Engine, EngineOptions};
 use remote_runner_engine::error::Result;
 use remote_runner_protocol::lifecycle::ProviderLifecycle;
 use remote_runner_protocol::{Event, State};
@@ -90,11 +90,9 @@ impl Shared {
             &config.state_dir,
             OpenOptions {
                 adhoc: config.adhoc_machine.clone(),
-                // Long-lived: commands are typed through kept tmux control clients.
-                engine: EngineOptions {
-                    terminal_clients: true,
-                    ..EngineOptions::default()
-                },
+                // No kept tmux control clients (EngineOptions::terminal_clients): over SSH they
+                // made a warm turn slower here (turn-latency 21 ms against 15.8 ms without), where
+                // they make a local MCP call faster; see docs/benchmarks.md.
                 ..OpenOptions::default()
             },
         )?;
