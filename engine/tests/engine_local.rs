@@ -30,7 +30,7 @@ macro_rules! local_tests {
     )*};
 }
 
-engine_suite::on_this_host!(local_tests);
+engine_suite::every_test!(local_tests);
 
 /// The connector hands out one `local` transport, so its kept control process serves every
 /// call: a second connect (each engine call connects) must not start another. Before, every

@@ -22,4 +22,4 @@ macro_rules! typed_tests {
     )*};
 }
 
-engine_suite::on_this_host!(typed_tests);
+engine_suite::every_test!(typed_tests);

@@ -43,10 +43,10 @@ pub fn options(env: Vec<(String, String)>) -> EngineOptions {
     }
 }
 
-/// The suite as run on this host (`engine_local.rs`, `engine_local_typed.rs`): `$runner!`
-/// called with the name of every test.
+/// Every test of the suite, for a runner (`engine_local.rs`, `engine_local_typed.rs`,
+/// `engine_ssh.rs`): `$runner!` called with the name of each.
 #[allow(unused_macros)]
-macro_rules! on_this_host {
+macro_rules! every_test {
     ($runner:ident) => {
         $runner!(
             background_command_with_stdin,
@@ -114,7 +114,7 @@ macro_rules! on_this_host {
     };
 }
 #[allow(unused_imports)]
-pub(crate) use on_this_host;
+pub(crate) use every_test;
 
 pub async fn bed(t: Arc<Remote>, dir: &str) -> Bed {
     bed_with(t, dir, options(Vec::new())).await
