@@ -327,9 +327,10 @@ impl TmuxDriver {
     /// [`TmuxDriver::start_command`] of a foreground command, typed through the session's
     /// control client ([`TerminalClient`]): the script takes the lock and checks the terminal
     /// (`@armed`), the client types the line, and the command's end reaches the client as a
-    /// window rename. Waits for that up to [`INPUT_CHECK_AFTER`], then (a command still
-    /// running, perhaps reading its terminal) on the script's bounded wait, which sees input
-    /// waits; the state then comes from the script's report either way.
+    /// window rename. Waits for that up to [`INPUT_CHECK_AFTER`]; an end seen is read from
+    /// the command's files ([`TmuxDriver::ended_state`]), else (a command still running,
+    /// perhaps reading its terminal) the script's bounded wait, which sees input waits, and
+    /// its report say what happened.
     pub async fn start_command_typed(
         &self,
         client: &TerminalClient,
@@ -359,16 +360,15 @@ impl TmuxDriver {
                 // tmux typed nothing: the script types it, as without a client.
                 client.forget(&name);
                 tracing::debug!("{command_id}: typing through the control client failed: {why}");
+                let channel = format!("rr-{command_id}");
                 let call = self
                     .call("type_command")
                     .param("ID", command_id)
                     .param("D", self.paths.command_dir(command_id))
                     .param("MODE", mode_param(mode))
                     .param("LINE", line)
-                    .param("CH", format!("rr-{command_id}"));
-                let out = self
-                    .wait_bounded(call, &format!("rr-{command_id}"), wait)
-                    .await?;
+                    .param("CH", channel.clone());
+                let out = self.wait_bounded(call, &channel, wait).await?;
                 return self.start_outcome(command_id, &out);
             }
             Err(control::TypeFailure::Unknown(why)) => {
