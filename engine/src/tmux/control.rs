@@ -8,7 +8,9 @@
 //! it never sizes the window) stays connected: a command is one line on its stdin, answered by a
 //! `%begin`/`%end` (or `%error`) block. The command's end is a window rename to `rq-<command
 //! id>` (the session shell prints it as an escape sequence, see `rr.sh`), which tmux reports to
-//! every control client as `%window-renamed`: no process, no round trip.
+//! every control client as `%window-renamed`: no process, no round trip. The name carries what
+//! the command's files say of its end (the [`EndNotice`]), so that reading them, a round trip
+//! or more over SSH, is only needed for what the name leaves out.
 //!
 //! Best effort by design: a client that dies, errs or stalls is dropped and the caller goes on
 //! through the control script (a report, a bounded wait), which never depends on it.
@@ -42,10 +44,10 @@ const ATTACH_SH: &str = r#"exec "$T" -L "$S" -C attach-session -t "=$SID" -f no-
 struct Shared {
     /// Replies awaited, in the order the command lines went out.
     replies: VecDeque<oneshot::Sender<std::result::Result<(), String>>>,
-    /// Waiters for a window name.
-    waiters: HashMap<String, oneshot::Sender<()>>,
-    /// Names seen without a waiter, oldest first.
-    seen: VecDeque<String>,
+    /// Waiters for a window name's first word (`rq-<command id>`).
+    waiters: HashMap<String, oneshot::Sender<String>>,
+    /// Names seen without a waiter, oldest first: the first word and the rest.
+    seen: VecDeque<(String, String)>,
     /// The client ended (its process or the link).
     ended: bool,
 }
@@ -92,14 +94,16 @@ impl TerminalClient {
         !self.lock().ended && !self.input.is_closed()
     }
 
-    /// Register for the end of the command whose window name is `name`; resolves at once if
-    /// it was seen already. Register before typing the command.
-    pub fn expect(&self, name: &str) -> oneshot::Receiver<()> {
+    /// Register for the end of the command whose window name starts with the word `name`;
+    /// resolves, with the rest of the name (the notice, `""` when there is none), at once if it
+    /// was seen already. Register before typing the command.
+    pub fn expect(&self, name: &str) -> oneshot::Receiver<String> {
         let (tx, rx) = oneshot::channel();
         let mut s = self.lock();
-        if let Some(i) = s.seen.iter().position(|n| n == name) {
-            s.seen.remove(i);
-            let _ = tx.send(());
+        if let Some(i) = s.seen.iter().position(|(n, _)| n == name) {
+            if let Some((_, notice)) = s.seen.remove(i) {
+                let _ = tx.send(notice);
+            }
         } else if !s.ended {
             s.waiters.insert(name.to_string(), tx);
         }
@@ -150,6 +154,57 @@ impl TerminalClient {
     }
 }
 
+/// What the session shell put in the end notice of a command typed through a control client
+/// (`rr.sh`, `__rr_fin`): `CODE HOW STATE ENDED STARTED OE [PWD]`, where `OE` says whether
+/// stdout and stderr hold anything (`0`/`1` each) and `PWD`, the directory the command started
+/// in, is left out when it has characters outside a plain set (the `pwd` file has it then).
+/// A command could print such a name itself (to `/dev/tty`, knowing its own id): it can only
+/// misreport its own end, as its exit status can.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndNotice {
+    /// The exit file's line: `code=.. how=.. state=.. ended=..`.
+    pub exit_line: String,
+    /// The started file's line: `started=..`.
+    pub started_line: String,
+    pub stdout_written: bool,
+    pub stderr_written: bool,
+    pub pwd: Option<String>,
+}
+
+impl EndNotice {
+    /// The notice in the rest of a window name, or `None` when there is none or it is not one.
+    pub fn parse(text: &str) -> Option<EndNotice> {
+        let mut words = text.splitn(7, ' ');
+        let mut next = || words.next().filter(|w| !w.is_empty());
+        let (code, how, state, ended, started, oe) =
+            (next()?, next()?, next()?, next()?, next()?, next()?);
+        let pwd = next();
+        let number = |w: &str| w.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+        let word = |w: &str| w.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
+        let flag = |b: u8| match b {
+            b'0' => Some(false),
+            b'1' => Some(true),
+            _ => None,
+        };
+        if !(code.parse::<i32>().is_ok() && word(how) && word(state)) {
+            return None;
+        }
+        if !(number(ended) && number(started) && oe.len() == 2) {
+            return None;
+        }
+        if pwd.is_some_and(|p| !p.starts_with('/')) {
+            return None;
+        }
+        Some(EndNotice {
+            exit_line: format!("code={code} how={how} state={state} ended={ended}"),
+            started_line: format!("started={started}"),
+            stdout_written: flag(oe.as_bytes()[0])?,
+            stderr_written: flag(oe.as_bytes()[1])?,
+            pwd: pwd.map(str::to_string),
+        })
+    }
+}
+
 /// Why [`TerminalClient::type_line`] failed.
 #[derive(Debug)]
 pub enum TypeFailure {
@@ -180,14 +235,14 @@ async fn read_events(
                         let _ = tx.send(r);
                     }
                 }
-                Some(Event::Renamed(name)) => {
+                Some(Event::Renamed(name, notice)) => {
                     if let Some(tx) = s.waiters.remove(&name) {
-                        let _ = tx.send(());
+                        let _ = tx.send(notice);
                     } else {
                         if s.seen.len() >= SEEN_KEPT {
                             s.seen.pop_front();
                         }
-                        s.seen.push_back(name);
+                        s.seen.push_back((name, notice));
                     }
                 }
                 None => {}
@@ -211,8 +266,8 @@ async fn read_events(
 enum Event {
     /// The end of the reply to a command line we sent: `Err` with tmux's message.
     Reply(std::result::Result<(), String>),
-    /// A window was renamed to a name of ours.
-    Renamed(String),
+    /// A window was renamed to a name of ours: its first word and the rest.
+    Renamed(String, String),
 }
 
 /// Control-mode output, line by line.
@@ -248,14 +303,39 @@ impl Parser {
             .strip_prefix("%window-renamed ")
             .or_else(|| line.strip_prefix("%unlinked-window-renamed "))?;
         let (_, name) = rest.split_once(' ')?;
+        let (name, notice) = name.split_once(' ').unwrap_or((name, ""));
         name.starts_with(NOTIFY_PREFIX)
-            .then(|| Event::Renamed(name.to_string()))
+            .then(|| Event::Renamed(name.to_string(), notice.to_string()))
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{Event, Parser};
+    use super::{EndNotice, Event, Parser};
+
+    #[test]
+    fn end_notices() {
+        let n = EndNotice::parse("3 normal done 17.25 17.5 01 /srv/a b").unwrap();
+        assert_eq!(n.exit_line, "code=3 how=normal state=done ended=17.25");
+        assert_eq!(n.started_line, "started=17.5");
+        assert!(!n.stdout_written && n.stderr_written);
+        assert_eq!(n.pwd.as_deref(), Some("/srv/a b"));
+        let n = EndNotice::parse("0 cd_failed stopped 1.0 1.0 10").unwrap();
+        assert!(n.stdout_written && n.pwd.is_none());
+        for bad in [
+            "",
+            "0 normal done 1 1",
+            "x normal done 1 1 00",
+            "0 Normal done 1 1 00",
+            "0 normal done 1e3 1 00",
+            "0 normal done 1 1 02",
+            "0 normal done 1 1 000",
+            "0 normal done 1 1 00 relative",
+            "0  normal done 1 1 00",
+        ] {
+            assert_eq!(EndNotice::parse(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn replies_and_renames() {
@@ -274,11 +354,18 @@ mod tests {
         );
         assert_eq!(
             p.line("%window-renamed @0 rq-cmd_1"),
-            Some(Event::Renamed("rq-cmd_1".into()))
+            Some(Event::Renamed("rq-cmd_1".into(), String::new()))
         );
         assert_eq!(
             p.line("%unlinked-window-renamed @3 rq-cmd_2"),
-            Some(Event::Renamed("rq-cmd_2".into()))
+            Some(Event::Renamed("rq-cmd_2".into(), String::new()))
+        );
+        assert_eq!(
+            p.line("%window-renamed @0 rq-cmd_4 0 normal done 2.5 1.5 00 /a b"),
+            Some(Event::Renamed(
+                "rq-cmd_4".into(),
+                "0 normal done 2.5 1.5 00 /a b".into()
+            ))
         );
         // Other names (a program's title, the wait-for wake of another engine) are not ours.
         assert_eq!(p.line("%window-renamed @0 rr-cmd_3"), None);

@@ -351,9 +351,13 @@ impl TmuxDriver {
         let ended = client.expect(&name);
         let line = typed_line("run", command_id);
         let first = wait.min(INPUT_CHECK_AFTER);
+        let mut notice = None;
         let rest = match client.type_line(&line).await {
             Ok(()) => match tokio::time::timeout(first, ended).await {
-                Ok(Ok(())) => Duration::ZERO,
+                Ok(Ok(text)) => {
+                    notice = control::EndNotice::parse(&text);
+                    Duration::ZERO
+                }
                 _ => wait.saturating_sub(first),
             },
             Err(control::TypeFailure::NotTyped(why)) => {
@@ -379,7 +383,7 @@ impl TmuxDriver {
             }
         };
         if rest.is_zero()
-            && let Some(state) = self.ended_state(command_id).await?
+            && let Some(state) = self.ended_state(command_id, notice).await?
         {
             return Ok(StartOutcome::Started(state));
         }
@@ -387,21 +391,56 @@ impl TmuxDriver {
         Ok(StartOutcome::Started(state))
     }
 
-    /// The state of a command whose end was seen, from its files (exit, started, pwd, the
-    /// output sizes) read at once over the transport's file access: what the script's report
-    /// says of an ended command, without a script call. `None` when its exit file does not
+    /// The state of a command whose end was seen: what the script's report says of an ended
+    /// command, without a script call. What the end `notice` says is taken from it; the rest
+    /// (all of it without one) is read from the command's files (exit, started, pwd, the output
+    /// sizes) at once over the transport's file access. `None` when the exit file does not
     /// hold an end line (the report then decides).
-    async fn ended_state(&self, command_id: &str) -> Result<Option<CommandState>> {
+    async fn ended_state(
+        &self,
+        command_id: &str,
+        notice: Option<control::EndNotice>,
+    ) -> Result<Option<CommandState>> {
         let dir = self.paths.command_dir(command_id);
         let t = self.transport.bytes();
         let [exit, started, pwd, out, err] =
             ["exit", "started", "pwd", "stdout", "stderr"].map(|name| format!("{dir}/{name}"));
+        let known = |text: &str| Ok(text.as_bytes().to_vec());
+        let size = |s: Result<Option<crate::transport::FileStat>>| {
+            s.ok().flatten().map_or(0, |s| s.size)
+        };
+        let n = notice.as_ref();
         let (exit, started, pwd, out, err) = tokio::join!(
-            t.read_file_range(&exit, 0, 4096),
-            t.read_file_range(&started, 0, 4096),
-            t.read_file_range(&pwd, 0, 64 << 10),
-            t.stat(&out),
-            t.stat(&err),
+            async {
+                match n {
+                    Some(n) => known(&n.exit_line),
+                    None => t.read_file_range(&exit, 0, 4096).await,
+                }
+            },
+            async {
+                match n {
+                    Some(n) => known(&n.started_line),
+                    None => t.read_file_range(&started, 0, 4096).await,
+                }
+            },
+            async {
+                match n.and_then(|n| n.pwd.as_deref()) {
+                    Some(pwd) => known(pwd),
+                    None => t.read_file_range(&pwd, 0, 64 << 10).await,
+                }
+            },
+            async {
+                match n {
+                    Some(n) if !n.stdout_written => 0,
+                    _ => size(t.stat(&out).await),
+                }
+            },
+            async {
+                match n {
+                    Some(n) if !n.stderr_written => 0,
+                    _ => size(t.stat(&err).await),
+                }
+            },
         );
         let Ok(exit) = exit else {
             return Ok(None);
@@ -418,13 +457,8 @@ impl TmuxDriver {
             report.push('\n');
         }
         report.push_str(&String::from_utf8_lossy(&started.unwrap_or_default()));
-        let size = |s: Result<Option<crate::transport::FileStat>>| {
-            s.ok().flatten().map_or(0, |s| s.size)
-        };
         report.push_str(&format!(
-            "\n@sizes\n{} {dir}/stdout\n{} {dir}/stderr\n",
-            size(out),
-            size(err)
+            "\n@sizes\n{out} {dir}/stdout\n{err} {dir}/stderr\n"
         ));
         if let Ok(pwd) = pwd
             && !pwd.is_empty()

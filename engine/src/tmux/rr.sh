@@ -96,13 +96,13 @@ __rr_signal() {
 }
 
 # Wake the command's own channel and every registered waiter's channel (several in one tmux
-# call). Safe under the user's failglob/nullglob.
+# call). Safe under the user's failglob/nullglob. $2: the end notice (see __rr_fin).
 __rr_wake() {
   local w fg=0
   local -a a=(wait-for -S "rr-${1##*/}")
   # Typed by an engine's control client (ctl.sh ARMONLY): its end is a window rename, which
-  # that client sees.
-  if [ -e "$1/notify" ]; then a=(rename-window -t "=$__rr_sid:" "rq-${1##*/}"); fi
+  # that client sees, with the notice after the name's first word.
+  if [ -e "$1/notify" ]; then a=(rename-window -t "=$__rr_sid:" "rq-${1##*/}${2:+ $2}"); fi
   if [ -d "$1/waiters" ]; then
     \builtin shopt -q failglob && fg=1
     \builtin shopt -u failglob
@@ -136,7 +136,20 @@ __rr_fin() {
   __rr_now
   if [ -e "$d/stop_requested" ]; then st=stopped; fi
   \builtin printf 'code=%s how=%s state=%s ended=%s\n' "$c" "$how" "$st" "$__rr_t" >|"$d/exit"
-  __rr_wake "$d"
+  # The end notice, for an engine's control client (engine/src/tmux/control.rs, EndNotice):
+  # what the exit, started and pwd files say, and whether stdout and stderr hold anything, so
+  # that it need not read them. Only from this shell's own start of this command.
+  local n=
+  if [ -e "$d/notify" ] && [ "${__rr_sd0-}" = "$d" ]; then
+    n="$c $how $st $__rr_t $__rr_t0 "
+    if [ -s "$d/stdout" ]; then n+=1; else n+=0; fi
+    if [ -s "$d/stderr" ]; then n+=1; else n+=0; fi
+    case $__rr_pwd0 in
+    *[!A-Za-z0-9/._+,@%=:~' '-]*) ;;
+    *) n+=" $__rr_pwd0" ;;
+    esac
+  fi
+  __rr_wake "$d" "$n"
   if [ -n "${__rr_keep:-}" ]; then __rr_save; fi
   # Held (third argument) when the shell is ending: the next shell releases it once it is up,
   # so a command typed meanwhile can never land in the dying one.
@@ -198,6 +211,8 @@ __rr_started() {
   __rr_now
   \builtin printf 'started=%s\n' "$__rr_t" >|"$1/started"
   \builtin printf '%s' "$PWD" >|"$1/pwd"
+  # Kept for the end notice (__rr_fin).
+  __rr_sd0=$1 __rr_t0=$__rr_t __rr_pwd0=$PWD
 }
 
 # The cwd override of command dir $1 into __rr_cd (empty: none).

@@ -2574,6 +2574,7 @@ pub async fn typed_commands_use_the_control_client(t: Arc<Remote>, dir: &str) {
         ("echo hi; echo err >&2", 0, "hi\n"),
         ("cd /; x=41", 0, ""),
         ("echo $((x+1)) $PWD", 0, "42 /\n"),
+        ("echo only-err >&2; (exit 3)", 3, ""),
     ] {
         let rec = b.run(cmd).await;
         assert_eq!(
@@ -2582,6 +2583,30 @@ pub async fn typed_commands_use_the_control_client(t: Arc<Remote>, dir: &str) {
             "{cmd}: {rec:?}"
         );
     }
+    let rec = b.run("echo only-err >&2").await;
+    assert_eq!(
+        (rec.stdout.as_str(), rec.stderr.as_str(), rec.stderr_bytes),
+        ("", "only-err\n", 9),
+        "{rec:?}"
+    );
+    // The end notice leaves out a directory with characters outside its plain set: the
+    // command's cwd then comes from its pwd file, exact either way.
+    for name in ["plain dir", "q'uote", "tab\there", "\u{fc}ber"] {
+        let cd = format!("{dir}/{name}");
+        b.sh(&format!("mkdir -p {}", q(&cd))).await;
+        b.run(&format!("cd {}", q(&cd))).await;
+        let rec = b.run("true").await;
+        assert_eq!(
+            (rec.exit_code, rec.cwd.as_str()),
+            (Some(0), cd.as_str()),
+            "{rec:?}"
+        );
+    }
+    b.run("cd /").await;
+    // The end came with the notice, not from the files: a command that removes its own
+    // started file still has a start time.
+    let rec = b.run("rm -f -- \"$__rr_cur/started\"").await;
+    assert!(rec.started_at.is_some(), "{rec:?}");
     let other = b.other_engine();
     let mut o = b.options.clone();
     o.terminal_clients = false;
