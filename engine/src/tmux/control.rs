@@ -158,8 +158,9 @@ impl TerminalClient {
 /// (`rr.sh`, `__rr_fin`): `CODE HOW STATE ENDED STARTED OE [PWD]`, where `OE` says whether
 /// stdout and stderr hold anything (`0`/`1` each) and `PWD`, the directory the command started
 /// in, is left out when it has characters outside a plain set (the `pwd` file has it then).
-/// A command could print such a name itself (to `/dev/tty`, knowing its own id): it can only
-/// misreport its own end, as its exit status can.
+/// It is text on the pane's terminal: a process of the account that prints a forged one there
+/// (knowing the command's id) can misreport that command's end, as it could kill the command or
+/// write its exit file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EndNotice {
     /// The exit file's line: `code=.. how=.. state=.. ended=..`.

@@ -100,9 +100,9 @@ __rr_signal() {
 __rr_wake() {
   local w fg=0
   local -a a=(wait-for -S "rr-${1##*/}")
-  # Typed by an engine's control client (ctl.sh ARMONLY): its end is a window rename, which
-  # that client sees, with the notice after the name's first word.
-  if [ -e "$1/notify" ]; then a=(rename-window -t "=$__rr_sid:" "rq-${1##*/}${2:+ $2}"); fi
+  # Typed by an engine's control client (ctl.sh ARMONLY, a non-empty claim): its end is a
+  # window rename, which that client sees, with the notice after the name's first word.
+  if [ -s "$1/claim" ]; then a=(rename-window -t "=$__rr_sid:" "rq-${1##*/}${2:+ $2}"); fi
   if [ -d "$1/waiters" ]; then
     \builtin shopt -q failglob && fg=1
     \builtin shopt -u failglob
@@ -140,7 +140,7 @@ __rr_fin() {
   # what the exit, started and pwd files say, and whether stdout and stderr hold anything, so
   # that it need not read them. Only from this shell's own start of this command.
   local n=
-  if [ -e "$d/notify" ] && [ "${__rr_sd0-}" = "$d" ]; then
+  if [ "${__rr_sd0-}" = "$d" ] && [ -s "$d/claim" ]; then
     n="$c $how $st $__rr_t $__rr_t0 "
     if [ -s "$d/stdout" ]; then n+=1; else n+=0; fi
     if [ -s "$d/stderr" ]; then n+=1; else n+=0; fi
