@@ -209,6 +209,9 @@ pub struct WireStat {
     pub size: u64,
     pub mode: u32,
     pub mtime: i64,
+    /// Absent from an older keeper.
+    #[serde(default)]
+    pub uid: Option<u32>,
 }
 
 impl From<&FileStat> for WireStat {
@@ -224,6 +227,7 @@ impl From<&FileStat> for WireStat {
             size: s.size,
             mode: s.mode,
             mtime: s.mtime,
+            uid: s.uid,
         }
     }
 }
@@ -241,6 +245,7 @@ impl From<WireStat> for FileStat {
             size: s.size,
             mode: s.mode,
             mtime: s.mtime,
+            uid: s.uid,
         }
     }
 }

@@ -363,8 +363,107 @@ pub fn check_script_sh(path: &str, token: &str) -> String {
 }
 
 /// Check the engine's own file `path` (and every directory above it) before something runs it
-/// by path: one control call; `insecure_remote_dir` naming `what` and the path that fails.
+/// by path: [`STRICT_MODES`]' rules over the transport's file stats, one round of `lstat`s in
+/// flight together and no process on the machine (the account's uid and `$HOME` are asked once
+/// per connection); `insecure_remote_dir` naming `what` and the path that fails. Through a
+/// connection keeper too old to report owners, the control script checks instead.
 pub async fn check_script(remote: &Remote, path: &str, what: &str) -> Result<()> {
+    let (uid, home) = remote.account().await?;
+    let chain = strict_chain(path, &home);
+    let stats = futures::future::join_all(chain.iter().map(|p| remote.stat(p))).await;
+    let mut seen = Vec::with_capacity(chain.len());
+    for stat in stats {
+        seen.push(stat?);
+    }
+    if seen.iter().flatten().all(|st| st.uid.is_some()) {
+        return match strict_refusal(path, &chain, &seen, uid) {
+            Some(words) => Err(insecure_error(
+                remote.bytes(),
+                &format!("refusing to run {what}"),
+                &refused_path(&words),
+            )),
+            None => Ok(()),
+        };
+    }
+    check_script_by_call(remote, path, what).await
+}
+
+/// The paths [`STRICT_MODES`] checks for `path`: it, then each directory above it up to
+/// `home` (or `/` for a path outside it).
+fn strict_chain(path: &str, home: &str) -> Vec<String> {
+    let mut chain = vec![path.to_string()];
+    let mut p = path.to_string();
+    while p != home && p != "/" && !p.is_empty() && p.contains('/') {
+        p.truncate(p.rfind('/').unwrap_or(0));
+        if p.is_empty() {
+            p.push('/');
+        }
+        chain.push(p.clone());
+    }
+    chain
+}
+
+/// [`STRICT_MODES`]' verdict on the `stats` of `chain` (`path` first): `None` when all is
+/// well, else `MODE UID PATH` of the first that is not (`- - PATH` when one is missing).
+fn strict_refusal(
+    path: &str,
+    chain: &[String],
+    stats: &[Option<crate::transport::FileStat>],
+    uid: u32,
+) -> Option<String> {
+    use crate::transport::FileKind;
+    for (p, stat) in chain.iter().zip(stats) {
+        let Some(st) = stat else {
+            return Some(format!("- - {path}"));
+        };
+        let owner = st.uid.unwrap_or(u32::MAX);
+        let words = || format!("{} {owner} {p}", mode_string(st));
+        if owner != uid && owner != 0 {
+            return Some(words());
+        }
+        if !matches!(st.kind, FileKind::File | FileKind::Dir) {
+            return Some(words());
+        }
+        let others_write = st.mode & 0o022 != 0;
+        // A root-owned sticky directory others may enter (`/tmp`): `ls` shows `t`.
+        let sticky_root = owner == 0
+            && st.kind == FileKind::Dir
+            && st.mode & 0o1000 != 0
+            && st.mode & 0o001 != 0;
+        if others_write && !sticky_root {
+            return Some(words());
+        }
+    }
+    None
+}
+
+/// The `ls -l` mode string of a stat (`drwxr-xr-x`, `-rw-------`, `drwxrwxrwt`).
+fn mode_string(st: &crate::transport::FileStat) -> String {
+    use crate::transport::FileKind;
+    let mut s = String::with_capacity(10);
+    s.push(match st.kind {
+        FileKind::Dir => 'd',
+        FileKind::File => '-',
+        FileKind::Symlink => 'l',
+        FileKind::Other => '?',
+    });
+    let m = st.mode;
+    for (shift, special, lower, upper) in [(6, 0o4000, 's', 'S'), (3, 0o2000, 's', 'S'), (0, 0o1000, 't', 'T')] {
+        let bits = (m >> shift) & 7;
+        s.push(if bits & 4 != 0 { 'r' } else { '-' });
+        s.push(if bits & 2 != 0 { 'w' } else { '-' });
+        s.push(match (bits & 1 != 0, m & special != 0) {
+            (true, true) => lower,
+            (false, true) => upper,
+            (true, false) => 'x',
+            (false, false) => '-',
+        });
+    }
+    s
+}
+
+/// [`check_script`] as one control call running [`STRICT_MODES`].
+async fn check_script_by_call(remote: &Remote, path: &str, what: &str) -> Result<()> {
     let token = uuid::Uuid::new_v4().simple().to_string();
     let out = sh(
         remote,
@@ -480,6 +579,60 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn stat(kind: crate::transport::FileKind, mode: u32, uid: u32) -> Option<crate::transport::FileStat> {
+        Some(crate::transport::FileStat {
+            kind,
+            size: 0,
+            mode,
+            mtime: 0,
+            uid: Some(uid),
+        })
+    }
+
+    #[test]
+    fn strict_chain_stops_at_home_or_root() {
+        assert_eq!(
+            strict_chain("/home/u/.local/state/x.sh", "/home/u"),
+            ["/home/u/.local/state/x.sh", "/home/u/.local/state", "/home/u/.local", "/home/u"]
+        );
+        assert_eq!(strict_chain("/tmp/a/x.sh", "/home/u"), ["/tmp/a/x.sh", "/tmp/a", "/tmp", "/"]);
+        assert_eq!(strict_chain("x.sh", "/home/u"), ["x.sh"]);
+    }
+
+    #[test]
+    fn strict_refusal_follows_strict_modes() {
+        use crate::transport::FileKind::{Dir, File, Symlink};
+        let chain: Vec<String> = ["/tmp/d/x.sh", "/tmp/d", "/tmp", "/"].map(String::from).to_vec();
+        let ok = [
+            stat(File, 0o700, 1001),
+            stat(Dir, 0o755, 1001),
+            stat(Dir, 0o1777, 0),
+            stat(Dir, 0o755, 0),
+        ];
+        assert_eq!(strict_refusal("/tmp/d/x.sh", &chain, &ok, 1001), None);
+        let verdict = |i: usize, st| {
+            let mut stats = ok.clone();
+            stats[i] = st;
+            strict_refusal("/tmp/d/x.sh", &chain, &stats, 1001)
+        };
+        // Others can write the file; group can write a directory; another owner; a symlink;
+        // a sticky directory that is not root's, or root's without search for others.
+        assert_eq!(verdict(0, stat(File, 0o777, 1001)).unwrap(), "-rwxrwxrwx 1001 /tmp/d/x.sh");
+        assert_eq!(verdict(1, stat(Dir, 0o775, 1001)).unwrap(), "drwxrwxr-x 1001 /tmp/d");
+        assert_eq!(verdict(1, stat(Dir, 0o755, 1002)).unwrap(), "drwxr-xr-x 1002 /tmp/d");
+        assert_eq!(verdict(0, stat(Symlink, 0o777, 1001)).unwrap(), "lrwxrwxrwx 1001 /tmp/d/x.sh");
+        assert_eq!(verdict(2, stat(Dir, 0o1777, 1001)).unwrap(), "drwxrwxrwt 1001 /tmp");
+        assert_eq!(verdict(2, stat(Dir, 0o1776, 0)).unwrap(), "drwxrwxrwT 0 /tmp");
+        // Root's own files and directories pass; a missing one names the file.
+        assert_eq!(verdict(1, stat(Dir, 0o755, 0)), None);
+        assert_eq!(verdict(1, None).unwrap(), "- - /tmp/d/x.sh");
+        assert_eq!(
+            refused_path("-rwxrwxrwx 1001 /tmp/d/x.sh"),
+            "/tmp/d/x.sh (mode -rwxrwxrwx, owner uid 1001) is not the account's own, or others \
+             can write to it"
+        );
+    }
 
     #[test]
     fn bootstrap_line_is_plain_for_every_shell() {

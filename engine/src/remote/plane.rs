@@ -43,6 +43,8 @@ pub trait ControlPlane: Send + Sync + 'static {
 pub struct Remote {
     transport: Arc<dyn Transport>,
     plane: Arc<dyn ControlPlane>,
+    /// The account's uid and `$HOME`, asked once (see [`Remote::account`]).
+    account: tokio::sync::OnceCell<(u32, String)>,
 }
 
 impl std::fmt::Debug for Remote {
@@ -64,7 +66,42 @@ impl std::ops::Deref for Remote {
 impl Remote {
     /// `transport`'s bytes with calls taking `plane`.
     pub fn new(transport: Arc<dyn Transport>, plane: Arc<dyn ControlPlane>) -> Remote {
-        Remote { transport, plane }
+        Remote {
+            transport,
+            plane,
+            account: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// The account's uid and `$HOME` as its control calls see them: one call the first time,
+    /// kept for the connection's life (neither changes under a running login).
+    pub async fn account(&self) -> Result<(u32, String)> {
+        self.account
+            .get_or_try_init(|| async {
+                let out = super::sh(
+                    self,
+                    "id -u; printf '%s' \"$HOME\"",
+                    None,
+                    Some(std::time::Duration::from_secs(30)),
+                    64 << 10,
+                )
+                .await?;
+                let text = out.stdout_lossy();
+                let (uid, home) = text.split_once('\n').unwrap_or((&text, ""));
+                match uid.trim().parse::<u32>() {
+                    Ok(uid) if out.status.success() => Ok((uid, home.to_string())),
+                    _ => Err(crate::error::Error::new(
+                        crate::error::ErrorCode::RemoteError,
+                        format!(
+                            "could not learn the account's uid on {}: `id -u` said {:?}",
+                            self.transport.describe(),
+                            text.trim()
+                        ),
+                    )),
+                }
+            })
+            .await
+            .cloned()
     }
 
     /// A connection this process holds, with its own control processes ([`Direct`]). Make it

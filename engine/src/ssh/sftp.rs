@@ -122,6 +122,7 @@ pub(crate) fn to_stat(attrs: &FileAttributes) -> FileStat {
         size: attrs.size.unwrap_or(0),
         mode: attrs.permissions.unwrap_or(0) & 0o7777,
         mtime: i64::from(attrs.mtime.unwrap_or(0)),
+        uid: attrs.uid,
     }
 }
 

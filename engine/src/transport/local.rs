@@ -62,6 +62,7 @@ fn stat_of(meta: &std::fs::Metadata) -> FileStat {
         size: meta.len(),
         mode: meta.mode() & 0o7777,
         mtime: meta.mtime(),
+        uid: Some(meta.uid()),
     }
 }
 

@@ -116,6 +116,8 @@ pub struct FileStat {
     pub mode: u32,
     /// Seconds since the Unix epoch.
     pub mtime: i64,
+    /// The owner's uid, when the transport says (an older connection keeper does not).
+    pub uid: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
