@@ -235,6 +235,9 @@ rr_start_session() {
   mkdir -p -- "$CD" || exit 3
   if ! rr_why=$(rr_secure_chain "$SD"); then echo "@insecure $rr_why"; exit 0; fi
   cat >"$SD/rr.sh" || exit 3
+  # This session's shell ends a command whose claim says `typed` with a window-rename notice
+  # (ARMONLY below); a session started by an older version has no such mark.
+  : >"$SD/notice"
   printf '%s' "$CWD" >"$SD/cwd"
   # The engine's extra environment (HOME in tests, for one) holds for the login shell too.
   eval "$SESSION_ENV"
@@ -431,6 +434,12 @@ rr_input_watch() {
 # engine made) to $D/env.sh, as data, never typed.
 rr_start_command() {
   trap '' HUP PIPE INT TERM
+  # A session whose shell cannot end a typed command with a notice (started by an older
+  # version): nothing is done, and the caller starts the command without its control client.
+  if [ "${ARMONLY-}" = 1 ] && [ ! -e "$SD/notice" ]; then
+    echo @untyped
+    exit 0
+  fi
   # A small command's text comes in the call (CMDTEXT), not as a file written beforehand; the
   # command directory was made over SFTP (no mkdir process here).
   if [ -n "${CMDTEXT+set}" ]; then

@@ -344,8 +344,11 @@ impl TmuxDriver {
             .param("ARMONLY", "1")
             .limit(wait_limit(0));
         let out = call.run(self.transport.as_ref()).await?;
-        if out.stdout_lossy().lines().next().map(str::trim) != Some("@armed") {
-            return self.start_outcome(command_id, &out);
+        match out.stdout_lossy().lines().next().map(str::trim) {
+            Some("@armed") => {}
+            // A session started by an older version, whose shell ends no command with a notice.
+            Some("@untyped") => return self.start_command(command_id, mode, start, wait).await,
+            _ => return self.start_outcome(command_id, &out),
         }
         let name = format!("{}{command_id}", control::NOTIFY_PREFIX);
         let ended = client.expect(&name);

@@ -2655,5 +2655,34 @@ pub async fn typed_commands_use_the_control_client(t: Arc<Remote>, dir: &str) {
     let rec = b.run("exit 4").await;
     assert_eq!(rec.exit_code, Some(4), "{rec:?}");
     assert_eq!(b.run("echo usable").await.stdout, "usable\n");
+    let rec = b.run("true").await;
+    let claim = format!("{}/claim", rec.remote_state_dir);
+    assert_eq!(b.sh(&format!("cat -- {}", q(&claim))).await, "typed");
+    // A session started by an older version (its shell ends no command with a notice: no
+    // `notice` mark) has its commands started by the script, with the client kept.
+    let mark = format!("{}/notice", b.session.remote_state_dir);
+    b.sh(&format!("rm -- {}", q(&mark))).await;
+    for (cmd, code, out) in [
+        ("echo old; (exit 5)", 5, "old\n"),
+        ("cd /tmp", 0, ""),
+        ("pwd", 0, "/tmp\n"),
+    ] {
+        let rec = b.run(cmd).await;
+        assert_eq!(
+            (rec.exit_code, rec.stdout.as_str()),
+            (Some(code), out),
+            "{cmd}: {rec:?}"
+        );
+        // Started by the script: its claim does not say `typed`.
+        let claim = format!("{}/claim", rec.remote_state_dir);
+        assert_eq!(b.sh(&format!("cat -- {}", q(&claim))).await, "", "{cmd}");
+    }
+    let rec = b.run("true").await;
+    let claim = format!("{}/claim", rec.remote_state_dir);
+    assert_eq!(
+        b.sh(&format!("cat -- {}", q(&claim))).await,
+        "",
+        "still untyped"
+    );
     b.finish().await;
 }
