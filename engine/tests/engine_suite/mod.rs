@@ -2551,6 +2551,21 @@ pub async fn background_command_with_stdin(t: Arc<Remote>, dir: &str) {
 /// the session's first command, and they run as any other: exact exit codes and output, shell
 /// state, a command reading its terminal, a stop, one that ends the shell, and commands of a
 /// second engine without clients in between.
+/// Run each `(command, exit code, stdout)` in the bed's session and check what it did, and that
+/// its claim file holds `claim` (`typed`: typed through the engine's control client).
+async fn check_runs(b: &Bed, cases: &[(&str, i32, &str)], claim: &str) {
+    for &(cmd, code, out) in cases {
+        let rec = b.run(cmd).await;
+        assert_eq!(
+            (rec.exit_code, rec.stdout.as_str()),
+            (Some(code), out),
+            "{cmd}: {rec:?}"
+        );
+        let path = format!("{}/claim", rec.remote_state_dir);
+        assert_eq!(b.sh(&format!("cat -- {}", q(&path))).await, claim, "{cmd}");
+    }
+}
+
 pub async fn typed_commands_use_the_control_client(t: Arc<Remote>, dir: &str) {
     let mut o = options(Vec::new());
     o.terminal_clients = true;
@@ -2560,29 +2575,34 @@ pub async fn typed_commands_use_the_control_client(t: Arc<Remote>, dir: &str) {
         "-L {} -C attach-session -t ={}",
         b.options.tmux_socket, b.session.tmux_session
     );
+    // The client attaches in the background after the first command: a command typed through
+    // it has a `typed` claim.
     let begun = Instant::now();
-    while !b.sh("ps -eo args").await.contains(&client) {
+    loop {
+        let rec = b.run("true").await;
+        let path = format!("{}/claim", rec.remote_state_dir);
+        if b.sh(&format!("cat -- {}", q(&path))).await == "typed" {
+            break;
+        }
         assert!(
             begun.elapsed() < Duration::from_secs(30),
-            "no control client ({client}) was attached"
+            "no command was typed through a control client"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    for (cmd, code, out) in [
+    assert!(
+        b.sh("ps -eo args").await.contains(&client),
+        "no control client ({client}) is attached"
+    );
+    let typed = [
         ("true", 0, ""),
         ("(exit 7)", 7, ""),
         ("echo hi; echo err >&2", 0, "hi\n"),
         ("cd /; x=41", 0, ""),
         ("echo $((x+1)) $PWD", 0, "42 /\n"),
         ("echo only-err >&2; (exit 3)", 3, ""),
-    ] {
-        let rec = b.run(cmd).await;
-        assert_eq!(
-            (rec.exit_code, rec.stdout.as_str()),
-            (Some(code), out),
-            "{cmd}: {rec:?}"
-        );
-    }
+    ];
+    check_runs(&b, &typed, "typed").await;
     let rec = b.run("echo only-err >&2").await;
     assert_eq!(
         (rec.stdout.as_str(), rec.stderr.as_str(), rec.stderr_bytes),
@@ -2655,34 +2675,16 @@ pub async fn typed_commands_use_the_control_client(t: Arc<Remote>, dir: &str) {
     let rec = b.run("exit 4").await;
     assert_eq!(rec.exit_code, Some(4), "{rec:?}");
     assert_eq!(b.run("echo usable").await.stdout, "usable\n");
-    let rec = b.run("true").await;
-    let claim = format!("{}/claim", rec.remote_state_dir);
-    assert_eq!(b.sh(&format!("cat -- {}", q(&claim))).await, "typed");
     // A session started by an older version (its shell ends no command with a notice: no
     // `notice` mark) has its commands started by the script, with the client kept.
     let mark = format!("{}/notice", b.session.remote_state_dir);
     b.sh(&format!("rm -- {}", q(&mark))).await;
-    for (cmd, code, out) in [
+    let untyped = [
         ("echo old; (exit 5)", 5, "old\n"),
         ("cd /tmp", 0, ""),
         ("pwd", 0, "/tmp\n"),
-    ] {
-        let rec = b.run(cmd).await;
-        assert_eq!(
-            (rec.exit_code, rec.stdout.as_str()),
-            (Some(code), out),
-            "{cmd}: {rec:?}"
-        );
-        // Started by the script: its claim does not say `typed`.
-        let claim = format!("{}/claim", rec.remote_state_dir);
-        assert_eq!(b.sh(&format!("cat -- {}", q(&claim))).await, "", "{cmd}");
-    }
-    let rec = b.run("true").await;
-    let claim = format!("{}/claim", rec.remote_state_dir);
-    assert_eq!(
-        b.sh(&format!("cat -- {}", q(&claim))).await,
-        "",
-        "still untyped"
-    );
+        ("true", 0, ""),
+    ];
+    check_runs(&b, &untyped, "").await;
     b.finish().await;
 }
