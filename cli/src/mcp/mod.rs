@@ -75,12 +75,14 @@ pub struct McpArgs {
 
 /// Serve MCP on stdin/stdout until the client closes stdin.
 pub async fn run(ctx: &Context, args: McpArgs) -> Result<Report> {
-    let mut options = EngineOptions::default();
     let max_output = args.max_output_bytes as usize;
-    options.excerpt_bytes = max_output;
     // Long-lived: commands are typed through kept tmux control clients, on connections of
     // its own.
-    options.terminal_clients = true;
+    let options = EngineOptions {
+        excerpt_bytes: max_output,
+        terminal_clients: true,
+        ..EngineOptions::default()
+    };
     let wired = Arc::new(ctx.engine_holding_connections(options)?);
     for id in &args.machines {
         // An unknown id is a configuration mistake: say so before serving anything.

@@ -370,11 +370,10 @@ pub fn check_script_sh(path: &str, token: &str) -> String {
 pub async fn check_script(remote: &Remote, path: &str, what: &str) -> Result<()> {
     let (uid, home) = remote.account().await?;
     let chain = strict_chain(path, &home);
-    let stats = futures::future::join_all(chain.iter().map(|p| remote.stat(p))).await;
-    let mut seen = Vec::with_capacity(chain.len());
-    for stat in stats {
-        seen.push(stat?);
-    }
+    let seen = futures::future::join_all(chain.iter().map(|p| remote.stat(p)))
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?;
     if seen.iter().flatten().all(|st| st.uid.is_some()) {
         return match strict_refusal(path, &chain, &seen, uid) {
             Some(words) => Err(insecure_error(

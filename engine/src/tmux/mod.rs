@@ -312,10 +312,7 @@ impl TmuxDriver {
         start: &CommandStart<'_>,
         wait: Duration,
     ) -> Result<StartOutcome> {
-        let (verb, channel) = match mode {
-            RunMode::Foreground => ("run", format!("rr-{command_id}")),
-            RunMode::Background => ("bg", format!("rr-{command_id}-go")),
-        };
+        let (verb, channel) = start_verb_and_channel(mode, command_id);
         let call = self
             .start_call(command_id, mode, start)
             .param("LINE", typed_line(verb, command_id))
@@ -327,8 +324,9 @@ impl TmuxDriver {
     /// [`TmuxDriver::start_command`] of a foreground command, typed through the session's
     /// control client ([`TerminalClient`]): the script takes the lock and checks the terminal
     /// (`@armed`), the client types the line, and the command's end reaches the client as a
-    /// window rename. Waits for that up to [`INPUT_CHECK_AFTER`]; an end seen is read from
-    /// the command's files ([`TmuxDriver::ended_state`]), else (a command still running,
+    /// window rename. Waits for that up to [`INPUT_CHECK_AFTER`]; an end seen is taken from the
+    /// rename's notice and what it leaves out from the command's files
+    /// ([`TmuxDriver::ended_state`]), else (a command still running,
     /// perhaps reading its terminal) the script's bounded wait, which sees input waits, and
     /// its report say what happened.
     pub async fn start_command_typed(
@@ -367,7 +365,7 @@ impl TmuxDriver {
                 // tmux typed nothing: the script types it, as without a client.
                 client.forget(&name);
                 tracing::debug!("{command_id}: typing through the control client failed: {why}");
-                let channel = format!("rr-{command_id}");
+                let (_, channel) = start_verb_and_channel(mode, command_id);
                 let call = self
                     .call("type_command")
                     .param("ID", command_id)
@@ -894,6 +892,15 @@ fn typed_line(verb: &str, command_id: &str) -> String {
         " \\builtin . \"$__rr_sdir/rr.sh\" {verb} \"$__rr_cdir/\"{}",
         shell_quote(command_id)
     )
+}
+
+/// The verb of a command's typed line and the wait-for channel its start waits on: the end of a
+/// foreground command, the launch of a background one.
+fn start_verb_and_channel(mode: RunMode, command_id: &str) -> (&'static str, String) {
+    match mode {
+        RunMode::Foreground => ("run", format!("rr-{command_id}")),
+        RunMode::Background => ("bg", format!("rr-{command_id}-go")),
+    }
 }
 
 fn mode_param(mode: RunMode) -> &'static str {

@@ -2223,12 +2223,8 @@ pub async fn send_to_the_shell(t: Arc<Remote>, dir: &str) {
     b.finish().await;
 }
 
-/// A command that stops to read its terminal is noticed from its process state: `exec` and
-/// `command wait` return promptly with `waiting_input` and the prompt, and the command goes on
-/// waiting for `send` (a shell builtin `read -p`, and a program: Python's REPL).
-pub async fn exec_returns_waiting_input(t: Arc<Remote>, dir: &str) {
-    let b = bed(t, dir).await;
-    let begun = Instant::now();
+/// Exec a command that prompts `name? ` and reads a line: it comes back waiting for input.
+async fn exec_name_prompt(b: &Bed) -> CommandRecord {
     let rec = b
         .engine
         .exec(
@@ -2239,6 +2235,16 @@ pub async fn exec_returns_waiting_input(t: Arc<Remote>, dir: &str) {
         .await
         .unwrap();
     assert_eq!(rec.status, CommandStatus::WaitingInput, "{rec:?}");
+    rec
+}
+
+/// A command that stops to read its terminal is noticed from its process state: `exec` and
+/// `command wait` return promptly with `waiting_input` and the prompt, and the command goes on
+/// waiting for `send` (a shell builtin `read -p`, and a program: Python's REPL).
+pub async fn exec_returns_waiting_input(t: Arc<Remote>, dir: &str) {
+    let b = bed(t, dir).await;
+    let begun = Instant::now();
+    let rec = exec_name_prompt(&b).await;
     assert_eq!(rec.last_line.as_deref(), Some("name? "));
     assert!(!rec.wait_timed_out);
     assert!(
@@ -2642,16 +2648,7 @@ pub async fn typed_commands_use_the_control_client(t: Arc<Remote>, dir: &str) {
             .unwrap();
         assert_eq!(rec.stdout, format!("turn{i}\n"), "{rec:?}");
     }
-    let rec = b
-        .engine
-        .exec(
-            b.sid(),
-            "read -p 'name? ' n; echo \"hi $n\"",
-            ExecRequest::wait().with_timeout(Duration::from_secs(60)),
-        )
-        .await
-        .unwrap();
-    assert_eq!(rec.status, CommandStatus::WaitingInput, "{rec:?}");
+    let rec = exec_name_prompt(&b).await;
     b.engine
         .session_send(b.sid(), send_req(Some("ann"), &[]))
         .await
