@@ -318,6 +318,7 @@ macro_rules! per_shell {
                 background_command_with_stdin,
                 transcript_is_what_a_person_saw,
                 transcript_shows_output_as_it_comes,
+                typed_commands_use_the_control_client,
             );
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
