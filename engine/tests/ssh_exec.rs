@@ -141,3 +141,54 @@ async fn an_undrained_consumer_does_not_stall_other_channels() {
     assert!(big.unwrap().stdout_truncated);
     assert_eq!(small.unwrap().stdout_lossy(), "small\n");
 }
+
+/// The link dies while a stream's stdin waits for window space (the process reads nothing, so
+/// the window fills): the input side ends, so a sender sees the end, and the stream ends with
+/// `connection_lost`. A sender waiting forever here once hung a tree upload whose connection
+/// was killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_link_ends_input_that_waits_for_window() {
+    let sshd = start();
+    let t = Remote::direct(
+        ssh::connect(&machine(&sshd, Some(&sshd.keys.ed25519)), opts())
+            .await
+            .unwrap(),
+    );
+    let mut s = t
+        .transport()
+        .exec_stream("sleep 120")
+        .await
+        .unwrap()
+        .expect("SSH streams");
+    let chunk = vec![7u8; 64 << 10];
+    let mut sent = 0usize;
+    loop {
+        match tokio::time::timeout(Duration::from_secs(1), s.input.send(chunk.clone())).await {
+            Ok(Ok(())) => sent += chunk.len(),
+            Ok(Err(_)) => panic!("the input ended before the link died"),
+            Err(_) => break,
+        }
+        assert!(
+            sent < 64 << 20,
+            "64 MiB went to a process that reads nothing"
+        );
+    }
+    assert!(sshd.signal_connections(9) > 0);
+    let ended = tokio::time::timeout(Duration::from_secs(60), s.input.send(chunk.clone())).await;
+    assert!(
+        matches!(ended, Ok(Err(_))),
+        "a send still waits after the link died"
+    );
+    let end = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(ev) = s.events.recv().await {
+            if let remote_runner_engine::transport::StreamEvent::End(end) = ev {
+                return Some(end);
+            }
+        }
+        None
+    })
+    .await
+    .expect("the stream's end within 60 s");
+    let err = end.expect("an end event").unwrap_err();
+    assert_eq!(err.code, ErrorCode::ConnectionLost, "{err}");
+}

@@ -2,13 +2,13 @@
 
 mod transfer_common;
 
-use transfer_common::{local_bed, suite};
+use transfer_common::{bounded, local_bed, suite};
 
 macro_rules! local_tests {
     ($($name:ident),* $(,)?) => {$(
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $name() {
-            suite::$name(local_bed().await).await;
+            bounded(async { suite::$name(local_bed().await).await }).await;
         }
     )*};
 }

@@ -9,18 +9,18 @@ use std::path::Path;
 
 use remote_runner_engine::engine::transfer::{TransferOptions, TransferStatus};
 use remote_runner_engine::error::ErrorCode;
-use transfer_common::{Bed, local_bed, ssh_bed, temp_leftovers, write};
+use transfer_common::{Bed, bounded, local_bed, ssh_bed, temp_leftovers, write};
 
 macro_rules! on_both {
     ($($name:ident),* $(,)?) => {$(
         mod $name {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn local() {
-                super::$name(super::local_bed().await).await;
+                super::bounded(async { super::$name(super::local_bed().await).await }).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn ssh() {
-                super::$name(super::ssh_bed(stringify!($name)).await).await;
+                super::bounded(async { super::$name(super::ssh_bed(stringify!($name)).await).await }).await;
             }
         }
     )*};

@@ -2,13 +2,13 @@
 
 mod transfer_common;
 
-use transfer_common::{ssh_bed, suite};
+use transfer_common::{bounded, ssh_bed, suite};
 
 macro_rules! ssh_tests {
     ($($name:ident),* $(,)?) => {$(
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $name() {
-            suite::$name(ssh_bed(stringify!($name)).await).await;
+            bounded(async { suite::$name(ssh_bed(stringify!($name)).await).await }).await;
         }
     )*};
 }

@@ -164,7 +164,7 @@ pub(crate) async fn stream(mut lease: ChannelLease, command: &str) -> Result<Exe
     let (input, mut input_rx) =
         tokio::sync::mpsc::channel::<Vec<u8>>(crate::transport::EXEC_INPUT_QUEUE);
     let (events_tx, events) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(async move {
+    let input_task = tokio::spawn(async move {
         while let Some(chunk) = input_rx.recv().await {
             if writer.data(&chunk[..]).await.is_err() {
                 return;
@@ -195,6 +195,9 @@ pub(crate) async fn stream(mut lease: ChannelLease, command: &str) -> Result<Exe
             // Nobody listening any more: keep draining, so the connection never stalls.
             let _ = events_tx.send(event);
         }
+        // The channel is gone: a write waiting for window space would wait forever (a dead
+        // link grants none), so the input side ends here and its senders see the end.
+        input_task.abort();
         let end = match (code, signal) {
             (_, Some(s)) => Ok(ExitStatus::Signal(s)),
             (Some(c), None) => Ok(ExitStatus::Code(c)),

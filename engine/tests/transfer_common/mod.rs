@@ -52,6 +52,18 @@ fn require_tmux() {
     );
 }
 
+/// Run a test's body, failing it (rather than the whole test run) when it hangs: a transfer
+/// that waits forever on a dead link is a defect these suites look for.
+pub async fn bounded(body: impl std::future::Future<Output = ()>) {
+    const LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
+    if tokio::time::timeout(LIMIT, body).await.is_err() {
+        panic!(
+            "the test did not finish within {} s: something hangs",
+            LIMIT.as_secs()
+        );
+    }
+}
+
 /// An engine over LocalTransport, machine `local`, session in a fresh directory.
 pub async fn local_bed() -> Bed {
     require_tmux();

@@ -626,8 +626,10 @@ fn kill_connections(listener: u32) {
         }
     }
     for pid in all {
+        // A process may already be gone (its parent went first).
         let _ = std::process::Command::new("kill")
             .args(["-9", &pid.to_string()])
+            .stderr(std::process::Stdio::null())
             .status();
     }
 }
