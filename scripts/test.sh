@@ -24,7 +24,7 @@ echo "== the faces without the engine's internals" >&2
 cargo check --locked -p remote-runner -p remote-runner-provider -p seed-runner --bins
 
 echo "== cargo test" >&2
-cargo test --workspace --locked "$@"
+cargo test --workspace --locked --no-fail-fast "$@"
 
 echo "== the README's first command (scripts/demo.sh) on the local machine, and its failure check" >&2
 bash scripts/demo-test.sh

@@ -7,6 +7,8 @@
 mod common;
 mod session_bed;
 
+use std::path::Path;
+
 use serde_json::Value;
 use session_bed::{Bed, assert_fields, eventually, signal, wait_child};
 
@@ -313,6 +315,28 @@ fn concurrent_execs_get_busy(bed: &Bed) {
     assert_eq!(winner.json()["stdout"], "winner\n");
 }
 both_machines!(busy_race, concurrent_execs_get_busy);
+
+/// A start that finds the foreground lock just created by another start, whose owner is not
+/// written yet (or never will be: its writer died in between), is refused as `busy` with a
+/// message that says so, not a failed start with no reason (one of eight racing starts once got
+/// that).
+fn a_lock_without_an_owner_is_busy(bed: &Bed) {
+    let s = bed.session();
+    let dir = bed.json(&["session", "show", "--session", &s])["remote_state_dir"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let lock = Path::new(&dir).join("busy");
+    std::fs::write(&lock, "").unwrap();
+    let r = bed.exec(&s, "echo hi", &[]);
+    assert_eq!(r.code, 5, "{r:?}");
+    assert_eq!(r.error()["code"], "busy", "{r:?}");
+    let message = r.error()["message"].as_str().unwrap().to_string();
+    assert!(message.contains("running another command"), "{message}");
+    std::fs::remove_file(&lock).unwrap();
+    assert_eq!(bed.exec(&s, "echo free", &[]).json()["stdout"], "free\n");
+}
+both_machines!(lock_without_owner, a_lock_without_an_owner_is_busy);
 
 fn send_and_read_with_a_cursor(bed: &Bed) {
     let s = bed.session();

@@ -379,6 +379,13 @@ impl Engine {
         outcome: StartOutcome,
     ) -> Result<Error> {
         Ok(match outcome {
+            StartOutcome::Busy(owner) if owner.is_empty() => Error::new(
+                ErrorCode::Busy,
+                format!(
+                    "session {session_id} is running another command; wait for it (`session \
+                     command list` shows it) or open another session"
+                ),
+            ),
             StartOutcome::Busy(owner) => Error::new(
                 ErrorCode::Busy,
                 format!("session {session_id} is running command {owner}"),

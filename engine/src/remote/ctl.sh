@@ -271,9 +271,16 @@ rr_read_lock() {
 rr_take_lock() {
   set -C
   rr_i=0
+  rr_e=0
   until { printf '%s\n' "$ID" >"$SD/busy"; } 2>/dev/null; do
     rr_read_lock
     if [ -z "$rr_o" ] && [ ! -e "$SD/busy" ] && [ ! -L "$SD/busy" ]; then continue; fi
+    # Empty: another start has just created it and is writing its id (one printf); read again
+    # to learn the owner, which a refusal names.
+    if [ -z "$rr_o" ] && [ "$rr_e" -lt 100 ]; then
+      rr_e=$((rr_e + 1))
+      continue
+    fi
     if [ -n "$rr_o" ] && ! rr_ended "$CD/$rr_o" && rr_replaced "$rr_o"; then continue; fi
     if [ -z "$rr_o" ] || ! rr_ended "$CD/$rr_o"; then
       rm -rf -- "$D"

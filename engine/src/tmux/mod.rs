@@ -516,8 +516,9 @@ impl TmuxDriver {
         if first == "@lost" {
             return Ok(StartOutcome::Lost);
         }
-        if let Some(owner) = first.strip_prefix("@busy ") {
-            return Ok(StartOutcome::Busy(owner.to_string()));
+        // (Trimmed: a lock whose owner could not be read says `@busy` alone.)
+        if let Some(owner) = first.strip_prefix("@busy") {
+            return Ok(StartOutcome::Busy(owner.trim().to_string()));
         }
         if let Some(name) = first.strip_prefix("@term ") {
             return Ok(StartOutcome::TerminalBusy(name.to_string()));
