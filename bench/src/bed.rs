@@ -3,7 +3,7 @@
 //! the OpenSSH client side. Nothing from `~/.ssh`, ssh_config or an ssh-agent is used by either.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -18,7 +18,12 @@ pub struct Bed {
     pub sshd: Sshd,
     /// Local scratch space (state dirs, sockets, source files), removed on drop.
     pub scratch: tempfile::TempDir,
+    /// Clean-ups left for the end of the run (see [`Bed::later`]).
+    later: Mutex<Vec<Cleanup>>,
 }
+
+/// A clean-up run after the last benchmark, with the run's tokio runtime.
+pub type Cleanup = Box<dyn FnOnce(&tokio::runtime::Runtime) + Send>;
 
 impl Bed {
     pub fn start() -> Result<Bed> {
@@ -27,7 +32,30 @@ impl Bed {
             .prefix("rr-bench-")
             .tempdir()
             .context("create a scratch dir")?;
-        Ok(Bed { sshd, scratch })
+        Ok(Bed {
+            sshd,
+            scratch,
+            later: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Leave a clean-up (destroying a session, removing files) for the end of the run: on this
+    /// machine's journal-less ext4 every file create scans past the inodes of its block group
+    /// deleted in the last minutes, so one benchmark's clean-up (thousands of files) would slow
+    /// the file creates of the next one's commands.
+    pub fn later(&self, cleanup: Cleanup) {
+        self.later
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(cleanup);
+    }
+
+    /// Run the clean-ups left for the end, in order.
+    pub fn clean_up(&self, rt: &tokio::runtime::Runtime) {
+        let cleanups = std::mem::take(&mut *self.later.lock().unwrap_or_else(|e| e.into_inner()));
+        for cleanup in cleanups {
+            cleanup(rt);
+        }
     }
 
     /// A fresh local directory under the scratch space.

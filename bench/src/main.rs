@@ -166,6 +166,8 @@ fn run(args: &Args, raw: &[String]) -> Result<bool> {
             }
         }
     }
+    eprintln!("cleaning up ...");
+    bed.clean_up(&rt);
     let out = match (&args.out, args.quick || args.no_write) {
         (Some(p), _) => Some(p.clone()),
         (None, false) => Some(default_doc_path()),

@@ -270,8 +270,9 @@ pub fn document(
          command's files on the machine, its local log, a tree's entries; the OpenSSH sides create\n\
          none): on a journal-less ext4, such as this bench machine's, a create scans past every\n\
          inode of its block group deleted in the last minutes, so after a test run or an earlier\n\
-         section deleted many files a create costs 0.3-1 ms instead of 20 us. `mcp-exec-warm`\n\
-         shows that cost at its start and end.\n\n\
+         section deleted many files a create costs 0.3-1 ms instead of 20 us. So the latency\n\
+         sections leave their clean-up (their sessions' command directories, the probe files)\n\
+         to the end of the run, and `mcp-exec-warm` shows that cost at its start and end.\n\n\
          Regenerate with `scripts/bench.sh` (builds the release binaries, installs rsync if\n\
          missing, then runs every benchmark and rewrites this file). `scripts/bench.sh --quick`\n\
          is a short smoke run that writes nothing.\n"

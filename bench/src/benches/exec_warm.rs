@@ -116,7 +116,9 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
         calls.push(control_call()?);
         mkdirs.push(new_dir()?);
     }
-    let _ = ctx.rt.block_on(engine.destroy(&session.session_id));
+    bed.later(Box::new(move |rt| {
+        let _ = rt.block_on(engine.destroy(&session.session_id));
+    }));
     let _ = openssh::run(&mut master.ssh(&tmux_teardown()));
 
     let mut result = BenchResult::new(

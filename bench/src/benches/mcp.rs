@@ -54,8 +54,9 @@ fn check_python() -> Result<()> {
     Ok(())
 }
 
-/// One client run: `calls` timed calls after `warmup` ones; every call's time.
-fn client_run(spec: &Value, calls: usize) -> Result<Vec<Duration>> {
+/// One client run: `calls` timed calls after `warmup` ones; every call's time. A session the
+/// run made and kept (`keep_session`) is destroyed at the end of the benchmark run.
+fn client_run(ctx: &Ctx, spec: &Value, calls: usize) -> Result<Vec<Duration>> {
     let out = Command::new("python3")
         .arg(client_script())
         .arg(spec.to_string())
@@ -74,6 +75,9 @@ fn client_run(spec: &Value, calls: usize) -> Result<Vec<Duration>> {
     let line = String::from_utf8_lossy(&out.stdout);
     let reply: Value = serde_json::from_str(line.trim().lines().last().unwrap_or(""))
         .with_context(|| format!("the MCP client's output: {line}"))?;
+    if let (Some(id), Some(cmd)) = (reply["session_id"].as_str(), spec["cmd"].as_array()) {
+        destroy_later(ctx, cmd, &spec["env"], id);
+    }
     let times = reply["times_ms"]
         .as_array()
         .context("the MCP client gave no times_ms")?;
@@ -84,7 +88,39 @@ fn client_run(spec: &Value, calls: usize) -> Result<Vec<Duration>> {
         .collect())
 }
 
-/// The client's SPEC for `remote-runner mcp` on `machine`, one session per run.
+/// Destroy session `id` at the end of the run, with the CLI of the server `cmd` (`BIN
+/// --state-dir DIR mcp`).
+fn destroy_later(ctx: &Ctx, cmd: &[Value], env: &Value, id: &str) {
+    let argv: Vec<String> = cmd
+        .iter()
+        .filter_map(Value::as_str)
+        .take_while(|a| *a != "mcp")
+        .map(str::to_string)
+        .collect();
+    let env: Vec<(String, String)> = env
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default();
+    let id = id.to_string();
+    ctx.bed.later(Box::new(move |_| {
+        let Some((bin, args)) = argv.split_first() else {
+            return;
+        };
+        let _ = Command::new(bin)
+            .args(args)
+            .args(["session", "destroy", "--session", &id, "--json"])
+            .env_clear()
+            .envs(env)
+            .output();
+    }));
+}
+
+/// The client's SPEC for `remote-runner mcp` on `machine`, one session per run (kept until the
+/// end of the benchmark run).
 fn ours_spec(bin: &Path, state_dir: &Path, bed: &Bed, machine: &str, warmup: usize) -> Value {
     let mut env = json!({
         "HOME": std::env::var("HOME").unwrap_or_default(),
@@ -99,6 +135,7 @@ fn ours_spec(bin: &Path, state_dir: &Path, bed: &Bed, machine: &str, warmup: usi
         "tool": "session_exec",
         "args": {"command": "true"},
         "session": machine,
+        "keep_session": true,
         "warmup": warmup,
     })
 }
@@ -123,7 +160,8 @@ fn peer_spec(bed: &Bed) -> Result<Option<Value>> {
 /// inode of its block group deleted in the last minutes (`recently_deleted` in the kernel's
 /// inode allocator), so each command's files (a directory and eight files over the engine, the
 /// shell and the control script) cost more after many were deleted.
-fn create_times(user: &str) -> Result<Vec<Duration>> {
+/// The directory stays until the end of the run (its removal is a burst of deletes).
+fn create_times(ctx: &Ctx, user: &str) -> Result<Vec<Duration>> {
     let out = Command::new("getent").args(["passwd", user]).output()?;
     let line = String::from_utf8_lossy(&out.stdout);
     let home = line
@@ -147,6 +185,7 @@ fn create_times(user: &str) -> Result<Vec<Duration>> {
         std::fs::File::create(probe.path().join(format!("f{i}")))?;
         times.push(t.elapsed());
     }
+    ctx.bed.later(Box::new(move |_| drop(probe)));
     Ok(times)
 }
 
@@ -170,7 +209,7 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
     overhead_spec["args"] = json!({});
     overhead_spec["session"] = Value::Null;
     let peer = peer_spec(bed)?;
-    let creates_before = create_times(bed.sshd.user())?;
+    let creates_before = create_times(ctx, bed.sshd.user())?;
 
     let master = OpenSsh::new(bed).control_master(&bed.local_dir("mcp-exec-warm-ssh")?)?;
     for _ in 0..3 {
@@ -179,14 +218,14 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
     let (mut over_ssh, mut local, mut plain, mut overhead, mut theirs) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..rounds {
-        over_ssh.extend(client_run(&ssh_spec, calls)?);
-        local.extend(client_run(&local_spec, calls)?);
+        over_ssh.extend(client_run(ctx, &ssh_spec, calls)?);
+        local.extend(client_run(ctx, &local_spec, calls)?);
         for _ in 0..calls {
             plain.push(openssh::time_run(&mut master.ssh("true"))?);
         }
-        overhead.extend(client_run(&overhead_spec, calls)?);
+        overhead.extend(client_run(ctx, &overhead_spec, calls)?);
         if let Some(spec) = &peer {
-            theirs.extend(client_run(spec, calls)?);
+            theirs.extend(client_run(ctx, spec, calls)?);
         }
     }
 
@@ -223,7 +262,7 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
         Side::Ours,
         &overhead,
     ));
-    let creates_after = create_times(bed.sshd.user())?;
+    let creates_after = create_times(ctx, bed.sshd.user())?;
     result.push(Measurement::new(
         "diagnostic: creating one empty file beside the sessions' directories, before the rounds",
         Side::Ours,
@@ -281,10 +320,11 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
         "the file-create rows tell the filesystem's state: a warm command creates nine files \
          and directories (engine, control script, session shell), and on a journal-less ext4 \
          (this machine's) each create scans past the inodes of its group deleted in the last \
-         minutes, so every round's session cleanup (its command directories) slows the next: \
-         measured by hand on this bed, `session_exec` over SSH took 4.9, 5.6, 6.2, 6.9 ms in \
-         four such rounds in a row on a quiet filesystem, and 10-15 ms after a test run had \
-         deleted tens of thousands of files (creates at 0.5-1 ms each)"
+         minutes: measured by hand on this bed, `session_exec` over SSH took 4.9, 5.6, 6.2, \
+         6.9 ms in four rounds in a row on a quiet filesystem when each round destroyed its \
+         session (its command directories) before the next, and 10-15 ms after a test run had \
+         deleted tens of thousands of files (creates at 0.5-1 ms each); so the rounds' sessions, \
+         like every benchmark's clean-up, are destroyed after the last benchmark of the run"
             .to_string(),
     );
     result.notes.push(match &peer {

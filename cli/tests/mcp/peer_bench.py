@@ -9,7 +9,9 @@ whose calls need a session first, either "session": MACHINE (remote-runner: sess
 result with the regex's first group, pass it as "arg"). 20 warm-up calls, then N timed ones;
 one JSON line with the median, p90 and minimum in ms, and every call's time (`times_ms`, in call
 order; the benchmark crate's `mcp-exec-warm` takes its samples from there). Set "warmup" in SPEC
-for another number of warm-up calls.
+for another number of warm-up calls. The session made with "session" is destroyed at the end,
+unless "keep_session" is true (the line then names it in "session_id", for the caller to destroy
+later).
 """
 import asyncio, sys, json, time, os
 from mcp import ClientSession, StdioServerParameters
@@ -43,9 +45,9 @@ async def main():
                 res = await s.call_tool(spec["tool"], args)
                 times.append((time.perf_counter() - t) * 1000)
                 assert not res.is_error, res
-            if spec.get("session"):
+            if spec.get("session") and not spec.get("keep_session"):
                 await s.call_tool("session_destroy", {"session_id": args["session_id"]})
     order = list(times)
     times.sort()
-    print(json.dumps({"name": spec["name"], "calls": n, "median_ms": round(times[n // 2], 2), "p90_ms": round(times[int(n * 0.9)], 2), "min_ms": round(times[0], 2), "times_ms": [round(t, 4) for t in order]}))
+    print(json.dumps({"name": spec["name"], "session_id": args.get("session_id") if spec.get("keep_session") else None, "calls": n, "median_ms": round(times[n // 2], 2), "p90_ms": round(times[int(n * 0.9)], 2), "min_ms": round(times[0], 2), "times_ms": [round(t, 4) for t in order]}))
 asyncio.run(main())

@@ -322,7 +322,10 @@ impl Engine {
                         .await
                 }
             };
-            drop(starting);
+            match &outcome {
+                Ok(StartOutcome::Started(_)) => starting.keep_as(Path::new(&rec.log_file_local)),
+                _ => drop(starting),
+            }
             let state = match outcome {
                 Ok(StartOutcome::Started(st)) => st,
                 Ok(refused) => {
