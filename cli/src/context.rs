@@ -113,10 +113,31 @@ impl Context {
         self.open_engine(engine_options, false)
     }
 
+    /// An engine for one bulk transfer: it holds its own SSH connections (the keeper's socket
+    /// would relay every byte once more) and never asks for a passphrase (a caller that cannot
+    /// connect with it uses [`Context::engine`]). `None` when this context shares an engine,
+    /// which holds its own connections already (the MCP server).
+    pub fn engine_for_bulk(&self) -> Result<Option<Wired>> {
+        if self.shared.is_some() {
+            return Ok(None);
+        }
+        self.open_engine_asking(EngineOptions::default(), false, KeyPassphrase::Never)
+            .map(Some)
+    }
+
     fn open_engine(&self, engine_options: EngineOptions, keeper: bool) -> Result<Wired> {
+        self.open_engine_asking(engine_options, keeper, self.passphrase())
+    }
+
+    fn open_engine_asking(
+        &self,
+        engine_options: EngineOptions,
+        keeper: bool,
+        passphrase: KeyPassphrase,
+    ) -> Result<Wired> {
         let options = OpenOptions {
             keeper,
-            passphrase: self.passphrase(),
+            passphrase,
             connect_timeout: timeout::connect_bound(self.timeout_scope, self.timeout),
             engine: engine_options,
             adhoc: None,

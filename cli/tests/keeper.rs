@@ -117,6 +117,55 @@ fn later_calls_reuse_one_connection_with_exact_results() {
     );
 }
 
+/// One file of 128 MiB or more goes over a connection of the CLI's own, both ways (the keeper's
+/// socket would relay every byte once more): one new login each, the bytes exact; the keeper
+/// stays up and serves the next small call without a login.
+#[test]
+fn a_large_file_goes_over_a_connection_of_its_own() {
+    let bed = Bed::ssh();
+    let _k = Keepers(&bed);
+    let s = bed.session();
+    let pid = keeper_pid(&bed);
+    std::thread::sleep(Duration::from_millis(300));
+    let before = logins(&bed);
+    let local = bed.sb.path().join("big.bin");
+    let data: Vec<u8> = (0..(129u32 << 20) / 4)
+        .flat_map(|i| i.wrapping_mul(2_654_435_761).to_le_bytes())
+        .collect();
+    std::fs::write(&local, &data).unwrap();
+    let remote = bed.at("big.bin");
+    let put = bed.json(&[
+        "file",
+        "put",
+        "--session",
+        &s,
+        "--local",
+        local.to_str().unwrap(),
+        "--remote",
+        &remote,
+    ]);
+    assert_eq!(put["bytes"], data.len() as u64);
+    assert_eq!(logins(&bed), before + 1, "the upload's own connection");
+    let back = bed.sb.path().join("back.bin");
+    let get = bed.json(&[
+        "file",
+        "get",
+        "--session",
+        &s,
+        "--remote",
+        &remote,
+        "--local",
+        back.to_str().unwrap(),
+    ]);
+    assert_eq!(get["sha256"], put["sha256"]);
+    assert!(std::fs::read(&back).unwrap() == data, "the bytes came back");
+    assert_eq!(logins(&bed), before + 2, "the download's own connection");
+    let r = bed.exec(&s, "echo small", &[]);
+    assert_eq!(r.json()["stdout"], "small\n");
+    assert_eq!(logins(&bed), before + 2, "small calls use the keeper");
+    assert_eq!(keeper_pid(&bed), pid);
+}
+
 #[test]
 fn a_killed_keeper_is_replaced_and_calls_still_work() {
     let bed = Bed::ssh();

@@ -346,7 +346,8 @@ pub fn run_get(ctx: &Ctx) -> Result<BenchResult> {
         "file-get-1g",
         format!(
             "download of one {label} file as a user runs it: `remote-runner file get` in a fresh \
-             process (through the machine's running keeper), beside `sftp -b` with `get` through \
+             process (the machine's keeper running; a file of 128 MiB or more goes over a \
+             connection of the CLI's own), beside `sftp -b` with `get` through \
              an OpenSSH ControlMaster; diagnostics: `Engine::file_get` in-process on a connected \
              session, and the bare SFTP read stream"
         ),
@@ -380,9 +381,7 @@ pub fn run_get(ctx: &Ctx) -> Result<BenchResult> {
         let cli_row = result
             .push(
                 Measurement::new(
-                    &format!(
-                        "`remote-runner file get` {label} (fresh process, through a running keeper)"
-                    ),
+                    &format!("`remote-runner file get` {label} (fresh process)"),
                     Side::Ours,
                     &ours_cli,
                 )

@@ -6,17 +6,19 @@
 pub mod progress;
 
 use std::path::Path;
+use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use remote_runner_engine::engine::transfer::{
     FileListing, TransferDirection, TransferOptions, TransferRecord, TransferStatus,
 };
+use remote_runner_engine::machine::LOCAL_MACHINE_ID;
 use remote_runner_engine::{Error, ErrorCode, Result};
 use serde_json::json;
 
 use self::progress::{ProgressBar, bytes};
 use crate::commands::run::Interrupt;
-use crate::context::Context;
+use crate::context::{Context, Wired};
 use crate::output::{Block, Cell, Report, Tone, relative_time, to_json};
 
 pub const GROUP_EXAMPLES: &str = "\
@@ -99,8 +101,50 @@ pub async fn get(ctx: &Context, args: TransferArgs) -> Result<Report> {
     transfer(ctx, args, false).await
 }
 
-async fn transfer(ctx: &Context, args: TransferArgs, upload: bool) -> Result<Report> {
+/// From this size on, a single file goes over a connection of the CLI's own rather than through
+/// the machine's keeper: relaying through the keeper's socket cost about 0.8 s per GiB, a new
+/// connection about 90 ms (measured on the benchmark sshd).
+const OWN_CONNECTION_FROM: u64 = 128 << 20;
+
+/// The engine a transfer runs on: the usual one (through the machine's keeper), or, for one
+/// file of at least [`OWN_CONNECTION_FROM`] bytes on an SSH machine, an engine holding its own
+/// connection, when that connects without asking anything.
+async fn transfer_engine(ctx: &Context, args: &TransferArgs, upload: bool) -> Result<Arc<Wired>> {
     let wired = ctx.engine()?;
+    let size = if upload {
+        std::fs::metadata(&args.local)
+            .ok()
+            .filter(std::fs::Metadata::is_file)
+            .map(|m| m.len())
+    } else {
+        match wired.engine.file_list(&args.session, &args.remote).await {
+            Ok(listing) if listing.kind == "file" => listing.entries.first().map(|e| e.size),
+            _ => None,
+        }
+    };
+    if size.is_none_or(|n| n < OWN_CONNECTION_FROM) {
+        return Ok(wired);
+    }
+    let Ok(session) = wired.engine.session_show(&args.session) else {
+        return Ok(wired);
+    };
+    if session.machine_id == LOCAL_MACHINE_ID || session.slurm_job_id.is_some() {
+        return Ok(wired);
+    }
+    let Some(own) = ctx.engine_for_bulk()? else {
+        return Ok(wired);
+    };
+    Ok(match own.engine.host(&session.machine_id).await {
+        Ok(_) => Arc::new(own),
+        Err(e) => {
+            tracing::debug!("a connection of its own failed ({e}); the keeper's is used");
+            wired
+        }
+    })
+}
+
+async fn transfer(ctx: &Context, args: TransferArgs, upload: bool) -> Result<Report> {
+    let wired = transfer_engine(ctx, &args, upload).await?;
     let bar = ProgressBar::for_terminal(ctx.out.json);
     // Ctrl-C stops the transfer cleanly: nothing is left under the final name.
     let interrupt = Interrupt::watch(ctx.out);
