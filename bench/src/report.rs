@@ -112,9 +112,17 @@ impl Ratio {
     }
 
     fn target_text(&self) -> String {
+        // One decimal, or two where a target has them (0.45).
+        let shown = |t: f64| {
+            if (t * 10.0).fract().abs() < 1e-9 {
+                format!("{t:.1}")
+            } else {
+                format!("{t:.2}")
+            }
+        };
         match self.target {
-            Target::AtMost(t) => format!("<= {t:.1}"),
-            Target::AtLeast(t) => format!(">= {t:.1}"),
+            Target::AtMost(t) => format!("<= {}", shown(t)),
+            Target::AtLeast(t) => format!(">= {}", shown(t)),
             Target::None => "-".to_string(),
         }
     }
