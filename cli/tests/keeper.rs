@@ -52,6 +52,29 @@ fn logins(bed: &Bed) -> usize {
         .count()
 }
 
+/// `file VERB --session S --local LOCAL --remote REMOTE [extra]`, exit 0, its JSON.
+fn transfer(
+    bed: &Bed,
+    verb: &str,
+    session: &str,
+    local: &std::path::Path,
+    remote: &str,
+    extra: &[&str],
+) -> serde_json::Value {
+    let mut args = vec![
+        "file",
+        verb,
+        "--session",
+        session,
+        "--local",
+        local.to_str().unwrap(),
+        "--remote",
+        remote,
+    ];
+    args.extend_from_slice(extra);
+    bed.json(&args)
+}
+
 fn wait_gone(pid: u32) {
     eventually("the keeper to end", || (!alive(pid)).then_some(()));
 }
@@ -88,27 +111,9 @@ fn later_calls_reuse_one_connection_with_exact_results() {
     let data: Vec<u8> = (0..700_000u32).map(|i| (i * 7 % 251) as u8).collect();
     std::fs::write(&local, &data).unwrap();
     let remote = bed.at("up.bin");
-    bed.json(&[
-        "file",
-        "put",
-        "--session",
-        &s,
-        "--local",
-        local.to_str().unwrap(),
-        "--remote",
-        &remote,
-    ]);
+    transfer(&bed, "put", &s, &local, &remote, &[]);
     let back = bed.sb.path().join("back.bin");
-    bed.json(&[
-        "file",
-        "get",
-        "--session",
-        &s,
-        "--remote",
-        &remote,
-        "--local",
-        back.to_str().unwrap(),
-    ]);
+    transfer(&bed, "get", &s, &back, &remote, &[]);
     assert_eq!(std::fs::read(&back).unwrap(), data);
     assert_eq!(
         logins(&bed),
@@ -134,29 +139,11 @@ fn a_large_file_goes_over_a_connection_of_its_own() {
         .collect();
     std::fs::write(&local, &data).unwrap();
     let remote = bed.at("big.bin");
-    let put = bed.json(&[
-        "file",
-        "put",
-        "--session",
-        &s,
-        "--local",
-        local.to_str().unwrap(),
-        "--remote",
-        &remote,
-    ]);
+    let put = transfer(&bed, "put", &s, &local, &remote, &[]);
     assert_eq!(put["bytes"], data.len() as u64);
     assert_eq!(logins(&bed), before + 1, "the upload's own connection");
     let back = bed.sb.path().join("back.bin");
-    let get = bed.json(&[
-        "file",
-        "get",
-        "--session",
-        &s,
-        "--remote",
-        &remote,
-        "--local",
-        back.to_str().unwrap(),
-    ]);
+    let get = transfer(&bed, "get", &s, &back, &remote, &[]);
     assert_eq!(get["sha256"], put["sha256"]);
     assert!(std::fs::read(&back).unwrap() == data, "the bytes came back");
     assert_eq!(logins(&bed), before + 2, "the download's own connection");
@@ -595,17 +582,7 @@ fn a_tree_upload_through_the_keeper_is_one_stream() {
         files.push((rel, data, mode));
     }
     let remote = bed.at("tree-up");
-    let v = bed.json(&[
-        "file",
-        "put",
-        "--session",
-        &s,
-        "--local",
-        local.to_str().unwrap(),
-        "--remote",
-        &remote,
-        "--verify",
-    ]);
+    let v = transfer(&bed, "put", &s, &local, &remote, &["--verify"]);
     assert_eq!(v["status"], "succeeded", "{v}");
     assert_eq!(v["files"], 300, "{v}");
     assert_eq!(v["verified"], true, "{v}");
