@@ -52,6 +52,15 @@ fn logins(bed: &Bed) -> usize {
         .count()
 }
 
+/// A session on `bed`, the pid of the keeper serving it, and the sshd's login count once the
+/// keeper's own login has landed (later logins are the calls' own).
+fn session_with_keeper(bed: &Bed) -> (String, u32, usize) {
+    let s = bed.session();
+    let pid = keeper_pid(bed);
+    std::thread::sleep(Duration::from_millis(300));
+    (s, pid, logins(bed))
+}
+
 /// `file VERB --session S --local LOCAL --remote REMOTE [extra]`, exit 0, its JSON.
 fn transfer(
     bed: &Bed,
@@ -83,11 +92,7 @@ fn wait_gone(pid: u32) {
 fn later_calls_reuse_one_connection_with_exact_results() {
     let bed = Bed::ssh();
     let _k = Keepers(&bed);
-    let s = bed.session();
-    let pid = keeper_pid(&bed);
-    // Let the keeper's own login land before counting.
-    std::thread::sleep(Duration::from_millis(300));
-    let before = logins(&bed);
+    let (s, pid, before) = session_with_keeper(&bed);
     for _ in 0..3 {
         let r = bed.exec(&s, "printf 'a\\x01b\\n'; echo err >&2; (exit 7)", &[]);
         assert_eq!(r.code, 1, "{r:?}");
@@ -129,10 +134,7 @@ fn later_calls_reuse_one_connection_with_exact_results() {
 fn a_large_file_goes_over_a_connection_of_its_own() {
     let bed = Bed::ssh();
     let _k = Keepers(&bed);
-    let s = bed.session();
-    let pid = keeper_pid(&bed);
-    std::thread::sleep(Duration::from_millis(300));
-    let before = logins(&bed);
+    let (s, pid, before) = session_with_keeper(&bed);
     let local = bed.sb.path().join("big.bin");
     let data: Vec<u8> = (0..(129u32 << 20) / 4)
         .flat_map(|i| i.wrapping_mul(2_654_435_761).to_le_bytes())
