@@ -355,7 +355,12 @@ async def send_and_read(s, sid):
     # As an agent would: wait for the interrupted command to be settled before the next exec
     # (on a loaded machine the send can return before the end is recorded).
     r = await ok(s, "command_wait", {"session_id": sid, "command_id": rec["command_id"], "timeout_s": 30})
-    check(r.structured_content["exit_code"] == 130, "C-c ends the loop with exit code 130")
+    c = r.structured_content
+    check(
+        c["exit_code"] == 130,
+        f"C-c ends the loop with exit code 130 (got {c.get('status')}, {c.get('exit_code')}, "
+        f"{c.get('end_reason')}; last output {(c.get('stdout') or '')[-200:]!r})",
+    )
     await tool_error(s, "session_send", {"session_id": sid, "keys": ["; kill-server"]}, "invalid_argument")
     r = await ok(s, "session_read", {"session_id": sid})
     c = r.structured_content
