@@ -68,8 +68,12 @@ struct StopTmux(String);
 
 impl Drop for StopTmux {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("tmux")
-            .args(["-L", "remote-runner", "kill-server"])
+        // Each session has a server of its own (`remote-runner-<session id>`).
+        let _ = std::process::Command::new("sh")
+            .args([
+                "-c",
+                r#"for s in "$TMUX_TMPDIR/tmux-$(id -u)"/remote-runner*; do [ -S "$s" ] && tmux -S "$s" kill-server; done; true"#,
+            ])
             .env("TMUX_TMPDIR", &self.0)
             .stderr(std::process::Stdio::null())
             .status();

@@ -232,7 +232,7 @@ async fn a_failed_rebuild_does_not_claim_an_unreachable_session_destroyed() {
 
     // Clean up the remote tmux session the test left on this host.
     let _ = std::process::Command::new("runuser")
-        .args(["-u", sshd.user(), "--", "tmux", "-L", "remote-runner"])
+        .args(["-u", sshd.user(), "--", "tmux", "-L", &record.tmux_socket])
         .args(["kill-session", "-t", &id])
         .status();
 }

@@ -147,21 +147,15 @@ impl Bed {
         Ok(out.stdout_lossy())
     }
 
-    /// pid of this bed's tmux server, if it runs.
+    /// pid of this bed's tmux server, if one runs (the first one: each session has its own).
     pub fn tmux_server_pid(&self) -> Option<u32> {
-        let out = std::process::Command::new("runuser")
-            .args([
-                "-u",
-                TEST_USER,
-                "--",
-                "tmux",
-                "-L",
-                &self.options.tmux_socket,
-            ])
-            .args(["display-message", "-p", "#{pid}"])
-            .output()
-            .ok()?;
-        String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+        self.tmux_server_pids().first().copied()
+    }
+
+    /// pids of this bed's tmux servers (one per live session).
+    pub fn tmux_server_pids(&self) -> Vec<u32> {
+        let out = on_tmux_servers(&self.options.tmux_socket, "display-message -p '#{pid}'");
+        out.lines().filter_map(|l| l.trim().parse().ok()).collect()
     }
 }
 
@@ -171,13 +165,25 @@ impl Drop for Bed {
     }
 }
 
-/// Stop the login user's tmux server on `socket` (as that user, so the socket dir matches).
-pub fn kill_tmux_server(socket: &str) -> bool {
+/// Stop the login user's tmux servers whose socket name starts with `prefix` (a bed's
+/// [`EngineOptions::tmux_socket`]: each session has a server `<prefix>-<session id>`), as that
+/// user so the socket dir matches; whether any was stopped.
+pub fn kill_tmux_server(prefix: &str) -> bool {
+    !on_tmux_servers(prefix, "kill-server && echo stopped").is_empty()
+}
+
+/// Run `tmux -S <socket> <args>` (a shell word list) as the login user for each of its server
+/// sockets whose name starts with `prefix`; their output.
+fn on_tmux_servers(prefix: &str, args: &str) -> String {
+    let script = format!(
+        "for s in \"${{TMUX_TMPDIR:-/tmp}}/tmux-$(id -u)/$1\"*; do [ -S \"$s\" ] && tmux -S \"$s\" {args}; done; true"
+    );
     std::process::Command::new("runuser")
-        .args(["-u", TEST_USER, "--", "tmux", "-L", socket, "kill-server"])
+        .args(["-u", TEST_USER, "--", "sh", "-c", &script, "sh", prefix])
         .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
 }
 
 /// An engine on `state_dir` reaching `machine` through a [`MachineConnector`].

@@ -6,6 +6,7 @@
 //! under `target/reliability/` into `docs/reliability.md`.
 
 pub mod bed;
+pub mod chats;
 pub mod host;
 pub mod netns;
 pub mod probe;

@@ -257,7 +257,7 @@ async fn remote_tmux_server_killed() {
                 Duration::from_secs(30),
             )
             .await?;
-            if !kill_tmux_server(&bed.options.tmux_socket) {
+            if !kill_tmux_server(&s.tmux_socket) {
                 bail!("tmux kill-server failed");
             }
             let killed = Instant::now();

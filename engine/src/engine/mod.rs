@@ -56,7 +56,8 @@ pub use slurm::{CreateOptions, split_slurm_args};
 /// Tunables; the defaults are what the CLI and provider use.
 #[derive(Debug, Clone)]
 pub struct EngineOptions {
-    /// tmux server socket name on every machine (`tmux -L <name>`).
+    /// Prefix of the tmux server socket names on every machine: each session has a server of
+    /// its own, `tmux -L <prefix>-<session id>`.
     pub tmux_socket: String,
     /// Cap on each of the stdout/stderr excerpts in a command record.
     pub excerpt_bytes: usize,

@@ -127,7 +127,7 @@ impl Engine {
         let session_id = new_id("sess");
         let paths = SessionPaths::new(
             &tools.tmux_path,
-            &self.options.tmux_socket,
+            &crate::tmux::session_socket(&self.options.tmux_socket, &session_id),
             &session_id,
             &tools.root,
         );

@@ -95,7 +95,7 @@ impl ControlChannels {
         let out = match call.limit {
             Some(limit) => match tokio::time::timeout(limit, reply).await {
                 Ok(out) => out,
-                Err(_) => return Some(Err(timeout_error(limit))),
+                Err(_) => return Some(Err(timeout_error(transport, call.verb, limit))),
             },
             None => reply.await,
         };
@@ -368,12 +368,13 @@ fn ended_error(transport: &dyn Transport) -> Error {
     )
 }
 
-fn timeout_error(limit: Duration) -> Error {
+fn timeout_error(transport: &dyn Transport, verb: &str, limit: Duration) -> Error {
     Error::new(
         ErrorCode::Timeout,
         format!(
-            "the command did not finish within {} s (it may still run on the host; wrap it in \
-             `timeout` to bound it there)",
+            "remote-runner's control call '{verb}' on {} did not finish within {} s (the machine \
+             may be overloaded, or what the call runs may still run there); run it again",
+            transport.describe(),
             limit.as_secs_f64()
         ),
     )

@@ -251,7 +251,11 @@ rr_start_session() {
       "$BASH" --noprofile --norc "$SD/rr.sh" pane \; \
       pipe-pane -o -t "=$SID:" "exec cat >> '$(rr_tmux_literal "$SD")/transcript.raw'" || exit 3
     rr_fast_wake
-    timeout "$rr_limit" "$T" -L "$S" wait-for "rr-$SID-ready" || exit 4
+    if ! timeout "$rr_limit" "$T" -L "$S" wait-for "rr-$SID-ready"; then
+      # A server that is gone crashed or was killed: not a shell that is slow to start.
+      rr_tmux has-session -t "=$SID" 2>/dev/null || echo @server-gone
+      exit 4
+    fi
   fi
   echo @ready
 }
@@ -788,8 +792,12 @@ rr_alive() {
 
 # kill: end the tmux session (the pane does not restart the shell once "closing" is there);
 # with PURGE=1 also remove the session's state directory. Prints "@gone" once it is gone.
+# Control clients are detached first: tmux 3.3a can crash when a session with a control client
+# attached is killed while others are made and killed (docs/reliability.md), and a detached one
+# exits instead of staying behind. The session's own server then exits with its last session.
 rr_kill() {
   [ -d "$SD" ] && : >"$SD/closing"
+  rr_tmux detach-client -s "=$SID" 2>/dev/null
   rr_tmux kill-session -t "=$SID" 2>/dev/null
   if rr_tmux has-session -t "=$SID" 2>/dev/null; then
     echo "@still-running"

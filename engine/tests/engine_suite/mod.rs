@@ -102,6 +102,7 @@ macro_rules! every_test {
             destroy_stops_running_commands,
             session_read_shows_commands_and_output,
             old_command_dirs_are_pruned,
+            transcript_keeps_output_the_machine_pruned,
             destroy_removes_remote_state_unless_kept,
             session_shell_is_isolated,
             git_repo_cwd_leaves_no_trace,
@@ -167,11 +168,17 @@ impl Drop for TmuxGuard {
             if !d.file_name().to_string_lossy().starts_with("tmux-") {
                 continue;
             }
-            let sock = d.path().join(&self.0);
-            if sock.exists() {
+            // Each session has a server of its own, `<prefix>-<session id>`.
+            let Ok(socks) = std::fs::read_dir(d.path()) else {
+                continue;
+            };
+            for sock in socks.flatten() {
+                if !sock.file_name().to_string_lossy().starts_with(&self.0) {
+                    continue;
+                }
                 let _ = std::process::Command::new("tmux")
                     .arg("-S")
-                    .arg(&sock)
+                    .arg(sock.path())
                     .arg("kill-server")
                     .stdout(std::process::Stdio::null())
                     .stderr(std::process::Stdio::null())
@@ -242,13 +249,13 @@ impl Bed {
         sh_on(self.t.as_ref(), cmd).await
     }
 
-    /// Stop the private tmux server.
+    /// Destroy the session and stop its tmux server.
     pub async fn finish(self) {
         let _ = self.engine.destroy(self.sid()).await;
         let _ = self
             .sh(&format!(
                 "tmux -L {} kill-server 2>/dev/null; true",
-                self.options.tmux_socket
+                self.session.tmux_socket
             ))
             .await;
     }
@@ -614,7 +621,7 @@ pub async fn dead_tmux_server_is_lost(t: Arc<Remote>, dir: &str) {
         .await
         .unwrap();
     assert!(rec.wait_timed_out);
-    b.sh(&format!("tmux -L {} kill-server", b.options.tmux_socket))
+    b.sh(&format!("tmux -L {} kill-server", b.session.tmux_socket))
         .await;
     let started = Instant::now();
     let rec = b
@@ -1317,6 +1324,37 @@ pub async fn old_command_dirs_are_pruned(t: Arc<Remote>, dir: &str) {
         .command_stop(b.sid(), &running.command_id)
         .await
         .unwrap();
+    b.finish().await;
+}
+
+/// Output the machine pruned before the transcript was first read is still in it, from the
+/// local logs (a read after thousands of commands once showed only the newest 500).
+pub async fn transcript_keeps_output_the_machine_pruned(t: Arc<Remote>, dir: &str) {
+    let b = bed(t, dir).await;
+    for i in 0..6 {
+        b.run(&format!("echo pruned-output-{i}")).await;
+    }
+    let driver = remote_runner_engine::tmux::TmuxDriver::new(
+        b.t.clone(),
+        remote_runner_engine::tmux::SessionPaths {
+            tmux_path: b.session.tmux_path.clone(),
+            socket: b.session.tmux_socket.clone(),
+            session_name: b.session.tmux_session.clone(),
+            state_dir: b.session.remote_state_dir.clone(),
+            commands_dir: b.session.remote_commands_dir.clone(),
+        },
+    );
+    driver.prune_commands(2).await.unwrap();
+    let left = b.t.read_dir(&b.session.remote_commands_dir).await.unwrap();
+    assert_eq!(left.len(), 2, "{left:?}");
+    let chunk = b.engine.read(b.sid(), None, 1 << 20).await.unwrap();
+    for i in 0..6 {
+        assert!(
+            chunk.text.contains(&format!("\npruned-output-{i}\n")),
+            "output {i} missing: {:?}",
+            chunk.text
+        );
+    }
     b.finish().await;
 }
 
@@ -2579,7 +2617,7 @@ pub async fn typed_commands_use_the_control_client(t: Arc<Remote>, dir: &str) {
     assert_eq!(b.run("true").await.exit_code, Some(0));
     let client = format!(
         "-L {} -C attach-session -t ={}",
-        b.options.tmux_socket, b.session.tmux_session
+        b.session.tmux_socket, b.session.tmux_session
     );
     // The client attaches in the background after the first command: a command typed through
     // it has a `typed` claim.

@@ -79,6 +79,10 @@ struct Live {
     err: u64,
     /// Offset in `inputs` of the first line not yet used.
     inputs_at: u64,
+    /// The command had ended and its output was in the local logs when it was first seen: its
+    /// streams' full sizes, and it is read from there, with no round trip to the machine.
+    #[serde(default)]
+    local: Option<(u64, u64)>,
     /// Loaded per compose: the output sizes, and the `inputs` lines not yet used.
     #[serde(skip)]
     sizes: Option<(u64, u64)>,
@@ -93,6 +97,48 @@ struct InputMark {
     err: u64,
     /// Offset in `inputs` just past its line.
     next: u64,
+}
+
+/// The full sizes of an ended command's stdout and stderr when its output is in the local logs
+/// (`<id>.log` is written when the record ends, after `<id>.stdout` and `<id>.stderr` are
+/// complete up to the output cap; its header gives the sizes).
+fn ended_locally(log_dir: &Path, id: &str) -> Option<(u64, u64)> {
+    use std::io::{BufRead, BufReader};
+    let file = File::open(log_dir.join(format!("{id}.log"))).ok()?;
+    let (mut out, mut err) = (None, None);
+    for line in BufReader::new(file).lines().take(16) {
+        let line = line.ok()?;
+        if let Some(v) = line.strip_prefix("stdout_bytes: ") {
+            out = v.trim().parse().ok();
+        } else if let Some(v) = line.strip_prefix("stderr_bytes: ") {
+            err = v.trim().parse().ok();
+        } else if line.starts_with("=====") {
+            break;
+        }
+    }
+    Some((out?, err?))
+}
+
+/// Up to `want` bytes of a local file from `at` (fewer at its end; none if it is missing).
+fn read_local(path: &Path, at: u64, want: usize) -> Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(format!("cannot open {}", path.display()), &e)),
+    };
+    let mut buf = vec![0; want];
+    let mut got = 0;
+    while got < want {
+        match file.read_at(&mut buf[got..], at + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io(format!("cannot read {}", path.display()), &e)),
+        }
+    }
+    buf.truncate(got);
+    Ok(buf)
 }
 
 /// What a compose left: whether the output cap was reached.
@@ -121,8 +167,9 @@ pub fn is_capped(local: &Path) -> bool {
 /// Bring the local transcript of `rec` up to date with the machine (see the module doc).
 pub async fn compose(t: &dyn Transport, rec: &SessionRecord, cap: u64) -> Result<Composed> {
     let local = PathBuf::from(&rec.transcript_file_local);
+    let log_dir = PathBuf::from(&rec.log_dir_local);
     let _lock = lock(&local.with_extension("lock")).await?;
-    let mut c = Composer::open(t, rec, &local, cap)?;
+    let mut c = Composer::open(t, rec, &local, &log_dir, cap)?;
     if !c.st.capped {
         c.run().await?;
     }
@@ -167,6 +214,8 @@ struct Composer<'a> {
     t: &'a dyn Transport,
     raw: &'a str,
     commands_dir: &'a str,
+    /// The session's local log dir: each ended command's output as `<id>.stdout` / `.stderr`.
+    log_dir: &'a Path,
     local: &'a Path,
     file: File,
     st: State,
@@ -178,6 +227,7 @@ impl<'a> Composer<'a> {
         t: &'a dyn Transport,
         rec: &'a SessionRecord,
         local: &'a Path,
+        log_dir: &'a Path,
         cap: u64,
     ) -> Result<Self> {
         use std::os::unix::fs::OpenOptionsExt;
@@ -212,6 +262,7 @@ impl<'a> Composer<'a> {
             t,
             raw: &rec.remote_transcript_file,
             commands_dir: &rec.remote_commands_dir,
+            log_dir,
             local,
             file,
             st,
@@ -292,8 +343,20 @@ impl<'a> Composer<'a> {
         Ok(self.t.stat(path).await?.map_or(0, |s| s.size))
     }
 
-    /// The command's output sizes, then (after them) its `inputs` lines not yet used.
+    /// The command's output sizes, then (after them) its `inputs` lines not yet used. A command
+    /// that has ended with its output in the local logs is read from there: no round trip (a
+    /// first read after thousands of commands stays quick), and output the machine has pruned
+    /// since is still there.
     async fn load(&self, live: &mut Live) -> Result<()> {
+        if live.local.is_none() && live.out == 0 && live.err == 0 && live.inputs_at == 0 {
+            live.local = ended_locally(self.log_dir, &live.id);
+        }
+        if let Some(sizes) = live.local {
+            // What was typed into it with `send` shows before its output.
+            live.sizes = Some(sizes);
+            live.inputs.clear();
+            return Ok(());
+        }
         let o = self.size_of(&self.command_file(&live.id, "stdout")).await?;
         let e = self.size_of(&self.command_file(&live.id, "stderr")).await?;
         live.sizes = Some((o, e));
@@ -414,8 +477,37 @@ impl<'a> Composer<'a> {
     /// The command ended: the rest of its output, a newline if a line is left open, and a
     /// note for what the live cap left out.
     async fn finish(&mut self, mut live: Live) -> Result<()> {
-        let o = self.size_of(&self.command_file(&live.id, "stdout")).await?;
-        let e = self.size_of(&self.command_file(&live.id, "stderr")).await?;
+        let (o, e) = match live.local {
+            Some(sizes) => sizes,
+            None => {
+                let stdout = self.command_file(&live.id, "stdout");
+                match self.t.stat(&stdout).await? {
+                    Some(st) => (
+                        st.size,
+                        self.size_of(&self.command_file(&live.id, "stderr")).await?,
+                    ),
+                    // Pruned on the machine: from the local logs if it is there, else say so.
+                    None => match ended_locally(self.log_dir, &live.id) {
+                        Some(sizes) => {
+                            live.local = Some(sizes);
+                            sizes
+                        }
+                        None => {
+                            self.splice(&mut live, 0, 0).await?;
+                            if !self.st.ends_line {
+                                self.emit(b"\n")?;
+                            }
+                            let note = format!(
+                                "[the output of command {} is not here: the machine no longer has \
+                                 it and it is not in the local logs]\n",
+                                live.id
+                            );
+                            return self.emit(note.as_bytes());
+                        }
+                    },
+                }
+            }
+        };
         self.splice(&mut live, o, e).await?;
         // As the session shell's own copy does: what follows starts a line.
         if !self.st.ends_line {
@@ -443,11 +535,18 @@ impl<'a> Composer<'a> {
                 continue;
             }
             let path = self.command_file(&live.id, name);
+            let local = live
+                .local
+                .is_some()
+                .then(|| self.log_dir.join(format!("{}.{name}", live.id)));
             let mut at = done;
             let end = upto.min(TRANSCRIPT_LIVE_CAP);
             while at < end && !self.st.capped {
                 let want = ((end - at) as usize).min(CHUNK);
-                let data = self.t.read_file_range(&path, at, want).await?;
+                let data = match &local {
+                    Some(file) => read_local(file, at, want)?,
+                    None => self.t.read_file_range(&path, at, want).await?,
+                };
                 if data.is_empty() {
                     break;
                 }
@@ -636,5 +735,39 @@ mod tests {
         assert!(text.contains(&b.rec.remote_transcript_file), "{text:?}");
         b.append("raw", b"more\n");
         assert_eq!(b.read(100).await, (text, true));
+    }
+
+    /// Commands the machine pruned before the first read: one whose output is in the local logs
+    /// is spliced from there (no round trip); one whose output is nowhere says so.
+    #[tokio::test]
+    async fn pruned_commands_come_from_the_local_logs_or_say_they_are_gone() {
+        let b = Bed::new();
+        let dir = b.dir.path();
+        for (id, out) in [("cmd_a", "a-out\n"), ("cmd_b", "b-out\n")] {
+            b.append(
+                "raw",
+                format!(
+                    "$ echo\n\x1b]6973;rr-run;{id}\x07\x1b]6973;rr-end;{id}\x07{out}\
+                     \x1b]6973;rr-shown;{id}\x07[exit 0]\n"
+                )
+                .as_bytes(),
+            );
+            // The machine kept nothing of either; only cmd_a ended with its output recorded.
+            if id == "cmd_a" {
+                std::fs::write(dir.join(format!("{id}.stdout")), out).unwrap();
+                std::fs::write(dir.join(format!("{id}.stderr")), "").unwrap();
+                std::fs::write(
+                    dir.join(format!("{id}.log")),
+                    format!("command_id: {id}\nstdout_bytes: {}\nstderr_bytes: 0\n===== command =====\necho\n", out.len()),
+                )
+                .unwrap();
+            }
+        }
+        let (text, _) = b.read(1 << 20).await;
+        assert_eq!(
+            text,
+            "$ echo\na-out\n[exit 0]\n$ echo\n[the output of command cmd_b is not here: the \
+             machine no longer has it and it is not in the local logs]\n[exit 0]\n"
+        );
     }
 }
