@@ -57,6 +57,7 @@ const BENCHES: &[(&str, RunFn)] = &[
     ("tree-10k", benches::tree::run),
     ("code-binding", benches::code_binding::run),
     ("seed-loop", benches::seed_loop::run),
+    ("chats", benches::chats::run),
 ];
 
 #[derive(Debug)]

@@ -175,6 +175,51 @@ fn back_to_back(bed: &Bed) {
 
 both_machines!(mcp_exec_back_to_back, back_to_back);
 
+/// Many sessions through one MCP server, 20 at a time (each with a kept control client): every
+/// result exact, every end seen promptly, and nothing of the destroyed sessions left on the
+/// machine (no tmux server, control client or shell naming them, no session directory).
+fn crowd(bed: &Bed) {
+    let (ok, text) = client(bed, &["crowd", "40", "20"]);
+    assert!(ok, "{text}");
+    assert!(text.contains("crowd passed"), "{text}");
+    let Some(sshd) = bed.sshd() else {
+        return;
+    };
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("{\"sessions\""))
+        .unwrap_or_else(|| panic!("no session list: {text}"));
+    let v: Value = serde_json::from_str(line).unwrap();
+    let ids: Vec<String> = v["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), 40);
+    let home = std::fs::read_to_string("/etc/passwd")
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            (f.len() >= 6 && f[0] == sshd.user()).then(|| std::path::PathBuf::from(f[5]))
+        })
+        .expect("the login user's home");
+    let root = home.join(".local/state/remote-runner/sessions");
+    session_bed::eventually("the sessions' processes and directories to go", || {
+        let ps = Command::new("ps")
+            .args(["-u", sshd.user(), "-o", "args="])
+            .output()
+            .unwrap();
+        let ps = String::from_utf8_lossy(&ps.stdout).into_owned();
+        ids.iter()
+            .all(|id| !ps.contains(id.as_str()) && !root.join(id).exists())
+            .then_some(())
+    });
+}
+
+both_machines!(mcp_crowd, crowd);
+
 /// The subcommand's surface: `mcp --help` names the scope flags, and a machine that does not
 /// exist is refused before anything is served.
 #[test]

@@ -1,5 +1,6 @@
 //! One module per benchmark (or pair of benchmarks sharing a setup).
 
+pub mod chats;
 pub mod code_binding;
 pub mod exec_cold;
 pub mod exec_warm;

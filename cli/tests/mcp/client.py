@@ -653,6 +653,35 @@ async def bench(n):
     }))
 
 
+async def crowd(n, at_once):
+    """`n` sessions created, given three commands each and destroyed through one server, `at_once`
+    at a time (the server keeps a control client per session): every result exact, every
+    command's end seen well within the 60 s wait chunk a missed wake-up would cost."""
+    gate = asyncio.Semaphore(at_once)
+    slow = []
+
+    async def one(s, i):
+        async with gate:
+            r = await ok(s, "session_create", {"machine": MACHINE, "cwd": WORK})
+            sid = r.structured_content["session_id"]
+            for k in range(3):
+                t = time.perf_counter()
+                _, c = await exec_(s, sid, f"echo crowd-{i}-{k}; (exit {k})")
+                took = time.perf_counter() - t
+                assert (c["exit_code"], c["stdout"]) == (k, f"crowd-{i}-{k}\n"), c
+                if took > 25:
+                    slow.append(f"session {i} command {k}: {took:.1f} s")
+            await ok(s, "session_destroy", {"session_id": sid})
+            return sid
+
+    async with server() as s:
+        sids = await asyncio.gather(*(one(s, i) for i in range(n)))
+    check(not slow, f"every command's end seen within 25 s ({slow})")
+    check(len(set(sids)) == n, f"{n} distinct sessions created and destroyed")
+    print(json.dumps({"sessions": sids}))
+    print("crowd passed")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "suite":
         asyncio.run(suite())
@@ -660,5 +689,7 @@ if __name__ == "__main__":
         asyncio.run(local_guard())
     elif sys.argv[1] == "raw":
         raw_stdio()
+    elif sys.argv[1] == "crowd":
+        asyncio.run(crowd(int(sys.argv[2]), int(sys.argv[3])))
     else:
         asyncio.run(bench(int(sys.argv[2])))

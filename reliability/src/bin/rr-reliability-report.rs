@@ -215,9 +215,51 @@ fn render(results: &[Value]) -> String {
             md.push('\n');
         }
     }
+    md.push_str(CROWD);
     md.push_str(NOTES);
     md
 }
+
+const CROWD: &str = r#"## A hundred chats on one account: the tmux crash and what bounds it
+
+A BotMux deployment puts many chats on one shared machine account. Tried that way (each chat a
+provider doing hello, start, five turns, cancel and SIGTERM with stdin open), 50 or 100 chats
+started at once mostly failed: **the account's one tmux server segfaulted** (kernel: `tmux:
+server[...]: segfault at 20 ...`) and took every session on it, other programs' included. It
+reproduces with plain tmux 3.3a (Debian 12's) and no remote-runner: sessions that each have a
+control-mode client attached (`tmux -C attach-session`), created, typed into and killed
+concurrently crash the server within a few rounds; never without control clients.
+
+What now bounds it:
+
+- **A tmux server per session** (`tmux -L remote-runner-<session id>`): a crash costs at most
+  that one session, and no session of ours shares a server with another program's. Cost: about
+  1 MiB of memory of its own per session (PSS of a live server; 4 MiB resident counting the
+  shared tmux binary), no CPU while idle.
+- **The known crash path is not taken**: `destroy` detaches the session's control clients before
+  it kills the session, and the server exits with its last session; a control client cannot
+  outlive its session's server.
+- **Truthful errors**: a turn or command whose server was killed under it ends `session_lost`,
+  saying the tmux server stopped; a start whose server vanished says so instead of "check that
+  bash runs there"; a control call that runs out of time names the call and the machine.
+- **Nothing left behind**: the load test counts, after every chat closed, the account's
+  processes naming a closed chat's session (servers, control clients, shells) and the session
+  directories: none. A chat closed by SIGTERM alone keeps its session for a resume, with no
+  control client; resumed and cancelled by a new provider, it leaves nothing either. A lost
+  session's directory is reclaimed when its chat closes.
+- **The transcript never drops output silently**: a command that ended with its output in the
+  local logs is composed from there (no round trip per old command, so a first read after
+  thousands of commands stays quick), and a command whose output is neither on the machine nor
+  in the local logs gets a line that says so.
+
+The cases: `load_24_chats` (100 with `--full`; `reliability/tests/load_chats.rs`) and
+`tmux_server_killed_under_a_chat` (three chats, one server SIGKILLed mid-turn: that turn fails
+`session_lost`, the other two complete); `cli/tests/crowd.rs` drives 40 sessions 20 at a time
+through fresh CLI processes on `local` and over SSH, every command's end seen well within the
+60 s wait chunk a missed wake-up would cost. The benchmark's `chats` section times 100 chats at
+once (docs/benchmarks.md).
+
+"#;
 
 const NOTES: &str = "## How to read and rerun\n\n\
 - Every case lives in `reliability/tests/*.rs` and writes one JSON line (fault, injection, runs, \
