@@ -19,6 +19,35 @@
 //!   stable [`ErrorCode`] and a typed [`hint::Hint`] that each face words itself, and
 //!   [`secret::Secret`] (never printed).
 //!
+//! # A first face
+//!
+//! Open the engine, start a session on the built-in `local` machine (this host), run a command
+//! and destroy the session; every error has a stable code and, often, a next step. The
+//! workspace's `examples/engine-tour` is the whole tour (shell state, exit codes, files),
+//! compiled and run by its tests.
+//!
+//! ```no_run
+//! use remote_runner_engine::engine::{Engine, ExecRequest, OpenOptions};
+//!
+//! # async fn tour() -> remote_runner_engine::Result<()> {
+//! let engine = Engine::open(std::path::Path::new("/tmp/rr-state"), OpenOptions::default())?;
+//! let machine = engine.machine("local")?;
+//! let session = engine.create_session(&machine, Some("/tmp")).await?;
+//! let record = engine.exec(&session.session_id, "uname -r", ExecRequest::wait()).await?;
+//! println!("{:?}, exit code {:?}: {}", record.status, record.exit_code, record.stdout);
+//! engine.destroy(&session.session_id).await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Runtime
+//!
+//! The engine's calls are `async` and need a [tokio](https://docs.rs/tokio) runtime with I/O
+//! and time enabled (`#[tokio::main]`, or a `Builder` with `enable_all`). Either flavour works:
+//! on a multi-thread runtime the store's (SQLite) calls leave the worker thread through
+//! `block_in_place`; on a current-thread one they run inline. The engine tour runs on both in
+//! its tests. [`Engine`](engine::Engine) is `Send + Sync`: share one behind an `Arc`.
+//!
 //! How machines are reached (SSH, this host, the CLI's connection keeper, a Slurm node; the
 //! byte transport and the control plane above it), where records are kept (SQLite) and the
 //! remote scripts are private; `docs/architecture.md` describes them. The `testing` feature
@@ -32,6 +61,9 @@ pub mod records;
 pub mod secret;
 
 pub use error::{Error, ErrorCode, Result};
+/// The cancellation token of [`engine::transfer::TransferOptions::cancel`] and
+/// [`engine::Engine::run_once`], re-exported so a face need not name `tokio-util` itself.
+pub use tokio_util::sync::CancellationToken;
 
 /// The engine's internals: public only with the `testing` feature (the engine's own integration
 /// tests, the benchmarks and the reliability tools), private to every face, so a face that
