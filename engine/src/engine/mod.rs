@@ -1,8 +1,8 @@
 //! Sessions, commands, transfers and runs, above the transport.
 //!
 //! The [`Engine`] owns the local records (SQLite store, logs, transcripts under the state dir)
-//! and drives machines through remotes (a byte transport and its control plane) obtained
-//! from a [`Connector`]. It is usable from a one-shot CLI process (each call blocks until done)
+//! and drives machines through remotes (a byte transport and its control plane) that
+//! [`Engine::open`] sets up for each machine. It is usable from a one-shot CLI process (each call blocks until done)
 //! and from the long-lived provider (streaming output by byte offset with
 //! [`Engine::read_output`] and [`Engine::wait_output`]).
 //!
