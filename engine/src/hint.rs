@@ -72,6 +72,14 @@ pub enum Hint {
 impl Hint {
     /// The hint's stable snake_case name, its `kind` in JSON (`list_sessions`, ...): what a
     /// face that does not know a newer hint can still show.
+    ///
+    /// ```
+    /// use remote_runner_engine::hint::Hint;
+    ///
+    /// assert_eq!(Hint::ListSessions.kind(), "list_sessions");
+    /// let hint = Hint::ForceDestroy { session_id: "s1".into() };
+    /// assert_eq!(hint.kind(), "force_destroy");
+    /// ```
     pub fn kind(&self) -> String {
         serde_json::to_value(self)
             .ok()

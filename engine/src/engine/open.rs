@@ -142,7 +142,7 @@ impl Engine {
         if let Some(session) = session {
             transport = self.code_transport(session, transport);
         }
-        CodeRuntime::new(transport, config)
+        CodeRuntime::on(transport, config)
     }
 }
 

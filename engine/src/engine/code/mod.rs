@@ -327,7 +327,16 @@ pub struct CodeRuntime {
 type Settled = (u64, std::result::Result<String, String>);
 
 impl CodeRuntime {
+    /// A runtime on `transport`: for the benchmarks only (a face has no transport to give; it
+    /// calls [`Engine::code_runtime`](crate::engine::Engine::code_runtime)).
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
     pub fn new(transport: Arc<Remote>, config: CodeConfig) -> Result<CodeRuntime> {
+        Self::on(transport, config)
+    }
+
+    /// A runtime on `transport` ([`Engine::code_runtime`](crate::engine::Engine::code_runtime)).
+    pub(crate) fn on(transport: Arc<Remote>, config: CodeConfig) -> Result<CodeRuntime> {
         config.validate()?;
         Ok(CodeRuntime {
             transport,
