@@ -8,16 +8,24 @@
 //!   the connect bound, an ad-hoc machine).
 //! - **Machines**: [`engine::Machines`] (list, show, add, replace, configure, remove with its
 //!   rules, [`engine::Machines::doctor`]); [`machine::Machine`] is a machine's configuration.
-//! - **Sessions and commands**: `Engine::create_session`, `exec` ([`engine::ExecRequest`]),
-//!   `command_wait`, `command_stop`, output by byte offset, [`engine::send`] (typing into a
-//!   running program), the transcript, `destroy`, [`engine::attach`] plans.
-//! - **Files**: [`engine::transfer`] (files and trees, sha256-verified) and
-//!   `Engine::session_file_read` / `session_file_write`.
+//! - **Sessions and commands**: [`Engine::create_session`](engine::Engine::create_session),
+//!   [`exec`](engine::Engine::exec) ([`engine::ExecRequest`]),
+//!   [`command_wait`](engine::Engine::command_wait),
+//!   [`command_stop`](engine::Engine::command_stop), output by byte offset
+//!   ([`read_output`](engine::Engine::read_output)), [`engine::send`] (typing into a running
+//!   program), the transcript ([`read`](engine::Engine::read)),
+//!   [`destroy`](engine::Engine::destroy), [`engine::attach`] plans.
+//! - **Files**: [`engine::transfer`] ([`file_put`](engine::Engine::file_put) and
+//!   [`file_get`](engine::Engine::file_get): files and trees, sha256-verified, cancelled by a
+//!   [`CancellationToken`]) and [`session_file_read`](engine::Engine::session_file_read) /
+//!   [`session_file_write`](engine::Engine::session_file_write) (bytes by offset).
 //! - **Runs**: [`engine::run`] (one command with inputs and artifacts), [`engine::batch`],
-//!   [`engine::slurm`]; **code runs**: `Engine::code_runtime` ([`engine::code`]).
+//!   [`engine::slurm`]; **code runs**: [`Engine::code_runtime`](engine::Engine::code_runtime)
+//!   ([`engine::code`]).
 //! - **Records and errors**: [`records`] (the JSON shapes every face prints), [`Error`] with its
 //!   stable [`ErrorCode`] and a typed [`hint::Hint`] that each face words itself, and
-//!   [`secret::Secret`] (never printed).
+//!   [`secret::Secret`] (never printed). Enums that grow (error codes, hints, statuses) are
+//!   `#[non_exhaustive]`: a face's `match` keeps a fallback arm.
 //!
 //! # A first face
 //!

@@ -204,7 +204,7 @@ fn exit_code(m: &RunManifest, passthrough: bool) -> u8 {
         RunStatus::Succeeded => exit::SUCCESS,
         RunStatus::TimedOut => exit::for_error(ErrorCode::Timeout),
         RunStatus::Cancelled => exit::for_error(ErrorCode::Cancelled),
-        // A status newer than this CLI is not a success.
+        // `failed`, `running`, and any status newer than this CLI: not a success.
         _ => match exit::for_remote_status(m.exit_code, None, passthrough) {
             exit::SUCCESS => exit::WORK_FAILED,
             code => code,

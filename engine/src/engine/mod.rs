@@ -2,9 +2,9 @@
 //!
 //! The [`Engine`] owns the local records (SQLite store, logs, transcripts under the state dir)
 //! and drives machines through remotes (a byte transport and its control plane) that
-//! [`Engine::open`] sets up for each machine. It is usable from a one-shot CLI process (each call blocks until done)
-//! and from the long-lived provider (streaming output by byte offset with
-//! [`Engine::read_output`] and [`Engine::wait_output`]).
+//! [`Engine::open`] sets up for each machine. It is usable from a one-shot CLI process (each
+//! call blocks until done) and from the long-lived provider (streaming output by byte offset
+//! with [`Engine::read_output`] and [`Engine::wait_output`]).
 //!
 //! Truth lives on the machine: a command's `exit` file says whether and how it ended, so any
 //! process, after any crash or reconnect, can pick a command up again by id.

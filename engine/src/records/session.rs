@@ -190,12 +190,12 @@ pub struct CommandRecord {
     /// How it ended, as the exit file on the machine says (`None` while it runs). Among the
     /// values: `normal`; `shell_exit` (the command ran `exit N`: status by `N`, with
     /// `shell_restarted`); `shell_killed`, `shell_replaced` (the shell was killed or `exec`ed
-    /// away); `prompt` (the shell's prompt hook saw it end before its own end step ran); `cd_failed`, `syntax_error`;
-    /// `killed` (stopped); `never_started` and `not_started` (its start never reached the
-    /// shell); `exit_garbled` (the command wrote over its exit file and the shell moved on:
-    /// exit code unknown, status `failed`, the session not lost for it). A string, not an
-    /// enum: the values are written by the scripts on the machine, and one this build does not
-    /// know is kept as it is.
+    /// away); `prompt` (the shell's prompt hook saw it end before its own end step ran);
+    /// `cd_failed`, `syntax_error`; `killed` (stopped); `never_started` and `not_started` (its
+    /// start never reached the shell); `exit_garbled` (the command wrote over its exit file and
+    /// the shell moved on: exit code unknown, status `failed`, the session not lost for it). A
+    /// string, not an enum: the values are written by the scripts on the machine, and one this
+    /// build does not know is kept as it is.
     #[serde(default)]
     pub end_reason: Option<String>,
     /// For `lost`: what happened and what to do.
