@@ -18,6 +18,11 @@ cargo fmt --all -- --check
 echo "== cargo clippy" >&2
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+# The engine's API docs: every intra-doc link resolves, and none points at a private item.
+echo "== cargo doc of the engine" >&2
+RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links -D rustdoc::private_intra_doc_links" \
+  cargo doc --locked -p remote-runner-engine --no-deps
+
 # The faces compile against the engine's public API alone: built on their own (no test target,
 # so no `testing` feature), a face that imports an engine-internal module does not compile.
 echo "== the faces without the engine's internals" >&2

@@ -93,6 +93,9 @@ pub fn text(hint: &Hint) -> String {
              --confirm-replace {machine_id} ...`"
         ),
         Hint::ResetConnections => "run `remote-runner machine disconnect --all` and retry".into(),
+        // A hint newer than this CLI: its name still says what to do (and `--json` has it as
+        // data).
+        other => format!("next step: {}", other.kind().replace('_', " ")),
     }
 }
 

@@ -13,10 +13,15 @@ use std::fmt;
 
 pub use crate::hint::Hint;
 
-/// Stable, machine-readable error codes. The wire form is the snake_case name.
+/// Stable, machine-readable error codes. The wire form (JSON, the protocol's failures) is
+/// [`ErrorCode::as_str`], also its `Display`: the variant's name in snake_case, except
+/// `Io` (`io_error`), `Store` (`store_error`) and `Internal` (`internal_error`).
 ///
-/// Add variants freely; never rename one that has shipped.
+/// Variants are added as the engine grows (never renamed once shipped), so the enum is
+/// `#[non_exhaustive]`: a face's `match` needs a fallback arm, e.g. one that shows the code's
+/// name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ErrorCode {
     /// A flag, argument or configuration value is invalid.
     InvalidArgument,
@@ -172,6 +177,25 @@ impl fmt::Display for ErrorCode {
 }
 
 /// An engine error: code, message, retryability and the next step.
+///
+/// A face shows the message and words the hint itself; scripts read the code.
+///
+/// ```
+/// use remote_runner_engine::error::{Error, ErrorCode, Hint};
+///
+/// fn render(err: &Error) -> String {
+///     let next = match &err.hint {
+///         Some(Hint::ListSessions) => " (see the session list)".to_string(),
+///         Some(other) => format!(" (next step: {})", other.kind()), // hints are added over time
+///         None => String::new(),
+///     };
+///     format!("{}: {}{next}", err.code, err.message)
+/// }
+///
+/// let err = Error::new(ErrorCode::UnknownSession, "no session s1").with_hint(Hint::ListSessions);
+/// assert_eq!(render(&err), "unknown_session: no session s1 (see the session list)");
+/// assert!(!err.retryable);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
     pub code: ErrorCode,
@@ -210,10 +234,11 @@ impl Error {
         Self::new(ErrorCode::Internal, message)
     }
 
-    pub fn not_implemented(what: &str, issue_hint: &str) -> Self {
+    /// `what` is not built yet; `detail` says what to use meanwhile (or when it comes).
+    pub fn not_implemented(what: &str, detail: &str) -> Self {
         Self::new(
             ErrorCode::NotImplemented,
-            format!("{what} is not built yet ({issue_hint}); nothing was changed"),
+            format!("{what} is not built yet ({detail}); nothing was changed"),
         )
     }
 

@@ -12,8 +12,12 @@
 use serde::{Deserialize, Serialize};
 
 /// The next step that fixes or explains an error.
+///
+/// `#[non_exhaustive]`: a face's `match` that words each hint needs a fallback arm for hints
+/// added later; [`Hint::kind`] names any hint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Hint {
     /// The sessions there are can be listed.
     ListSessions,
@@ -63,6 +67,25 @@ pub enum Hint {
     ReplaceMachine { machine_id: String },
     /// The background connections are in an unexpected state: end them and retry.
     ResetConnections,
+}
+
+impl Hint {
+    /// The hint's stable snake_case name, its `kind` in JSON (`list_sessions`, ...): what a
+    /// face that does not know a newer hint can still show.
+    ///
+    /// ```
+    /// use remote_runner_engine::hint::Hint;
+    ///
+    /// assert_eq!(Hint::ListSessions.kind(), "list_sessions");
+    /// let hint = Hint::ForceDestroy { session_id: "s1".into() };
+    /// assert_eq!(hint.kind(), "force_destroy");
+    /// ```
+    pub fn kind(&self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.get("kind").and_then(|k| k.as_str()).map(str::to_string))
+            .unwrap_or_default()
+    }
 }
 
 /// `s` as one word of a POSIX shell command line, for a face that shows a command to run

@@ -41,6 +41,8 @@ fn program(language: Language, calls: usize) -> String {
              bind.append(time.perf_counter_ns() - t)\n\
              return {{'bare': bare, 'bind': bind}}\n"
         ),
+        // The benchmark runs the languages listed in `run`; a new one needs its program here.
+        other => panic!("no timing program for {other:?}: write one in code_binding::program"),
     }
 }
 

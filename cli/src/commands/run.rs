@@ -204,12 +204,11 @@ fn exit_code(m: &RunManifest, passthrough: bool) -> u8 {
         RunStatus::Succeeded => exit::SUCCESS,
         RunStatus::TimedOut => exit::for_error(ErrorCode::Timeout),
         RunStatus::Cancelled => exit::for_error(ErrorCode::Cancelled),
-        RunStatus::Failed | RunStatus::Running => {
-            match exit::for_remote_status(m.exit_code, None, passthrough) {
-                exit::SUCCESS => exit::WORK_FAILED,
-                code => code,
-            }
-        }
+        // `failed`, `running`, and any status newer than this CLI: not a success.
+        _ => match exit::for_remote_status(m.exit_code, None, passthrough) {
+            exit::SUCCESS => exit::WORK_FAILED,
+            code => code,
+        },
     }
 }
 

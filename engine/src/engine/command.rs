@@ -3,8 +3,13 @@
 //! Semantics worth knowing:
 //! - A wait-mode command is sourced by the session shell: `cd`, `export`, aliases, functions
 //!   and `set` options persist (`set -e` is reset after each command, and a failure under it
-//!   ends the command, not the shell). `exit` ends the shell: the command is recorded with its
-//!   exit code, status `lost`, and the session is lost.
+//!   ends the command, not the shell). `exit N` ends the shell, not the session: the command
+//!   is recorded with exit code `N` (status `failed`, or `completed` for 0), `end_reason`
+//!   `shell_exit` and `shell_restarted`, and the session goes on in a fresh shell with the same
+//!   directory and exported environment (functions, aliases and unexported variables are
+//!   gone); a shell killed by its command is the same, with `shell_killed`. A command is
+//!   `lost` when the session dies under it (the tmux server or its session gone: the session
+//!   is then `lost` too), or when its start never reached the shell (`never_started`).
 //! - stdin is the session terminal (so `session send` can answer a prompt); stdout and stderr go
 //!   only to the command's files, not to the terminal (`session read` splices them into the
 //!   transcript as they come: `transcript::compose`).
@@ -233,7 +238,28 @@ impl Engine {
     /// Errors: `busy` when a foreground command runs (in any process), `session_lost` when the
     /// shell is gone or the command ended it (the command record then says how).
     /// On a session in a Slurm allocation that ended, the error is `slurm_job_ended`, naming
-    /// the job and Slurm's reason.
+    /// the job and Slurm's reason. A non-zero exit is not an error: it is the record's
+    /// `failed` status and `exit_code`.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use remote_runner_engine::engine::ExecRequest;
+    /// use remote_runner_engine::records::CommandStatus;
+    ///
+    /// # async fn demo(engine: &remote_runner_engine::engine::Engine, session_id: &str)
+    /// # -> remote_runner_engine::Result<()> {
+    /// engine.exec(session_id, "cd /tmp && export N=1", ExecRequest::wait()).await?;
+    /// let wait = ExecRequest::wait().with_timeout(Duration::from_secs(30));
+    /// let rec = engine.exec(session_id, "echo $N; exit 5", wait).await?;
+    /// match rec.status {
+    ///     CommandStatus::Completed => println!("{}", rec.stdout),
+    ///     CommandStatus::Failed => println!("exit code {:?}", rec.exit_code), // Some(5)
+    ///     CommandStatus::Running => println!("still running: wait for {}", rec.command_id),
+    ///     other => println!("{}", other.as_str()), // the enum may grow
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn exec(
         &self,
         session_id: &str,

@@ -2,7 +2,7 @@
 //! face's `file_read` and `file_write`). Whole trees and verified copies are
 //! [`Engine::file_put`] and [`Engine::file_get`].
 
-use super::Engine;
+use super::{Engine, SessionStatus};
 use crate::error::{Error, ErrorCode, Result};
 
 /// Bytes read from a file on a session's machine.
@@ -18,7 +18,9 @@ pub struct FileSlice {
 
 impl Engine {
     /// Up to `length` bytes of `path` from byte `offset`; a relative `path` is under the
-    /// session's cwd. `remote_not_found` when there is no such file.
+    /// session's cwd. `remote_not_found` when there is no such file; `session_lost` when the
+    /// session was destroyed (as for its commands and transfers: a destroyed session does no
+    /// more work on its machine). A lost session's files are still read: its machine is there.
     pub async fn session_file_read(
         &self,
         session_id: &str,
@@ -43,7 +45,8 @@ impl Engine {
     }
 
     /// Write `content` as the whole of `path` (atomically, mode 0644); a relative `path` is
-    /// under the session's cwd. Returns the absolute path.
+    /// under the session's cwd. Returns the absolute path. `session_lost` when the session was
+    /// destroyed, as for [`Engine::session_file_read`].
     pub async fn session_file_write(
         &self,
         session_id: &str,
@@ -56,9 +59,20 @@ impl Engine {
         Ok(path)
     }
 
-    /// The session's machine, and `path` made absolute under the session's cwd.
+    /// The session's machine, and `path` made absolute under the session's cwd; a destroyed
+    /// session is refused.
     fn session_path(&self, session_id: &str, path: &str) -> Result<(String, String)> {
         let session = self.load_session(session_id)?;
+        if session.status == SessionStatus::Destroyed {
+            return Err(Error::new(
+                ErrorCode::SessionLost,
+                format!(
+                    "session {session_id} was destroyed; create a new session on machine {} to \
+                     read or write its files",
+                    session.machine_id
+                ),
+            ));
+        }
         let path = if path.starts_with('/') {
             path.to_string()
         } else {

@@ -1,10 +1,10 @@
-//! Sessions, commands, transfers and runs, above the transport. (issues 4, 7)
+//! Sessions, commands, transfers and runs, above the transport.
 //!
 //! The [`Engine`] owns the local records (SQLite store, logs, transcripts under the state dir)
-//! and drives machines through remotes (a byte transport and its control plane) obtained
-//! from a [`Connector`]. It is usable from a one-shot CLI process (each call blocks until done)
-//! and from the long-lived provider (streaming output by byte offset with
-//! [`Engine::read_output`] and [`Engine::wait_output`]).
+//! and drives machines through remotes (a byte transport and its control plane) that
+//! [`Engine::open`] sets up for each machine. It is usable from a one-shot CLI process (each
+//! call blocks until done) and from the long-lived provider (streaming output by byte offset
+//! with [`Engine::read_output`] and [`Engine::wait_output`]).
 //!
 //! Truth lives on the machine: a command's `exit` file says whether and how it ended, so any
 //! process, after any crash or reconnect, can pick a command up again by id.
@@ -39,6 +39,11 @@ use crate::error::{Error, ErrorCode, Hint, Result};
 use crate::store::{self, Store};
 use crate::tmux::{SessionPaths, TmuxDriver};
 
+// How machines are reached is the engine's own: public only for its tests and benchmarks.
+#[cfg(not(feature = "testing"))]
+use crate::connect::Connector;
+#[cfg(feature = "testing")]
+#[doc(hidden)]
 pub use crate::connect::{Connector, FixedConnector, LocalConnector};
 pub use crate::records::{CommandMode, CommandRecord, CommandStatus, SessionRecord, SessionStatus};
 pub use command::{ExecRequest, Freshness, LogEntry, OutputStream, StopOutcome};
@@ -53,30 +58,35 @@ pub use send::{SendEnd, SendOutcome, SendRequest};
 pub use session::{DestroyOptions, DestroyResult, Screen, SendResult, TranscriptChunk};
 pub use slurm::{CreateOptions, split_slurm_args};
 
-/// Tunables; the defaults are what the CLI and provider use.
+/// Tunables ([`OpenOptions::engine`]); the defaults are what the CLI and provider use.
 #[derive(Debug, Clone)]
 pub struct EngineOptions {
     /// Prefix of the tmux server socket names on every machine: each session has a server of
-    /// its own, `tmux -L <prefix>-<session id>`.
+    /// its own, `tmux -L <prefix>-<session id>`. Default `remote-runner`, shared by every face,
+    /// so each sees the others' sessions.
     pub tmux_socket: String,
-    /// Cap on each of the stdout/stderr excerpts in a command record.
+    /// Cap on each of the stdout/stderr excerpts in a command record. Default 64 KiB.
     pub excerpt_bytes: usize,
     /// Bytes of each output stream of a command (and of a batch job) kept locally: the copy
     /// and the combined log. The rest is counted in the record and stays on the machine.
     /// Default: `REMOTE_RUNNER_OUTPUT_CAP` or 64 MiB ([`output::output_cap`]).
     pub output_cap: u64,
     /// Longest single remote wait; longer waits are made of several, checking liveness between.
+    /// Default 60 s.
     pub wait_chunk: Duration,
     /// Extra environment for new session shells (`NAME`, `value`), e.g. `HOME` in tests.
+    /// Default none.
     pub session_env: Vec<(String, String)>,
     /// Give session shells the environment of a login shell of the user's own login shell
-    /// (PATH additions, conda, nvm, ...), resolved once per session start.
+    /// (PATH additions, conda, nvm, ...), resolved once per session start. Default `true`
+    /// unless `REMOTE_RUNNER_LOGIN_ENV=off`; a machine record can turn it off for itself.
     pub login_env: bool,
-    /// Bound on resolving that environment; past it the session starts without it.
+    /// Bound on resolving that environment; past it the session starts without it. Default
+    /// 10 s.
     pub login_env_bound: Duration,
     /// Keep a tmux control client per session to type foreground commands and see them end,
-    /// without a tmux process on the machine per command (`terminals`). For long-lived
-    /// engines (the MCP server, the provider); a process that runs one command gains nothing.
+    /// without a tmux process on the machine per command. For long-lived engines (the MCP
+    /// server, the provider); a process that runs one command gains nothing. Default `false`.
     pub terminal_clients: bool,
 }
 
@@ -85,7 +95,7 @@ impl Default for EngineOptions {
         EngineOptions {
             tmux_socket: crate::tmux::DEFAULT_SOCKET.to_string(),
             excerpt_bytes: 64 * 1024,
-            // A malformed value is refused by `Engine::with_options`.
+            // A malformed value is refused by `Engine::open`.
             output_cap: output::output_cap().unwrap_or(output::DEFAULT_OUTPUT_CAP),
             wait_chunk: Duration::from_secs(60),
             session_env: Vec::new(),
@@ -113,6 +123,12 @@ pub struct Engine {
     terminals: terminals::Terminals,
 }
 
+// A face shares one engine between its tasks (`Arc<Engine>`): keep it `Send + Sync`.
+const _: fn() = || {
+    fn shared<T: Send + Sync>() {}
+    shared::<Engine>();
+};
+
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine")
@@ -123,12 +139,27 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    /// Open the engine on `state_dir` (created 0700) with default options.
+    /// The engine over `connector`, with default options: for the engine's tests and the
+    /// benchmarks only (a face opens the engine with [`Engine::open`]).
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
     pub fn new(state_dir: &Path, connector: Arc<dyn Connector>) -> Result<Engine> {
-        Self::with_options(state_dir, connector, EngineOptions::default())
+        Self::with_connector(state_dir, connector, EngineOptions::default())
     }
 
+    /// The engine over `connector`: for the engine's tests and the benchmarks only.
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
     pub fn with_options(
+        state_dir: &Path,
+        connector: Arc<dyn Connector>,
+        options: EngineOptions,
+    ) -> Result<Engine> {
+        Self::with_connector(state_dir, connector, options)
+    }
+
+    /// The engine over `connector` ([`Engine::open`] builds the connector of real machines).
+    pub(crate) fn with_connector(
         state_dir: &Path,
         connector: Arc<dyn Connector>,
         options: EngineOptions,

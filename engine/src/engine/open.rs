@@ -37,25 +37,38 @@ impl KeyPassphrase {
 }
 
 /// What a face chooses when it opens the engine ([`Engine::open`]).
+///
+/// `OpenOptions::default()` is: no connection keepers, encrypted keys never asked for
+/// ([`KeyPassphrase::Never`]), ssh_config's connect bound, no ad-hoc machine, and the default
+/// [`EngineOptions`] (with the login environment on unless `REMOTE_RUNNER_LOGIN_ENV=off`).
 #[derive(Debug, Clone, Default)]
 pub struct OpenOptions {
     /// Reach SSH machines through connection keepers: one background process per machine that
-    /// keeps its connection between calls (docs/architecture.md). A missing keeper is started
-    /// as `THIS_PROGRAM --state-dir DIR keeper-daemon --machine ID --idle-secs N`, which must
-    /// call [`serve_keeper`]. `REMOTE_RUNNER_KEEPER=off` turns keepers off, and
-    /// `REMOTE_RUNNER_KEEPER_IDLE` sets their idle time in seconds (a malformed value is
-    /// `config_invalid`).
+    /// keeps its connection between calls (docs/architecture.md). Default `false`: the engine
+    /// connects itself and keeps its connections while it lives, which is what a long-lived
+    /// face wants; a face that makes one call per process (a CLI) saves a connect per call.
+    ///
+    /// **`true` requires the face's own binary to serve keepers.** A missing keeper is started
+    /// as this program (`std::env::current_exe`) with the arguments
+    /// `--state-dir DIR keeper-daemon --machine ID --idle-secs N` (`DIR` absolute, `--state-dir`
+    /// before the subcommand, `N` whole seconds >= 1), in a new session from `/`, stdin closed,
+    /// stdout and stderr appended to its log under `DIR/keepers/`. The face must accept that
+    /// command line and call [`serve_keeper`]`(DIR, ID, Duration::from_secs(N))`; a binary
+    /// that does not starts nothing useful, and every call then connects directly.
+    /// `REMOTE_RUNNER_KEEPER=off` turns keepers off whatever this says, and
+    /// `REMOTE_RUNNER_KEEPER_IDLE` sets their idle time in seconds (default 600; a malformed
+    /// value makes [`Engine::open`] fail with `config_invalid`).
     pub keeper: bool,
-    /// How an encrypted key's passphrase is obtained.
+    /// How an encrypted key's passphrase is obtained. Default [`KeyPassphrase::Never`].
     pub passphrase: KeyPassphrase,
-    /// Bound on an SSH connect (TCP, key exchange and login); ssh_config's `ConnectTimeout`
-    /// when `None`.
+    /// Bound on an SSH connect (TCP, key exchange and login). Default `None`: ssh_config's
+    /// `ConnectTimeout` for the machine.
     pub connect_timeout: Option<Duration>,
     /// A machine reachable by its id without a store record (the provider's
     /// `REMOTE_RUNNER_HOST` settings, seed-runner's ssh_config alias); [`Engine::machine`]
-    /// returns it.
+    /// returns it. Default `None`.
     pub adhoc: Option<Machine>,
-    /// The engine's tunables.
+    /// The engine's tunables. Default [`EngineOptions::default`].
     pub engine: EngineOptions,
 }
 
@@ -68,6 +81,29 @@ pub fn default_state_dir() -> Option<PathBuf> {
 impl Engine {
     /// Open the engine on `state_dir` (created 0700) over real machines: `local` on this host,
     /// every stored machine over SSH with its stored password, and [`OpenOptions::adhoc`].
+    /// [`default_state_dir`] is the one the CLI and the provider share.
+    ///
+    /// Errors: `config_invalid` for a malformed `REMOTE_RUNNER_OUTPUT_CAP` or (with
+    /// [`OpenOptions::keeper`]) `REMOTE_RUNNER_KEEPER_IDLE`; `io_error`, `permission_denied`
+    /// or `store_error` when the state dir cannot be made or its store opened.
+    ///
+    /// ```
+    /// use remote_runner_engine::engine::{Engine, KeyPassphrase, OpenOptions};
+    ///
+    /// # fn main() -> remote_runner_engine::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let state_dir = dir.path();
+    /// let engine = Engine::open(
+    ///     state_dir,
+    ///     OpenOptions {
+    ///         passphrase: KeyPassphrase::AskOnTerminal,
+    ///         ..OpenOptions::default()
+    ///     },
+    /// )?;
+    /// assert!(engine.session_list()?.is_empty());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn open(state_dir: &Path, options: OpenOptions) -> Result<Engine> {
         let connect = ConnectOptions {
             passphrase: options.passphrase.source(),
@@ -88,7 +124,7 @@ impl Engine {
         } else {
             direct.clone()
         };
-        let mut engine = Engine::with_options(state_dir, connector, options.engine)?;
+        let mut engine = Engine::with_connector(state_dir, connector, options.engine)?;
         engine.direct = direct;
         engine.adhoc = options.adhoc;
         Ok(engine)
@@ -106,7 +142,7 @@ impl Engine {
         if let Some(session) = session {
             transport = self.code_transport(session, transport);
         }
-        CodeRuntime::new(transport, config)
+        CodeRuntime::on(transport, config)
     }
 }
 

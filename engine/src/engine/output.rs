@@ -115,7 +115,7 @@ pub fn keep_read(local: &Path, offset: u64, data: &[u8], cap: u64) -> Result<()>
 
 /// Append bytes `[local length, min(remote_size, cap))` of `remote` to `local` (zero blocks as
 /// holes).
-pub async fn mirror(
+pub(crate) async fn mirror(
     transport: &dyn Transport,
     remote: &str,
     local: &Path,

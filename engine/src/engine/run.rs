@@ -1,4 +1,4 @@
-//! Run once: a closed loop above sessions and files (issue 7). Create a session, upload the
+//! Run once: a closed loop above sessions and files. Create a session, upload the
 //! inputs, run the command (wait mode) under an optional time limit, download the artifacts,
 //! write the manifest, destroy the session unless asked to keep it. Every log is kept.
 //!

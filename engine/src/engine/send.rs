@@ -79,6 +79,7 @@ impl SendRequest {
 /// Why a send's wait ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum SendEnd {
     /// The new output matched `wait_for`.
     Matched,

@@ -101,6 +101,16 @@ fn describe_login_env(env: &LoginEnv) -> String {
 impl Engine {
     /// Start a persistent shell on `machine` in `cwd` (default: the machine's `default_cwd`).
     /// The record is stored before returning; the shell is ready for commands.
+    ///
+    /// ```no_run
+    /// # async fn demo(engine: &remote_runner_engine::engine::Engine)
+    /// # -> remote_runner_engine::Result<()> {
+    /// let machine = engine.machine("local")?; // or a stored machine's id
+    /// let session = engine.create_session(&machine, Some("/tmp")).await?;
+    /// println!("{} in {}", session.session_id, session.cwd);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn create_session(
         &self,
         machine: &Machine,

@@ -13,7 +13,8 @@
 
 mod compose;
 
-pub use compose::{TRANSCRIPT_LIVE_CAP, compose, is_capped, is_composed};
+pub(crate) use compose::compose;
+pub use compose::{TRANSCRIPT_LIVE_CAP, is_capped, is_composed};
 
 /// The typed line's fixed part (see `tmux::TmuxDriver::start_command`).
 const TYPED_LINE: &str = "\\builtin . \"$__rr_sdir/rr.sh\" ";

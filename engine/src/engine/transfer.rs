@@ -1,5 +1,4 @@
 //! File transfers over a session's machine: put / get / list, files and whole trees, no mount.
-//! (issue 7)
 //!
 //! Bytes move through the transport's streaming file channel (SFTP for SSH), each file through a
 //! bounded queue of 1 MiB chunks; a tree upload goes as one tar stream when the machine has tar
@@ -266,6 +265,22 @@ impl Engine {
     /// exists). Symlinks inside a tree are recreated when their target stays inside it;
     /// other symlinks and special files are skipped and listed in the record's `skipped`.
     /// On failure the record is stored as `failed` and the error names the transfer id.
+    ///
+    /// ```no_run
+    /// use remote_runner_engine::CancellationToken;
+    /// use remote_runner_engine::engine::transfer::TransferOptions;
+    ///
+    /// # async fn demo(engine: &remote_runner_engine::engine::Engine, session_id: &str)
+    /// # -> remote_runner_engine::Result<()> {
+    /// let cancel = CancellationToken::new(); // `cancel.cancel()` from elsewhere stops it
+    /// let options = TransferOptions { verify: true, cancel, ..TransferOptions::default() };
+    /// let rec = engine
+    ///     .file_put(session_id, "data.csv".as_ref(), "inputs/", options)
+    ///     .await?;
+    /// println!("{} bytes, sha256 {:?}", rec.bytes, rec.sha256);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn file_put(
         &self,
         session_id: &str,
@@ -281,6 +296,19 @@ impl Engine {
     /// existing directory or ends with `/`; a directory is copied *as* `local`. Never writes
     /// outside `local`: unsafe names and symlinks leaving it are refused and listed in the
     /// record's `skipped`; set-id bits are dropped.
+    ///
+    /// ```no_run
+    /// use remote_runner_engine::engine::transfer::TransferOptions;
+    ///
+    /// # async fn demo(engine: &remote_runner_engine::engine::Engine, session_id: &str)
+    /// # -> remote_runner_engine::Result<()> {
+    /// let rec = engine
+    ///     .file_get(session_id, "results/", "./results".as_ref(), TransferOptions::default())
+    ///     .await?;
+    /// println!("{} files, {} bytes", rec.files, rec.bytes);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn file_get(
         &self,
         session_id: &str,

@@ -89,7 +89,7 @@ impl TurnDir {
     }
 
     /// The machine's transport, for the turn's chat helper.
-    pub fn transport(&self) -> Arc<Remote> {
+    pub(crate) fn transport(&self) -> Arc<Remote> {
         self.transport.clone()
     }
 }

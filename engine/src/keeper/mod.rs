@@ -1,4 +1,4 @@
-//! The connection keeper (issue 19): one background process per machine that keeps its SSH
+//! The connection keeper: one background process per machine that keeps its SSH
 //! connection (pool, SFTP, control processes) open between CLI calls, like OpenSSH's
 //! `ControlPersist`.
 //!

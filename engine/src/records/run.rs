@@ -9,6 +9,7 @@ use crate::error::{Error, ErrorCode};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum RunStatus {
     /// Still going (or the process running it was killed).
     Running,

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 /// Lifecycle of a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum SessionStatus {
     /// The remote shell runs.
     Active,
@@ -32,7 +33,11 @@ pub struct SessionRecord {
     /// The directory the session started in (the shell may have moved since).
     pub cwd: String,
     pub status: SessionStatus,
+    /// What runs the session's shell: `tmux` (the only backend today; a string so that a
+    /// record from a later build with another backend still reads).
     pub backend: String,
+    /// When the session was created: RFC 3339, UTC, to the second (see [the module
+    /// docs](super)).
     pub created_at: String,
     pub log_dir_local: String,
     pub transcript_file_local: String,
@@ -93,6 +98,7 @@ impl CommandMode {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum CommandStatus {
     Running,
     /// Running, and sleeping on a read of the session's terminal (seen from its process state
@@ -143,8 +149,13 @@ pub struct CommandRecord {
     pub mode: CommandMode,
     pub status: CommandStatus,
     pub exit_code: Option<i32>,
-    /// Head and tail of the output, lossily decoded; complete in the `*_file_local` files.
+    /// An excerpt of stdout: its head and tail (at most
+    /// [`EngineOptions::excerpt_bytes`](crate::engine::EngineOptions::excerpt_bytes) in all,
+    /// `stdout_truncated` when cut), lossily decoded as UTF-8. Every byte, as written, is in
+    /// [`Engine::read_output`](crate::engine::Engine::read_output) (by offset, also while the
+    /// command runs) and, once it ended, in `stdout_file_local` (up to the output cap).
     pub stdout: String,
+    /// An excerpt of stderr, as `stdout` is.
     pub stderr: String,
     pub stdout_truncated: bool,
     pub stderr_truncated: bool,
@@ -176,9 +187,15 @@ pub struct CommandRecord {
     /// A stop was requested.
     #[serde(default)]
     pub stop_requested: bool,
-    /// How it ended, from the exit file (`normal`, `prompt`, `shell_exit`, ...), or
-    /// `exit_garbled` when the command wrote over its exit file and the shell moved on (exit
-    /// code unknown; status `failed`; the session is not lost for it).
+    /// How it ended, as the exit file on the machine says (`None` while it runs). Among the
+    /// values: `normal`; `shell_exit` (the command ran `exit N`: status by `N`, with
+    /// `shell_restarted`); `shell_killed`, `shell_replaced` (the shell was killed or `exec`ed
+    /// away); `prompt` (the shell's prompt hook saw it end before its own end step ran);
+    /// `cd_failed`, `syntax_error`; `killed` (stopped); `never_started` and `not_started` (its
+    /// start never reached the shell); `exit_garbled` (the command wrote over its exit file and
+    /// the shell moved on: exit code unknown, status `failed`, the session not lost for it). A
+    /// string, not an enum: the values are written by the scripts on the machine, and one this
+    /// build does not know is kept as it is.
     #[serde(default)]
     pub end_reason: Option<String>,
     /// For `lost`: what happened and what to do.

@@ -15,6 +15,7 @@ pub enum TransferDirection {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum TransferStatus {
     /// In progress (or the process running it was killed: the record was never finished).
     Running,

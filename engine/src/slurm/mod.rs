@@ -1,4 +1,4 @@
-//! Slurm as the engine of a machine's sessions and runs (issue 18; docs/slurm.md).
+//! Slurm as the engine of a machine's sessions and runs (docs/slurm.md).
 //!
 //! The machine is the cluster's login node, reached over SSH as any machine. Everything here runs
 //! there through the control script (`slurm.sh`, through the `sh` verb): `salloc --no-shell` for

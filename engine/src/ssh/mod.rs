@@ -1,4 +1,4 @@
-//! SSH layer: ssh_config, known_hosts, auth, connection pool, exec, SFTP (issue 3).
+//! SSH layer: ssh_config, known_hosts, auth, connection pool, exec, SFTP.
 //!
 //! Entry points: [`connect`] (a pooled [`SshTransport`] for a machine), [`probe`] (for
 //! `machine doctor`), [`accept_host_key`], and [`config::machine_from_alias`].

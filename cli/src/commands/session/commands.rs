@@ -243,10 +243,8 @@ fn exit_code(rec: &CommandRecord, passthrough: bool) -> u8 {
         CommandStatus::Running if rec.wait_timed_out => exit::for_error(ErrorCode::Timeout),
         CommandStatus::WaitingInput => exit::for_error(ErrorCode::Timeout),
         CommandStatus::Running | CommandStatus::Completed => exit::SUCCESS,
-        CommandStatus::Failed
-        | CommandStatus::Stopped
-        | CommandStatus::TimedOut
-        | CommandStatus::Lost => {
+        // Every ended status but `completed`, and any status newer than this CLI.
+        _ => {
             let code = exit::for_remote_status(rec.exit_code, None, passthrough);
             if code == exit::SUCCESS {
                 exit::WORK_FAILED

@@ -129,6 +129,7 @@ pub async fn send(ctx: &Context, args: SendArgs) -> Result<Report> {
                 sent.status.map(|s| s.as_str()).unwrap_or("ended")
             ),
             SendEnd::TimedOut => "the wait ran out (--timeout); the program goes on".to_string(),
+            other => format!("the wait ended ({other:?})"),
         };
         ctx.out.note(&format!(
             "sent {} bytes{}{} to {}; {why}",

@@ -13,6 +13,7 @@ pub fn session_status(status: SessionStatus) -> Cell {
         SessionStatus::Active => Tone::Good,
         SessionStatus::Lost => Tone::Bad,
         SessionStatus::Destroyed => Tone::Dim,
+        _ => Tone::Warn,
     };
     Cell::new(status.as_str(), tone)
 }
@@ -23,6 +24,7 @@ pub fn command_status(status: CommandStatus) -> Cell {
         CommandStatus::Running | CommandStatus::WaitingInput => Tone::Warn,
         CommandStatus::Failed | CommandStatus::Lost | CommandStatus::TimedOut => Tone::Bad,
         CommandStatus::Stopped => Tone::Dim,
+        _ => Tone::Warn,
     };
     Cell::new(status.as_str(), tone)
 }

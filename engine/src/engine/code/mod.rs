@@ -1,4 +1,4 @@
-//! The code runtime (issue 17, issue 29): run a model-written program on a machine, as a fresh
+//! The code runtime: run a model-written program on a machine, as a fresh
 //! process of its own, against host bindings, and get back `{value?, logs, error?}` (the
 //! code-runtime seam, `docs/code-runtime.md`).
 //!
@@ -61,6 +61,7 @@ const STDERR_KEEP: usize = 64 << 10;
 
 /// The language programs are written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Language {
     Javascript,
     Python,
@@ -326,7 +327,16 @@ pub struct CodeRuntime {
 type Settled = (u64, std::result::Result<String, String>);
 
 impl CodeRuntime {
+    /// A runtime on `transport`: for the benchmarks only (a face has no transport to give; it
+    /// calls [`Engine::code_runtime`](crate::engine::Engine::code_runtime)).
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
     pub fn new(transport: Arc<Remote>, config: CodeConfig) -> Result<CodeRuntime> {
+        Self::on(transport, config)
+    }
+
+    /// A runtime on `transport` ([`Engine::code_runtime`](crate::engine::Engine::code_runtime)).
+    pub(crate) fn on(transport: Arc<Remote>, config: CodeConfig) -> Result<CodeRuntime> {
         config.validate()?;
         Ok(CodeRuntime {
             transport,
@@ -905,7 +915,7 @@ impl crate::engine::Engine {
     /// Where a session's code runs go: the session's machine, or for a session in a Slurm
     /// allocation its node (each run a step of the session's job), so that the run's process
     /// tree is contained there the same way.
-    pub fn code_transport(
+    pub(crate) fn code_transport(
         &self,
         session: &crate::engine::SessionRecord,
         machine: Arc<Remote>,

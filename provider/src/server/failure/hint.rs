@@ -82,6 +82,8 @@ pub fn text(hint: &Hint) -> String {
              ...` overwrites it"
         ),
         Hint::ResetConnections => "restart the session".into(),
+        // A hint newer than this provider: its name still says what to do.
+        other => format!("next step: {}", other.kind().replace('_', " ")),
     }
 }
 
