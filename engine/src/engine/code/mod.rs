@@ -919,7 +919,11 @@ impl CodeRuntime {
                          could ({}); the program did not start. Check that the account can \
                          mount in a user namespace there, or pass --allow-weak-isolation",
                         self.transport.describe(),
-                        if said.is_empty() { "it printed nothing" } else { said }
+                        if said.is_empty() {
+                            "it printed nothing"
+                        } else {
+                            said
+                        }
                     ),
                 ));
             }

@@ -114,13 +114,15 @@ sealed)
   rr_root=${XDG_STATE_HOME:-}
   case $rr_root in /*) ;; *) rr_root=$HOME/.local/state ;; esac
   rr_root=$rr_root/remote-runner
-  # The account's tmux servers: tmux's own socket directory, made now (as tmux makes it) when
-  # it is missing, so a server started during the run is hidden too.
+  # The account's tmux servers: tmux's own socket directory (the default one, and the one under
+  # TMUX_TMPDIR when that directory exists), made now (as tmux makes it) when it is missing,
+  # so a server started during the run is hidden too.
   set -- "/tmp/tmux-$rr_u"
-  case ${TMUX_TMPDIR:-} in /*) [ "$TMUX_TMPDIR/tmux-$rr_u" = "/tmp/tmux-$rr_u" ] ||
-    set -- "$@" "$TMUX_TMPDIR/tmux-$rr_u" ;; esac
+  case ${TMUX_TMPDIR:-} in /*) [ ! -d "$TMUX_TMPDIR" ] ||
+    [ "$TMUX_TMPDIR/tmux-$rr_u" = "/tmp/tmux-$rr_u" ] || set -- "$@" "$TMUX_TMPDIR/tmux-$rr_u" ;;
+  esac
   for rr_d in "$@"; do
-    [ -d "$rr_d" ] || mkdir -m 700 -p -- "$rr_d" 2>/dev/null || exit 94
+    [ -d "$rr_d" ] || mkdir -m 700 -- "$rr_d" 2>/dev/null || exit 94
   done
   # The engine's default local state dir on this account (connection keepers' sockets) and the
   # host's own, when they exist.
