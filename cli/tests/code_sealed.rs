@@ -259,7 +259,7 @@ fn one_run_cannot_forge_another(bed: &Bed) {
     std::fs::set_permissions(&forge, std::fs::Permissions::from_mode(0o644)).unwrap();
     let mut serve = Serve::start(bed, "python");
     let hello = serve.next();
-    assert_eq!(hello["sandbox"], "sealed", "{hello}");
+    assert_eq!(hello["type"], "hello", "{hello}");
     serve.send(
         json!({"type": "run", "runId": "b", "program": "return await tools.f('b')",
         "bindings": [{"global": "tools", "functions": ["f"]}]}),
@@ -318,6 +318,7 @@ fn one_run_cannot_forge_another(bed: &Bed) {
     assert_ne!(a["result"]["value"]["tmux"], 0, "{a}");
     assert!(!bed.work.join("forger-ran").exists(), "A's forger ran");
     still_answers(bed, &s);
+    assert_eq!(hello["sandbox"], "sealed", "{hello}");
 }
 both_machines!(
     code_one_run_cannot_forge_another,

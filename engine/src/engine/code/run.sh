@@ -132,15 +132,19 @@ sealed)
   rr_seal='
     u=$1 g=$2 root=$3 runner=$4 cwd=$5; shift 5
     exec 5<"$runner" || exit 94
-    # The state root: the runner is all a run needs of it, copied onto a read-only tmpfs.
-    mount -t tmpfs -o mode=700,size=16m,nosuid,nodev rr-sealed "$root" &&
-      mkdir -p -- "${runner%/*}" && cat <&5 >"$runner" && exec 5<&- &&
-      mount -o remount,ro,nosuid,nodev rr-sealed "$root" || exit 94
     while [ "$1" != -- ]; do
-      mount -t tmpfs -o mode=700,size=64k,nosuid,nodev,ro rr-sealed "$1" || exit 94
+      mount -t tmpfs -o mode=700,size=1m,nosuid,nodev rr-sealed "$1" || exit 94
       shift
     done
     shift
+    # The state root: the runner is all a run needs of it, bound back read-only (from fd 5, as
+    # its path is hidden by then; -c: the magic link is not resolved to that path) on a
+    # read-only tmpfs.
+    mkdir -p -- "$root" && mount -t tmpfs -o mode=700,size=1m,nosuid,nodev rr-sealed "$root" &&
+      mkdir -p -- "${runner%/*}" && : >"$runner" &&
+      mount -c --bind /proc/self/fd/5 "$runner" &&
+      mount -c -o remount,bind,ro,nosuid,nodev "$runner" && exec 5<&- &&
+      mount -o remount,ro,nosuid,nodev rr-sealed "$root" || exit 94
     cd -- "$cwd" 2>/dev/null || exit 91
     exec unshare --user --map-user="$u" --map-group="$g" /bin/sh -c "\"\$@\"; exit \$?" rr-code "$@"
   '
