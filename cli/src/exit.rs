@@ -43,8 +43,8 @@ pub fn for_error(code: ErrorCode) -> u8 {
         Cancelled => 7,
         ConnectionFailed | ConnectionLost | AuthFailed | HostKeyUnknown | HostKeyChanged => 8,
         SessionLost | TmuxMissing | TmuxTooOld | BashMissing | BashTooOld | InsecureRemoteDir
-        | StartupCommandFailed | LanguageUnavailable | RemoteError | SlurmUnavailable
-        | SlurmRejected | SlurmJobEnded => 9,
+        | StartupCommandFailed | LanguageUnavailable | IsolationUnavailable | RemoteError
+        | SlurmUnavailable | SlurmRejected | SlurmJobEnded => 9,
         ConfigInvalid | Io | Store | PermissionDenied => 10,
         NotImplemented => 11,
         NotReady => 12,

@@ -352,7 +352,7 @@ fn serve_bindings(bed: &Bed, language: &str, program: &str) {
     let mut s = Serve::start(bed, language, &[]);
     assert_eq!(
         s.next(),
-        json!({"type": "hello", "language": language, "isolation": "process"})
+        json!({"type": "hello", "language": language, "isolation": "process", "sandbox": "sealed"})
     );
     s.send(
         json!({"type": "run", "runId": "r1", "program": program, "bindings": [
@@ -906,7 +906,8 @@ fn process_tree_ends_with_the_run(bed: &Bed) {
                 "20",
             ]);
             if fallback {
-                cmd.env("REMOTE_RUNNER_CODE_NO_PIDNS", "1");
+                cmd.env("REMOTE_RUNNER_CODE_NO_PIDNS", "1")
+                    .arg("--allow-weak-isolation");
             }
             let started = Instant::now();
             let r = common::run_command(cmd, Some(program));
@@ -969,7 +970,8 @@ fn fallback_takes_an_unmarked_child(bed: &Bed) {
             &work,
             "--json",
         ]);
-        cmd.env("REMOTE_RUNNER_CODE_NO_PIDNS", "1");
+        cmd.env("REMOTE_RUNNER_CODE_NO_PIDNS", "1")
+            .arg("--allow-weak-isolation");
         let r = common::run_command(cmd, Some(program));
         let v: Value =
             serde_json::from_str(r.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {r:?}"));
@@ -1014,7 +1016,7 @@ fn lossless_edges(bed: &Bed) {
         assert_eq!(code, 0, "{language}: {text}");
         assert_eq!(
             text.trim(),
-            r#"{"logs":["a\ud800b","x\udfff"],"value":["\ud800",{"k":"\udc00"}]}"#,
+            r#"{"logs":["a\ud800b","x\udfff"],"value":["\ud800",{"k":"\udc00"}],"sandbox":"sealed"}"#,
             "{language}"
         );
     }

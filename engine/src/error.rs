@@ -70,6 +70,9 @@ pub enum ErrorCode {
     StartupCommandFailed,
     /// The code runtime's language cannot run on the machine (no interpreter, or not offered).
     LanguageUnavailable,
+    /// The machine cannot seal a code run (no user namespaces) and weaker isolation was not
+    /// allowed.
+    IsolationUnavailable,
     /// A remote path does not exist.
     RemoteNotFound,
     /// Permission denied on a local or remote path.
@@ -131,6 +134,7 @@ impl ErrorCode {
             InsecureRemoteDir => "insecure_remote_dir",
             StartupCommandFailed => "startup_command_failed",
             LanguageUnavailable => "language_unavailable",
+            IsolationUnavailable => "isolation_unavailable",
             RemoteNotFound => "remote_not_found",
             PermissionDenied => "permission_denied",
             RemoteError => "remote_error",

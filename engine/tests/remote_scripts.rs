@@ -460,7 +460,8 @@ fn the_runner_check_is_the_bootstrap_lines_own() {
 /// The code runtime's scripts under dash, bash and busybox sh, through the control script as
 /// the engine runs them: every value the host passes is a parameter, so quotes, `$(...)`,
 /// backquotes and newlines in it are data; `prepare.sh` reports the runner directory and what
-/// the machine has; `run.sh` runs the real runner under `node` in the given directory with the
+/// the machine has; `run.sh` runs the real runner under `node` in the given directory (without
+/// namespaces, in a PID namespace and sealed, as the machine allows) with the
 /// run's marker, a child that left with `setsid` and `env -i` ending with it (the run's
 /// RLIMIT_RTTIME mark), refuses a runner others can write to (status 93, the refusal on
 /// stderr), and in sweep-only mode kills what carries the run's marker or mark.
@@ -502,13 +503,16 @@ fn code_scripts_under_dash_bash_and_busybox() {
             [dir.to_str().unwrap(), "absent"],
             "{shell:?}: {out}"
         );
-        assert!(matches!(lines[2], "ns" | "no-ns"), "{shell:?}: {out}");
+        assert!(
+            matches!(lines[2], "sealed" | "pid" | "none"),
+            "{shell:?}: {out}"
+        );
         assert_eq!(
             lines.get(3),
             Some(&"mark"),
             "{shell:?}: prlimit(1) is here: {out}"
         );
-        let namespaces = lines[2] == "ns";
+        let isolation = lines[2];
         let runner = dir.join(name);
         std::fs::write(&runner, RUNNER_JS).unwrap();
         chmod(&runner, 0o600);
@@ -528,8 +532,11 @@ fn code_scripts_under_dash_bash_and_busybox() {
                        \"cap\":65536,\"maxDepth\":512,\"bindings\":[]}\n";
         let mark = "1100000000001";
         let mut modes = vec!["0"];
-        if namespaces {
-            modes.push("1");
+        if isolation != "none" {
+            modes.push("pid");
+        }
+        if isolation == "sealed" {
+            modes.push("sealed");
         }
         for ns in modes {
             let params = [
@@ -540,6 +547,7 @@ fn code_scripts_under_dash_bash_and_busybox() {
                 ("rr_runner", runner.to_str().unwrap()),
                 ("rr_cwd", cwd.to_str().unwrap()),
                 ("rr_ns", ns),
+                ("rr_hide", ""),
                 ("rr_fsize", "2048"),
                 ("rr_mem", ""),
                 ("rr_nproc", ""),
@@ -557,8 +565,13 @@ fn code_scripts_under_dash_bash_and_busybox() {
                     "value": [cwd.to_str().unwrap(), run_id, pid]}}),
                 "{shell:?} ns={ns}"
             );
+            // In a namespace the pid is the namespace's: look for the run's mark instead.
             assert!(
-                process_ends(pid),
+                if ns == "0" {
+                    process_ends(pid)
+                } else {
+                    marked_processes_end(mark)
+                },
                 "{shell:?} ns={ns}: the escaped child {pid} is gone with the run"
             );
 
@@ -640,6 +653,24 @@ fn code_scripts_under_dash_bash_and_busybox() {
 
 /// Whether process `pid` is dead (gone, or a zombie its new parent has not reaped yet) within
 /// 10 s: a killed process's entry stays until it is reaped, which a loaded machine delays.
+/// No process of this host carries `mark` as its RLIMIT_RTTIME hard limit, within ten seconds.
+fn marked_processes_end(mark: &str) -> bool {
+    let pattern = format!(" {mark} us");
+    for _ in 0..100 {
+        let marked = std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            std::fs::read_to_string(e.path().join("limits")).is_ok_and(|l| {
+                l.lines()
+                    .any(|l| l.starts_with("Max realtime timeout") && l.contains(&pattern))
+            })
+        });
+        if !marked {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    false
+}
+
 fn process_ends(pid: u64) -> bool {
     for _ in 0..100 {
         match std::fs::read_to_string(format!("/proc/{pid}/stat")) {

@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use remote_runner_engine::engine::code::{CodeConfig, CodeRuntime, Language, raw_member};
+use remote_runner_engine::engine::code::{
+    CodeConfig, CodeRuntime, Isolation, Language, raw_member,
+};
 use remote_runner_engine::{Error, Result};
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
@@ -71,6 +73,11 @@ pub struct RuntimeArgs {
     /// [default: the machine's]
     #[arg(long, value_name = "COUNT")]
     pub max_processes: Option<u64>,
+    /// Run even where the machine cannot seal a run (no user namespaces): the program can then
+    /// reach what the account can (its tmux servers, the engine's state). Without it such a
+    /// machine's runs are refused with isolation_unavailable
+    #[arg(long)]
+    pub allow_weak_isolation: bool,
 }
 
 #[derive(Debug, Args)]
@@ -117,6 +124,7 @@ pub(crate) async fn runtime(ctx: &Context, args: &RuntimeArgs) -> Result<Arc<Cod
         max_file_size: args.max_file_size,
         max_memory: args.max_memory,
         max_processes: args.max_processes,
+        allow_weak_isolation: args.allow_weak_isolation,
     };
     config.validate()?;
     wired.machine(&machine)?;
@@ -157,13 +165,20 @@ async fn run_once(ctx: &Context, args: RunArgs) -> Result<crate::output::Report>
             .map_err(|e| Error::io(format!("cannot read the program file {path}"), &e))?,
     };
     let rt = runtime(ctx, &args.runtime).await?;
+    let sandbox = rt.sandbox().await?;
     let result = rt
         .run(&program, &[], None, CancellationToken::new())
         .await?;
     if ctx.out.json {
-        print_line(&result.json);
+        print_line(&with_sandbox(&result.json, sandbox.as_str()));
     } else {
         print_human(ctx, &result.json);
+        if sandbox != Isolation::Sealed {
+            ctx.out.note(&format!(
+                "the run was not sealed (isolation: {}): it could reach what the account can",
+                sandbox.as_str()
+            ));
+        }
     }
     let code = if result.error_kind.is_some() {
         exit::WORK_FAILED
@@ -172,6 +187,13 @@ async fn run_once(ctx: &Context, args: RunArgs) -> Result<crate::output::Report>
     };
     // The result is already printed, as its exact text: end here rather than print a Report.
     std::process::exit(code.into());
+}
+
+/// The result's JSON text with the isolation the run got as one more member, `"sandbox"` (the
+/// rest stays the runner's exact text).
+pub(crate) fn with_sandbox(json: &str, sandbox: &str) -> String {
+    let body = json.trim_end().strip_suffix('}').unwrap_or(json);
+    format!("{body},\"sandbox\":\"{sandbox}\"}}")
 }
 
 /// The human form of a result: each log line, `=> value`, the error; all neutralised (terminal

@@ -145,12 +145,15 @@ pub async fn code(call: &Call, args: CodeArgs) -> Result<Reply> {
         max_file_size: None,
         max_memory: None,
         max_processes: None,
+        // An agent's runs are sealed or refused: weaker isolation is never the agent's choice.
+        allow_weak_isolation: false,
     };
     let rt = code::runtime(&ctx, &runtime).await?;
+    let sandbox = rt.sandbox().await?;
     let result = rt
         .run(&args.program, &[], None, call.cancel.clone())
         .await?;
-    let json: Value = serde_json::from_str(&result.json)
+    let json: Value = serde_json::from_str(&code::with_sandbox(&result.json, sandbox.as_str()))
         .map_err(|e| Error::internal(format!("the runtime's result is not JSON: {e}")))?;
     let mut text = match &result.error_kind {
         Some(kind) => format!(

@@ -138,11 +138,19 @@ impl Engine {
         session: Option<&SessionRecord>,
         config: CodeConfig,
     ) -> Result<CodeRuntime> {
+        let local = self.machine(machine_id)?.is_local();
         let mut transport = self.direct.connect(machine_id).await?;
         if let Some(session) = session {
             transport = self.code_transport(session, transport);
         }
-        CodeRuntime::on(transport, config)
+        let runtime = CodeRuntime::on(transport, config)?;
+        // On this host a sealed run also hides the engine's own state dir (records, keepers'
+        // sockets), wherever it is.
+        Ok(if local {
+            runtime.hiding(self.state_dir.display().to_string())
+        } else {
+            runtime
+        })
     }
 }
 

@@ -43,10 +43,13 @@ pub(super) async fn serve(
     args: super::RuntimeArgs,
 ) -> Result<crate::output::Report> {
     let rt = super::runtime(ctx, &args).await?;
+    // A machine that cannot seal runs is refused here, before any run, unless allowed.
+    let sandbox = rt.sandbox().await?;
     let (out, writer) = writer::spawn();
     out.send(&Outgoing::Hello {
         language: rt.language().as_str(),
         isolation: rt.isolation(),
+        sandbox: sandbox.as_str(),
     });
     let state: Shared = Arc::new(Mutex::new(State::default()));
     let mut tasks = tokio::task::JoinSet::new();

@@ -13,6 +13,12 @@
 //! bindings, results only of the seam's shape), because the program runs in the runner's
 //! process and could write anything on fd 3.
 //!
+//! A run is sealed ([`Isolation::Sealed`], `run.sh`): no new privileges, its own mount namespace
+//! in which the account's tmux servers, the connection keepers' sockets and the engine's state
+//! root are not visible, its own PID namespace and `/proc`. Where the machine cannot seal a run,
+//! weaker isolation is used only when the runtime's configuration allows it
+//! ([`CodeConfig::allow_weak_isolation`]); otherwise runs are refused (`isolation_unavailable`).
+//!
 //! The run's process tree ends with it: the runner is the first process of a PID namespace of its
 //! own where the machine allows unprivileged user namespaces, and in any case every process of
 //! the run carries a per-run environment marker that is swept when the run ends or is stopped.
@@ -119,6 +125,9 @@ pub struct CodeConfig {
     /// Processes the account may have while the run's processes fork (`RLIMIT_NPROC`, counted
     /// per account by the kernel); `None`: the machine's.
     pub max_processes: Option<u64>,
+    /// Run with weaker isolation than [`Isolation::Sealed`] where the machine cannot seal a
+    /// run; otherwise such a machine's runs are refused with `isolation_unavailable`.
+    pub allow_weak_isolation: bool,
 }
 
 impl CodeConfig {
@@ -131,6 +140,7 @@ impl CodeConfig {
             max_file_size: None,
             max_memory: None,
             max_processes: None,
+            allow_weak_isolation: false,
         }
     }
 
@@ -294,11 +304,42 @@ impl CodeRunResult {
     }
 }
 
+/// How a machine isolates each run, probed once per runtime (`prepare.sh`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// No new privileges, a mount namespace hiding the account's tmux servers, the keepers'
+    /// sockets and the engine's state root, a PID namespace and `/proc` of its own.
+    Sealed,
+    /// Only a PID namespace of its own: the program can reach what the account can.
+    PidOnly,
+    /// No namespace: another process of the account (the process tree is swept by its marks).
+    None,
+}
+
+impl Isolation {
+    /// The stable name on the wire (`hello.sandbox`, `code run`'s `sandbox`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Isolation::Sealed => "sealed",
+            Isolation::PidOnly => "pid-only",
+            Isolation::None => "none",
+        }
+    }
+
+    /// `run.sh`'s `rr_ns`.
+    fn param(self) -> &'static str {
+        match self {
+            Isolation::Sealed => "sealed",
+            Isolation::PidOnly => "pid",
+            Isolation::None => "0",
+        }
+    }
+}
+
 struct Prepared {
     runner: String,
-    /// The machine runs each run in a PID namespace of its own (unprivileged user namespaces
-    /// allowed and `unshare` new enough).
-    pid_namespace: bool,
+    /// How the machine isolates each run.
+    isolation: Isolation,
     /// `prlimit(1)` can mark a run's processes with [`run_mark`] (`run.sh`).
     mark: bool,
 }
@@ -320,6 +361,9 @@ fn run_mark(run_id: &str) -> u64 {
 pub struct CodeRuntime {
     transport: Arc<Remote>,
     config: CodeConfig,
+    /// A directory of this host a sealed run also hides (the engine's own state dir, when the
+    /// machine is this host: its keepers' sockets).
+    hide: Option<String>,
     prepared: OnceCell<Prepared>,
 }
 
@@ -341,22 +385,48 @@ impl CodeRuntime {
         Ok(CodeRuntime {
             transport,
             config,
+            hide: None,
             prepared: OnceCell::new(),
         })
+    }
+
+    /// Hide `dir` from sealed runs too (a directory on the machine, e.g. the engine's own state
+    /// dir when the machine is this host).
+    pub(crate) fn hiding(mut self, dir: String) -> CodeRuntime {
+        self.hide = Some(dir);
+        self
     }
 
     pub fn language(&self) -> Language {
         self.config.language
     }
 
-    /// The execution substrate, a diagnostic label only.
+    /// The execution substrate, the seam's diagnostic label only; [`CodeRuntime::sandbox`] says
+    /// what a run can reach.
     pub fn isolation(&self) -> &'static str {
         "process"
     }
 
-    /// Whether runs get a PID namespace of their own on this machine (after the first run).
-    pub fn pid_namespace(&self) -> Option<bool> {
-        self.prepared.get().map(|p| p.pid_namespace)
+    /// How runs are isolated on this machine (prepares the machine on the first call). A
+    /// machine that cannot seal a run is `isolation_unavailable` unless the configuration
+    /// allows weaker isolation.
+    pub async fn sandbox(&self) -> Result<Isolation> {
+        let isolation = self.prepare().await?.isolation;
+        if isolation != Isolation::Sealed && !self.config.allow_weak_isolation {
+            return Err(Error::new(
+                ErrorCode::IsolationUnavailable,
+                format!(
+                    "{} cannot seal a code run (isolation there: {}; a sealed run needs \
+                     unprivileged user namespaces, util-linux 2.38+ unshare, setpriv and mount), \
+                     so a program could reach the account's tmux servers and the engine's state. \
+                     Allow unprivileged user namespaces on the machine, or pass \
+                     --allow-weak-isolation to run with what it offers",
+                    self.transport.describe(),
+                    isolation.as_str()
+                ),
+            ));
+        }
+        Ok(isolation)
     }
 
     /// Find the interpreter, probe for PID namespaces and upload the runner (once per content
@@ -417,12 +487,18 @@ impl CodeRuntime {
                         .write_file(&runner, source.as_bytes(), 0o600)
                         .await?;
                 }
-                let pid_namespace = lines.next() == Some("ns")
-                    && std::env::var_os("REMOTE_RUNNER_CODE_NO_PIDNS").is_none();
+                let isolation = match lines.next() {
+                    _ if std::env::var_os("REMOTE_RUNNER_CODE_NO_PIDNS").is_some() => {
+                        Isolation::None
+                    }
+                    Some("sealed") => Isolation::Sealed,
+                    Some("pid") => Isolation::PidOnly,
+                    _ => Isolation::None,
+                };
                 let mark = lines.next() == Some("mark");
                 Ok(Prepared {
                     runner,
-                    pid_namespace,
+                    isolation,
                     mark,
                 })
             })
@@ -454,7 +530,8 @@ impl CodeRuntime {
             ("rr_interp", c.language.interpreter().to_string()),
             ("rr_runner", prepared.runner.clone()),
             ("rr_cwd", c.cwd.clone().unwrap_or_default()),
-            ("rr_ns", u8::from(prepared.pid_namespace).to_string()),
+            ("rr_ns", prepared.isolation.param().to_string()),
+            ("rr_hide", self.hide.clone().unwrap_or_default()),
             ("rr_fsize", opt(c.max_file_size.map(|n| n / 512))),
             ("rr_mem", opt(c.max_memory.map(|n| n / 1024))),
             ("rr_nproc", opt(c.max_processes)),
@@ -476,6 +553,7 @@ impl CodeRuntime {
         abort: CancellationToken,
     ) -> Result<CodeRunResult> {
         validate_bindings(bindings, self.config.language)?;
+        self.sandbox().await?;
         let prepared = self.prepare().await?;
         let run_id = crate::util::new_id("code");
         let params = self.run_params(prepared, &run_id, false);
@@ -841,6 +919,22 @@ impl CodeRuntime {
                 return Err(Error::invalid(
                     "the machine does not allow the requested caps (file size, memory or \
                      processes) to be set; lower them or leave them out",
+                ));
+            }
+            ExitStatus::Code(94) => {
+                return Err(Error::new(
+                    ErrorCode::IsolationUnavailable,
+                    format!(
+                        "the run could not be sealed on {} although the machine's probe said it \
+                         could ({}); the program did not start. Check that the account can \
+                         mount in a user namespace there, or pass --allow-weak-isolation",
+                        self.transport.describe(),
+                        if said.is_empty() {
+                            "it printed nothing"
+                        } else {
+                            said
+                        }
+                    ),
                 ));
             }
             ExitStatus::Code(93) => {

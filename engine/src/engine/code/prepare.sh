@@ -6,8 +6,8 @@
 #   rr_mark_max     the largest run mark (an RLIMIT_RTTIME hard limit, see run.sh)
 #
 # Prints, one per line: the runner directory (or missing-interpreter / missing-timeout alone),
-# whether the runner is there already (present / absent), whether runs can have a PID
-# namespace of their own (ns / no-ns), and whether prlimit(1) can mark a run's processes with
+# whether the runner is there already (present / absent), how runs can be isolated (sealed:
+# run.sh's sealed run works here; pid: only a PID namespace of their own; none), and whether prlimit(1) can mark a run's processes with
 # a hard limit up to rr_mark_max (mark / no-mark).
 # shellcheck shell=sh
 # shellcheck disable=SC2154 # rr_* are the host's parameters
@@ -27,11 +27,22 @@ command -v timeout >/dev/null 2>&1 || {
 }
 printf '%s\n' "$d"
 if [ -f "$d/$rr_runner_name" ]; then echo present; else echo absent; fi
-if unshare --user --map-current-user --pid --fork --mount-proc --kill-child true \
+# The sealed run's steps (run.sh), on a tmpfs over the runner directory: no new privileges, a
+# user, mount and PID namespace, a tmpfs mounted and remounted read-only, the second user
+# namespace.
+# shellcheck disable=SC2016 # expanded by that sh
+if setpriv --no-new-privs \
+  unshare --user --map-root-user --pid --fork --mount-proc --kill-child /bin/sh -c '
+    mount -t tmpfs -o mode=700,size=64k,nosuid,nodev rr-probe "$3" &&
+      mount -o remount,ro,nosuid,nodev rr-probe "$3" &&
+      exec unshare --user --map-user="$1" --map-group="$2" /bin/sh -c "[ \"\$(id -u)\" = $1 ]"
+  ' rr-probe "$(id -u)" "$(id -g)" "$d" </dev/null >/dev/null 2>&1; then
+  echo sealed
+elif unshare --user --map-current-user --pid --fork --mount-proc --kill-child true \
   </dev/null >/dev/null 2>&1; then
-  echo ns
+  echo pid
 else
-  echo no-ns
+  echo none
 fi
 if prlimit "--rttime=$rr_mark_max:$rr_mark_max" true </dev/null >/dev/null 2>&1; then
   echo mark

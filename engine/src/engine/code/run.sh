@@ -8,7 +8,9 @@
 #   rr_interp      node or python3
 #   rr_runner      the runner file's path
 #   rr_cwd         the directory to run in (empty: the home)
-#   rr_ns          1: run in a PID namespace of its own
+#   rr_ns          sealed: run sealed (below); pid: in a PID namespace of its own only; 0: neither
+#   rr_hide        a further directory to hide from a sealed run (the host's own state dir when
+#                  the machine is this host: its keepers' sockets); empty: none
 #   rr_fsize, rr_mem, rr_nproc   caps (512-byte blocks, KiB, processes); empty: the machine's
 #   rr_sweep_only  1: only stop what is left of run rr_run, start nothing
 #
@@ -18,8 +20,8 @@
 #
 # The run's process tree: every process of the run carries RR_CODE_RUN=<run id> in its
 # environment and, with rr_mark, the hard limit rr_mark on realtime CPU time (RLIMIT_RTTIME); with
-# rr_ns=1 the runner runs in a PID namespace of its own (the kernel kills everything in it when
-# the runner ends, setsid or not). When the runner ends, whatever is left in timeout(1)'s
+# rr_ns=pid or sealed the runner runs in a PID namespace of its own (the kernel kills everything
+# in it when the runner ends, setsid or not). When the runner ends, whatever is left in timeout(1)'s
 # process group or still carries either mark is killed too (the fallback without namespaces).
 # The limit is the mark a process cannot shed by accident: it survives env -i, setsid, a new
 # process group and closed fds, and only a process that lowers its own hard limit on purpose
@@ -101,15 +103,65 @@ fi
 
 RR_CODE_RUN=$rr_run
 export RR_CODE_RUN
-if [ "$rr_ns" = 1 ]; then
+case $rr_ns in
+sealed)
+  # The sealed run (docs/code-runtime.md): no new privileges; a user namespace in which the
+  # account is root only long enough for rr_seal (below) to mount over what the run must not
+  # reach; its own PID namespace and /proc. rr_seal then enters a second user namespace that
+  # maps the account to its own uid and gid and keeps no capability over the first, so the
+  # program can neither unmount nor remount what hides those directories.
+  rr_u=$(id -u) rr_g=$(id -g)
+  rr_root=${XDG_STATE_HOME:-}
+  case $rr_root in /*) ;; *) rr_root=$HOME/.local/state ;; esac
+  rr_root=$rr_root/remote-runner
+  # The account's tmux servers: tmux's own socket directory (the default one, and the one under
+  # TMUX_TMPDIR when that directory exists), made now (as tmux makes it) when it is missing,
+  # so a server started during the run is hidden too.
+  set -- "/tmp/tmux-$rr_u"
+  case ${TMUX_TMPDIR:-} in /*) [ ! -d "$TMUX_TMPDIR" ] ||
+    [ "$TMUX_TMPDIR/tmux-$rr_u" = "/tmp/tmux-$rr_u" ] || set -- "$@" "$TMUX_TMPDIR/tmux-$rr_u" ;;
+  esac
+  for rr_d in "$@"; do
+    [ -d "$rr_d" ] || mkdir -m 700 -- "$rr_d" 2>/dev/null || exit 94
+  done
+  # The engine's default local state dir on this account (connection keepers' sockets) and the
+  # host's own, when they exist.
+  [ ! -d "$HOME/.remote-runner" ] || set -- "$@" "$HOME/.remote-runner"
+  [ -z "${rr_hide-}" ] || [ ! -d "$rr_hide" ] || set -- "$@" "$rr_hide"
+  # shellcheck disable=SC2016 # expanded by that sh
+  rr_seal='
+    u=$1 g=$2 root=$3 runner=$4 cwd=$5; shift 5
+    exec 5<"$runner" || exit 94
+    while [ "$1" != -- ]; do
+      mount -t tmpfs -o mode=700,size=1m,nosuid,nodev rr-sealed "$1" || exit 94
+      shift
+    done
+    shift
+    # The state root: the runner is all a run needs of it, bound back read-only (from fd 5, as
+    # its path is hidden by then; -c: the magic link is not resolved to that path) on a
+    # read-only tmpfs.
+    mkdir -p -- "$root" && mount -t tmpfs -o mode=700,size=1m,nosuid,nodev rr-sealed "$root" &&
+      mkdir -p -- "${runner%/*}" && : >"$runner" &&
+      mount -c --bind /proc/self/fd/5 "$runner" &&
+      mount -c -o remount,bind,ro,nosuid,nodev "$runner" && exec 5<&- &&
+      mount -o remount,ro,nosuid,nodev rr-sealed "$root" || exit 94
+    cd -- "$cwd" 2>/dev/null || exit 91
+    exec unshare --user --map-user="$u" --map-group="$g" /bin/sh -c "\"\$@\"; exit \$?" rr-code "$@"
+  '
+  case $rr_runner in "$rr_root"/*) ;; *) exit 94 ;; esac
+  set -- setpriv --no-new-privs \
+    unshare --user --map-root-user --pid --fork --mount-proc --kill-child \
+    /bin/sh -c "$rr_seal" rr-seal "$rr_u" "$rr_g" "$rr_root" "$rr_runner" "$(pwd -P)" "$@" --
+  ;;
+pid)
   # A small sh is the namespace's first process (the runner's signals then act as anywhere:
   # the kernel drops signals an init sends itself); the namespace ends when it does.
   # shellcheck disable=SC2016 # expanded by that sh
   set -- unshare --user --map-current-user --pid --fork --mount-proc --kill-child \
     /bin/sh -c '"$@"; exit $?' rr-code
-else
-  set --
-fi
+  ;;
+*) set -- ;;
+esac
 if [ -n "${rr_mark-}" ]; then
   # prlimit execs timeout(1) with the mark set: the same pid, the same process group.
   prlimit "--rttime=$rr_mark:$rr_mark" -- \

@@ -118,6 +118,8 @@ pub(super) enum Outgoing<'a> {
     Hello {
         language: &'a str,
         isolation: &'a str,
+        /// What a run can reach: `sealed`, `pid-only` or `none` (docs/code-runtime.md).
+        sandbox: &'a str,
     },
     Call {
         #[serde(rename = "runId")]
