@@ -133,6 +133,10 @@ impl Roots {
         let Some((root, rel)) = found else {
             return Err(self.outside(local, "it is not beneath any of them"));
         };
+        // An early, clearer refusal of what the kernel would refuse anyway.
+        if climbs_out(&rel) {
+            return Err(self.outside(local, "its .. components lead out of its root"));
+        }
         Ok(Target {
             root,
             rel,
@@ -226,6 +230,20 @@ impl Target<'_> {
             None | Some(Component::CurDir | Component::ParentDir)
         )
     }
+}
+
+/// Whether `rel`'s `..` components climb above its start, read as written.
+fn climbs_out(rel: &Path) -> bool {
+    let mut depth = 0usize;
+    for part in rel.components() {
+        match part {
+            Component::ParentDir if depth == 0 => return true,
+            Component::ParentDir => depth -= 1,
+            Component::Normal(_) => depth += 1,
+            _ => {}
+        }
+    }
+    false
 }
 
 /// Refused: what a tool may touch on the host was set when the server started.
