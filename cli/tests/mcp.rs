@@ -199,6 +199,20 @@ fn mcp_proc_magic_links_stay_in_the_root() {
     scenario(&Bed::local(), "attack-proc", "attack");
 }
 
+/// Issue 42, item 9: three 14 MiB lines of nested empty arrays in a call's `_meta` are each
+/// refused with a JSON-RPC error before they are parsed; the server's peak memory stays within
+/// 160 MiB of where it was (it reached 1.7 GiB before), and it serves on.
+#[test]
+fn mcp_huge_nested_requests_are_refused_with_bounded_memory() {
+    scenario(&Bed::local(), "memory", "memory");
+}
+
+/// Issue 42, item 9: at most 16 tool calls are served at once; the rest are answered `busy`.
+#[test]
+fn mcp_calls_in_flight_are_bounded() {
+    scenario(&Bed::local(), "busy", "busy");
+}
+
 /// A line that is not JSON on the server's raw stdio (driven from Python without the SDK, which
 /// never sends one): skipped with a note on stderr giving its size, never its text, and the next
 /// request, even one split across two writes, is answered.

@@ -32,7 +32,7 @@ use clap::Args;
 use remote_runner_engine::engine::EngineOptions;
 use remote_runner_engine::{Error, ErrorCode, Result};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ListResourceTemplatesResult, ListResourcesResult,
+    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ListResourceTemplatesResult, ListResourcesResult,
     ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
     ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
 };
@@ -52,6 +52,11 @@ Examples:
   remote-runner mcp --root ~/project --root /data/inputs   # local files only beneath these
   # Claude Code: claude mcp add remote-runner -- remote-runner mcp
 See docs/mcp.md for other clients and every tool.";
+
+/// Most tool calls served at once; past it a call is answered `busy` at once. With the bound on
+/// one request ([`input::MAX_LINE`], [`input::MAX_VALUES`]) it bounds the memory of the
+/// requests in flight.
+pub const MAX_CALLS_IN_FLIGHT: usize = 16;
 
 /// Default bound on how much of each of stdout and stderr one tool result carries.
 pub const DEFAULT_MAX_OUTPUT: usize = 64 * 1024;
@@ -108,6 +113,7 @@ pub async fn run(ctx: &Context, args: McpArgs) -> Result<Report> {
             machines: args.machines,
             read_only: args.read_only,
             max_output,
+            in_flight: Arc::new(tokio::sync::Semaphore::new(MAX_CALLS_IN_FLIGHT)),
         }),
     };
     let (stdin, stdout) = rmcp::transport::io::stdio_pipes();
@@ -133,6 +139,8 @@ pub struct State {
     machines: Vec<String>,
     read_only: bool,
     max_output: usize,
+    /// One permit per tool call being served.
+    in_flight: Arc<tokio::sync::Semaphore>,
 }
 
 impl State {
@@ -266,6 +274,17 @@ impl ServerHandler for Server {
             .retryable(false);
             return Ok(Reply::error(&err).into_result().into());
         }
+        let Ok(_permit) = self.state.in_flight.clone().try_acquire_owned() else {
+            let err = Error::new(
+                ErrorCode::Busy,
+                format!(
+                    "this MCP server is already serving {MAX_CALLS_IN_FLIGHT} tool calls, its \
+                     bound; wait for one of them to return and call {name} again"
+                ),
+            )
+            .retryable(true);
+            return Ok(Reply::error(&err).into_result().into());
+        };
         let call = Call {
             state: self.state.clone(),
             progress: context
@@ -279,6 +298,29 @@ impl ServerHandler for Server {
             .await
             .unwrap_or_else(|e| Reply::error(&e));
         Ok(reply.into_result().into())
+    }
+
+    /// A request the input refused before parsing it (see `input`): its JSON-RPC error.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<CustomResult, McpError> {
+        let refusal = (request.method == input::REFUSED_METHOD)
+            .then(|| request.params.as_ref()?.get("reason")?.as_str())
+            .flatten()
+            .and_then(input::Refusal::from_code);
+        match refusal {
+            Some(why) => Err(McpError::invalid_request(
+                why.message(),
+                Some(serde_json::json!({"code": why.code()})),
+            )),
+            None => Err(McpError::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                format!("there is no method {:?}", request.method),
+                None,
+            )),
+        }
     }
 
     async fn list_resources(

