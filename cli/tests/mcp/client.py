@@ -74,9 +74,11 @@ def env(extra=None):
 
 @asynccontextmanager
 async def server(*flags, extra_env=None, errlog_path=ERRLOG, cwd=ROOT, drop_env=()):
-    e = {k: v for k, v in env(extra_env).items() if k not in drop_env}
+    # The SDK merges its default environment (HOME among it) under ours: a variable is really
+    # left out by starting the server through `env -u`.
+    unset = [a for k in drop_env for a in ("-u", k)]
     params = StdioServerParameters(
-        command=BIN, args=["--state-dir", STATE, "mcp", *flags], env=e, cwd=cwd
+        command="env", args=[*unset, BIN, "--state-dir", STATE, "mcp", *flags], env=env(extra_env), cwd=cwd
     )
     with open(errlog_path, "a") as errlog:
         async with stdio_client(params, errlog=errlog) as (r, w):
