@@ -132,7 +132,11 @@ fn mcp_client_suite_ssh_keeps_the_password_secret() {
 fn scenario(bed: &Bed, name: &str, word: &str) {
     let (ok, text) = client(bed, &[name]);
     println!("{text}");
-    assert!(ok, "the MCP client's {name} checks failed on {}:\n{text}", bed.machine);
+    assert!(
+        ok,
+        "the MCP client's {name} checks failed on {}:\n{text}",
+        bed.machine
+    );
     assert!(text.contains(&format!("{word} passed")), "{text}");
 }
 

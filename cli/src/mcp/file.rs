@@ -176,5 +176,9 @@ pub async fn transfer(call: &Call, args: TransferArgs, upload: bool) -> Result<R
 /// The last name of a remote path (what a downloaded file is called inside a directory).
 pub fn remote_name(remote: &str) -> &str {
     let trimmed = remote.trim_end_matches('/');
-    trimmed.rsplit('/').next().filter(|n| !n.is_empty()).unwrap_or("download")
+    trimmed
+        .rsplit('/')
+        .next()
+        .filter(|n| !n.is_empty())
+        .unwrap_or("download")
 }

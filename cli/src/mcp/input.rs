@@ -38,22 +38,22 @@ const CHUNK: usize = 64 * 1024;
 /// Why a line was refused (the `reason` of a [`REFUSED_METHOD`] request).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
-    TooLarge,
-    TooDeep,
-    TooManyValues,
+    Large,
+    Deep,
+    ManyValues,
 }
 
 impl Refusal {
     pub fn code(self) -> &'static str {
         match self {
-            Refusal::TooLarge => "request_too_large",
-            Refusal::TooDeep => "request_too_deep",
-            Refusal::TooManyValues => "request_too_many_values",
+            Refusal::Large => "request_too_large",
+            Refusal::Deep => "request_too_deep",
+            Refusal::ManyValues => "request_too_many_values",
         }
     }
 
     pub fn from_code(code: &str) -> Option<Refusal> {
-        [Refusal::TooLarge, Refusal::TooDeep, Refusal::TooManyValues]
+        [Refusal::Large, Refusal::Deep, Refusal::ManyValues]
             .into_iter()
             .find(|r| r.code() == code)
     }
@@ -61,9 +61,9 @@ impl Refusal {
     /// The error message: which bound, and how to stay within it.
     pub fn message(self) -> String {
         let what = match self {
-            Refusal::TooLarge => format!("is longer than {} MiB", MAX_LINE >> 20),
-            Refusal::TooDeep => format!("nests arrays or objects deeper than {MAX_DEPTH}"),
-            Refusal::TooManyValues => format!("holds more than {MAX_VALUES} JSON values"),
+            Refusal::Large => format!("is longer than {} MiB", MAX_LINE >> 20),
+            Refusal::Deep => format!("nests arrays or objects deeper than {MAX_DEPTH}"),
+            Refusal::ManyValues => format!("holds more than {MAX_VALUES} JSON values"),
         };
         format!(
             "{}: the request {what}, this server's bound on one request; it was not read. Send \
@@ -119,7 +119,7 @@ impl<R> CheckedInput<R> {
     fn finish_line(&mut self) {
         let line = std::mem::take(&mut self.line);
         let refusal = if std::mem::take(&mut self.oversized) {
-            Some(Refusal::TooLarge)
+            Some(Refusal::Large)
         } else {
             check(content(&line))
         };
@@ -137,7 +137,11 @@ impl<R> CheckedInput<R> {
                     );
                     eprintln!(
                         "remote-runner mcp: refused a request of {} bytes ({}); answered with an error",
-                        content(&line).len().max(if why == Refusal::TooLarge { MAX_LINE } else { 0 }),
+                        content(&line).len().max(if why == Refusal::Large {
+                            MAX_LINE
+                        } else {
+                            0
+                        }),
                         why.code()
                     );
                     self.out.extend_from_slice(replaced.as_bytes());
@@ -178,7 +182,7 @@ fn check(line: &[u8]) -> Option<Refusal> {
                 depth += 1;
                 values += 1;
                 if depth > MAX_DEPTH {
-                    return Some(Refusal::TooDeep);
+                    return Some(Refusal::Deep);
                 }
             }
             b']' | b'}' => depth = depth.saturating_sub(1),
@@ -186,7 +190,7 @@ fn check(line: &[u8]) -> Option<Refusal> {
             _ => {}
         }
         if values > MAX_VALUES {
-            return Some(Refusal::TooManyValues);
+            return Some(Refusal::ManyValues);
         }
     }
     None
@@ -340,15 +344,21 @@ mod tests {
     fn depth_and_values_are_counted_outside_strings() {
         assert_eq!(check(b"{\"a\":\"[[[[,,,,\"}"), None);
         let deep = format!("{}{}", "[".repeat(MAX_DEPTH + 1), "]".repeat(MAX_DEPTH + 1));
-        assert_eq!(check(deep.as_bytes()), Some(Refusal::TooDeep));
+        assert_eq!(check(deep.as_bytes()), Some(Refusal::Deep));
         let wide = format!("[{}]", "[],".repeat(MAX_VALUES));
-        assert_eq!(check(wide.as_bytes()), Some(Refusal::TooManyValues));
+        assert_eq!(check(wide.as_bytes()), Some(Refusal::ManyValues));
     }
 
     #[test]
     fn the_top_level_id_is_found_and_nested_ids_are_not() {
-        assert_eq!(top_level_id(br#"{"jsonrpc":"2.0","id":42,"method":"x"}"#), Some("42"));
-        assert_eq!(top_level_id(br#"{"params":{"id":1},"id":"a-b"}"#), Some("\"a-b\""));
+        assert_eq!(
+            top_level_id(br#"{"jsonrpc":"2.0","id":42,"method":"x"}"#),
+            Some("42")
+        );
+        assert_eq!(
+            top_level_id(br#"{"params":{"id":1},"id":"a-b"}"#),
+            Some("\"a-b\"")
+        );
         assert_eq!(top_level_id(br#"{"method":"x","params":{"id":1}}"#), None);
         assert_eq!(top_level_id(br#"{"note":"\"id\":3"}"#), None);
     }

@@ -44,9 +44,13 @@ impl Guarded {
         if let Ok(machines) = Machines::open(state_dir).and_then(|m| m.list()) {
             for entry in machines {
                 let m = entry.machine;
-                for file in [m.key_path.clone(), m.key_path.map(|k| format!("{k}.pub")), m.known_hosts_file]
-                    .into_iter()
-                    .flatten()
+                for file in [
+                    m.key_path.clone(),
+                    m.key_path.map(|k| format!("{k}.pub")),
+                    m.known_hosts_file,
+                ]
+                .into_iter()
+                .flatten()
                 {
                     for path in expand_tilde(&file) {
                         g.add_file(&path);
@@ -88,9 +92,7 @@ impl Guarded {
     /// The first of `path` and its ancestors that is a guarded directory.
     pub fn guarded_ancestor(&self, path: &Path) -> Option<PathBuf> {
         path.ancestors()
-            .find(|a| {
-                std::fs::metadata(a).is_ok_and(|m| self.dirs.contains(&(m.dev(), m.ino())))
-            })
+            .find(|a| std::fs::metadata(a).is_ok_and(|m| self.dirs.contains(&(m.dev(), m.ino()))))
             .map(Path::to_path_buf)
     }
 }

@@ -151,7 +151,10 @@ impl Roots {
              path beneath one of them (a relative path is taken from {}), or start the server \
              with --root DIR naming the directory",
             self.paths().join(", "),
-            self.paths().first().map(String::as_str).unwrap_or("the first root")
+            self.paths()
+                .first()
+                .map(String::as_str)
+                .unwrap_or("the first root")
         ))
     }
 }

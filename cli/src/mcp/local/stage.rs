@@ -46,7 +46,12 @@ impl Stage {
                 std::fs::create_dir(&dir)
             })
             .and_then(|()| std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)));
-        made.map_err(|e| io_error(&format!("create the staging directory {}", dir.display()), e))?;
+        made.map_err(|e| {
+            io_error(
+                &format!("create the staging directory {}", dir.display()),
+                e,
+            )
+        })?;
         Ok(Stage { dir })
     }
 
@@ -127,29 +132,34 @@ impl Target<'_> {
         name: &str,
     ) -> Result<PathBuf> {
         let root = self.root.dir.as_fd();
-        let meta = std::fs::symlink_metadata(staged).map_err(|e| io_error("read the download", e))?;
+        let meta =
+            std::fs::symlink_metadata(staged).map_err(|e| io_error("read the download", e))?;
         let existing_dir = beneath::open(root, &self.rel, OFlags::PATH | OFlags::DIRECTORY).ok();
         let (dir, file_name) = if meta.is_dir() {
-            let dir = beneath::create_dirs(root, &self.rel)
-                .map_err(|e| self.place_error(e, roots))?;
+            let dir =
+                beneath::create_dirs(root, &self.rel).map_err(|e| self.place_error(e, roots))?;
             (dir, None)
         } else if let Some(dir) = existing_dir {
             (dir, Some(PathBuf::from(name)))
         } else if self.into_dir || self.names_a_dir() {
-            let dir = beneath::create_dirs(root, &self.rel)
-                .map_err(|e| self.place_error(e, roots))?;
+            let dir =
+                beneath::create_dirs(root, &self.rel).map_err(|e| self.place_error(e, roots))?;
             (dir, Some(PathBuf::from(name)))
         } else {
             let parent = self.rel.parent().unwrap_or(Path::new(""));
-            let dir =
-                beneath::create_dirs(root, parent).map_err(|e| self.place_error(e, roots))?;
+            let dir = beneath::create_dirs(root, parent).map_err(|e| self.place_error(e, roots))?;
             (dir, self.rel.file_name().map(PathBuf::from))
         };
         check_guarded(&dir, &self.given, guarded)?;
         let dir_path = beneath::real_path(&dir).unwrap_or_default();
         // Reopened for reading entries and creating in it (an O_PATH handle can do neither).
-        let dir = rustix::fs::openat(&dir, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-            .map_err(|e| io_error("open the destination directory", e.into()))?;
+        let dir = rustix::fs::openat(
+            &dir,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| io_error("open the destination directory", e.into()))?;
         match file_name {
             Some(file_name) => {
                 put_file(dir.as_fd(), &file_name, staged, &self.given, guarded)?;
@@ -204,7 +214,8 @@ fn copy_file(fd: OwnedFd, dest: &Path, mode: u32) -> Result<()> {
 /// (symlinks are copied as symlinks: the engine uploads those that stay inside the tree);
 /// special files are left out. A guarded file or directory anywhere in it refuses the upload.
 fn copy_tree(dir: BorrowedFd<'_>, dest: &Path, given: &str, guarded: &Guarded) -> Result<()> {
-    let entries = rustix::fs::Dir::read_from(dir).map_err(|e| io_error("list a directory", e.into()))?;
+    let entries =
+        rustix::fs::Dir::read_from(dir).map_err(|e| io_error("list a directory", e.into()))?;
     for entry in entries {
         let entry = entry.map_err(|e| io_error("list a directory", e.into()))?;
         let name = entry.file_name().to_bytes();
@@ -249,12 +260,23 @@ fn copy_tree(dir: BorrowedFd<'_>, dest: &Path, given: &str, guarded: &Guarded) -
 
 /// Put the staged file `staged` at `name` in `dir`: a new temporary name created exclusively,
 /// never following a symlink, then renamed over `name` in the same directory.
-fn put_file(dir: BorrowedFd<'_>, name: &Path, staged: &Path, given: &str, guarded: &Guarded) -> Result<()> {
+fn put_file(
+    dir: BorrowedFd<'_>,
+    name: &Path,
+    staged: &Path,
+    given: &str,
+    guarded: &Guarded,
+) -> Result<()> {
     match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) => {
             if guarded.is_guarded((st.st_dev, st.st_ino)) {
-                let fd = rustix::fs::openat(dir, name, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
-                    .map_err(|e| io_error("open the destination", e.into()))?;
+                let fd = rustix::fs::openat(
+                    dir,
+                    name,
+                    OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .map_err(|e| io_error("open the destination", e.into()))?;
                 check_guarded(&fd, given, guarded)?;
             }
             if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
@@ -296,18 +318,23 @@ fn merge_tree(dir: BorrowedFd<'_>, staged: &Path, given: &str, guarded: &Guarded
         let entry = entry.map_err(|e| io_error("list the download", e))?;
         let name = PathBuf::from(entry.file_name());
         let shown = format!("{given}/{}", name.display());
-        let kind = entry.file_type().map_err(|e| io_error("list the download", e))?;
+        let kind = entry
+            .file_type()
+            .map_err(|e| io_error("list the download", e))?;
         if kind.is_dir() {
             let sub = beneath::child_dir(dir, &name).map_err(|e| {
                 Error::new(
                     ErrorCode::Io,
-                    format!("local path {shown}: not a directory, or a symlink is in the way ({e})"),
+                    format!(
+                        "local path {shown}: not a directory, or a symlink is in the way ({e})"
+                    ),
                 )
             })?;
             check_guarded(&sub, &shown, guarded)?;
             merge_tree(sub.as_fd(), &entry.path(), &shown, guarded)?;
         } else if kind.is_symlink() {
-            let link = std::fs::read_link(entry.path()).map_err(|e| io_error("read a symlink", e))?;
+            let link =
+                std::fs::read_link(entry.path()).map_err(|e| io_error("read a symlink", e))?;
             let tmp = temp_name(&name);
             rustix::fs::symlinkat(&link, dir, &tmp)
                 .and_then(|()| rustix::fs::renameat(dir, &tmp, dir, &name))
