@@ -41,7 +41,7 @@ pub struct WriteArgs {
 pub struct TransferArgs {
     /// Session id (sess_...)
     pub session_id: String,
-    /// Path on the server's host
+    /// Path on the server's host, beneath one of its roots (--root; relative: from the first root)
     pub local: String,
     /// Path on the session's machine (relative: under the session's cwd)
     pub remote: String,

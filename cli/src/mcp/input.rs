@@ -137,11 +137,9 @@ impl<R> CheckedInput<R> {
                     );
                     eprintln!(
                         "remote-runner mcp: refused a request of {} bytes ({}); answered with an error",
-                        content(&line).len().max(if why == Refusal::Large {
-                            MAX_LINE
-                        } else {
-                            0
-                        }),
+                        content(&line)
+                            .len()
+                            .max(if why == Refusal::Large { MAX_LINE } else { 0 }),
                         why.code()
                     );
                     self.out.extend_from_slice(replaced.as_bytes());

@@ -16,7 +16,7 @@ use crate::commands::run::{self as cli, OnceArgs as CliOnce, PathPair, RunComman
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Upload {
-    /// Path on the server's host
+    /// Path on the server's host, beneath one of its roots (--root; relative: from the first root)
     pub local: String,
     /// Where it goes on the machine (relative: under the run's cwd)
     pub remote: String,
@@ -27,7 +27,7 @@ pub struct Upload {
 pub struct Download {
     /// Path on the machine (relative: under the run's cwd)
     pub remote: String,
-    /// Where it goes on the server's host
+    /// Where it goes on the server's host, beneath one of its roots (--root; relative: from the first root)
     pub local: String,
 }
 
