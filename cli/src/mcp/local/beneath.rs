@@ -3,6 +3,11 @@
 //! leading out (present or swapped in while the path is walked) and `/proc` magic links all fail
 //! in the kernel, so no path check here can be raced. Every other call is `*at` on a handle
 //! opened that way, with `O_NOFOLLOW` for single names.
+//!
+//! The kernel does the resolving, through `rustix` (already in the dependency tree): cap-std
+//! would add several crates for the same `openat2` call and, on kernels without it (before Linux
+//! 5.6), a user-space emulation of it. There the local file tools are refused (`not_implemented`)
+//! instead: no path walk written here or there stands in for the kernel's.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
