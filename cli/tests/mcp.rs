@@ -128,21 +128,94 @@ fn mcp_client_suite_ssh_keeps_the_password_secret() {
     assert!(text.contains("suite passed"), "{text}");
 }
 
-/// The local side of `file_put`, `file_get` and `run_once` never reaches the state dir (stored
-/// passwords, machine records) or `~/.ssh` (keys, known hosts): not by name, through `..`, a
-/// symlink, or a parent directory; other paths still transfer.
-fn local_guard(bed: &Bed) {
-    let (ok, text) = client(bed, &["guard"]);
+/// One scenario of the client script on `bed`, which must print `<word> passed`.
+fn scenario(bed: &Bed, name: &str, word: &str) {
+    let (ok, text) = client(bed, &[name]);
     println!("{text}");
     assert!(
         ok,
-        "the MCP client's checks failed on {}:\n{text}",
+        "the MCP client's {name} checks failed on {}:\n{text}",
         bed.machine
     );
-    assert!(text.contains("guard passed"), "{text}");
+    assert!(text.contains(&format!("{word} passed")), "{text}");
+}
+
+/// The local side of `file_put`, `file_get` and `run_once` never reaches the state dir (stored
+/// passwords, machine records) or `~/.ssh` (keys, known hosts), nor anything outside the root:
+/// not by name, through `..`, a symlink, or a parent directory; paths beneath the root still
+/// transfer (files, trees with their symlinks, into a directory, over an existing file).
+fn local_guard(bed: &Bed) {
+    scenario(bed, "guard", "guard");
 }
 
 both_machines!(mcp_local_paths_keep_out_of_the_state_dir, local_guard);
+
+/// `--root` (repeatable): only beneath those; `--root /` or a home refused at start; started
+/// in a home without `--root`, the local file tools are refused and say to pass it.
+#[test]
+fn mcp_roots_flag() {
+    scenario(&Bed::local(), "roots", "roots");
+}
+
+/// Issue 42, item 1: `file_get` to `<home>/<missing dir>/../.ssh/authorized_keys` (and the same
+/// climb spelled from inside the root) is refused and writes nothing.
+#[test]
+fn mcp_file_get_through_a_missing_dir_stays_in_the_root() {
+    scenario(&Bed::local(), "attack-missing-dir", "attack");
+}
+
+/// Issue 42, item 1: a `run_once` artifact to `~/.ssh/config` is refused.
+#[test]
+fn mcp_run_once_artifact_cannot_write_ssh_config() {
+    scenario(&Bed::local(), "attack-artifact", "attack");
+}
+
+/// Issue 42, item 2: started without `HOME`, the server still keeps `~/.ssh` out of reach.
+#[test]
+fn mcp_without_home_keeps_ssh_out_of_reach() {
+    scenario(&Bed::local(), "attack-no-home", "attack");
+}
+
+/// Issue 42, item 3: a machine's key and known_hosts kept outside `~/.ssh` (here beneath the
+/// root) and a hard link to a `~/.ssh` key are refused by device and inode.
+#[test]
+fn mcp_keys_elsewhere_and_hard_links_are_refused_by_identity() {
+    scenario(&Bed::local(), "attack-keys-elsewhere", "attack");
+}
+
+/// Issue 42, item 4: `file_get` over `~/.bashrc` with `local` not served (`--machine` the sshd
+/// bed) is refused; a symlink in the root is replaced, never written through.
+#[test]
+fn mcp_file_get_cannot_write_bashrc() {
+    scenario(&Bed::ssh(), "attack-bashrc", "attack");
+}
+
+/// A directory of the root flipped between a real directory and a symlink to `~/.ssh` while
+/// uploads and downloads run through it: the key never goes up, nothing lands in `~/.ssh`.
+#[test]
+fn mcp_racing_symlink_swaps_stay_in_the_root() {
+    scenario(&Bed::local(), "attack-race", "attack");
+}
+
+/// Paths through `/proc/self/root` (spelled out, or a symlink in the root to it) are refused.
+#[test]
+fn mcp_proc_magic_links_stay_in_the_root() {
+    scenario(&Bed::local(), "attack-proc", "attack");
+}
+
+/// Issue 42, item 9: three 14 MiB lines of nested empty arrays in a call's `_meta` are each
+/// refused with a JSON-RPC error before they are parsed; the server's peak memory stays within
+/// 160 MiB of where it was (it reached 1.7 GiB before), and it serves on.
+#[test]
+fn mcp_huge_nested_requests_are_refused_with_bounded_memory() {
+    scenario(&Bed::local(), "memory", "memory");
+}
+
+/// Issue 42, item 9: at most 16 tool calls are served at once; the rest are answered `busy`.
+#[test]
+fn mcp_calls_in_flight_are_bounded() {
+    scenario(&Bed::local(), "busy", "busy");
+}
 
 /// A line that is not JSON on the server's raw stdio (driven from Python without the SDK, which
 /// never sends one): skipped with a note on stderr giving its size, never its text, and the next
@@ -227,7 +300,7 @@ fn unknown_machine_is_refused_at_start() {
     let sb = common::Sandbox::new();
     let help = sb.run(&["mcp", "--help"]);
     assert_eq!(help.code, 0, "{help:?}");
-    for flag in ["--machine", "--read-only", "--max-output-bytes"] {
+    for flag in ["--machine", "--read-only", "--max-output-bytes", "--root"] {
         assert!(
             help.stdout.contains(flag),
             "{flag} missing: {}",

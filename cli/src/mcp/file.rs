@@ -8,6 +8,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::Call;
+use super::local::{Guarded, Stage};
 use super::reply::Reply;
 use crate::commands::file::{self as cli, FileCommand};
 
@@ -40,7 +41,7 @@ pub struct WriteArgs {
 pub struct TransferArgs {
     /// Session id (sess_...)
     pub session_id: String,
-    /// Path on the server's host
+    /// Path on the server's host, beneath one of its roots (--root; relative: from the first root)
     pub local: String,
     /// Path on the session's machine (relative: under the session's cwd)
     pub remote: String,
@@ -118,12 +119,24 @@ pub async fn write(call: &Call, args: WriteArgs) -> Result<Reply> {
 
 pub async fn transfer(call: &Call, args: TransferArgs, upload: bool) -> Result<Reply> {
     call.state.check_session(&args.session_id)?;
-    call.state.check_local(&args.local)?;
+    let roots = &call.state.roots;
+    let target = roots.locate(&args.local)?;
+    let guarded = Guarded::collect(&call.state.state_dir);
+    // The engine moves bytes between the machine and a private staging directory; only the code
+    // in `local` touches the root (see that module for why).
+    let stage = Stage::new(&call.state.state_dir)?;
+    let slot = stage.slot(0)?;
+    let staged = if upload {
+        target.stage_upload(roots, &guarded, &slot)?
+    } else {
+        target.precheck_download(roots, &guarded)?;
+        slot.join("download")
+    };
     let state = call.state.clone();
     let transfer = cli::TransferArgs {
         session: args.session_id,
-        local: args.local,
-        remote: args.remote,
+        local: staged.to_string_lossy().into_owned(),
+        remote: args.remote.clone(),
         verify: false,
     };
     let command = if upload {
@@ -131,11 +144,23 @@ pub async fn transfer(call: &Call, args: TransferArgs, upload: bool) -> Result<R
     } else {
         FileCommand::Get(transfer)
     };
-    let json = super::on_own_thread(move || async move {
+    let mut json = super::on_own_thread(move || async move {
         let ctx = state.context(None);
         cli::run(&ctx, command).await.map(|r| r.json)
     })
     .await?;
+    if upload {
+        json["source"] = json!(target.given);
+    } else {
+        let placed = target.place_download(
+            roots,
+            &Guarded::collect(&call.state.state_dir),
+            &staged,
+            remote_name(&args.remote),
+        )?;
+        json["destination"] = json!(placed.display().to_string());
+    }
+    drop(stage);
     let text = format!(
         "{} {}: {} -> {} ({} bytes, {} file(s)).",
         if upload { "Upload" } else { "Download" },
@@ -146,4 +171,14 @@ pub async fn transfer(call: &Call, args: TransferArgs, upload: bool) -> Result<R
         json["files"]
     );
     Ok(Reply::new(json, text))
+}
+
+/// The last name of a remote path (what a downloaded file is called inside a directory).
+pub fn remote_name(remote: &str) -> &str {
+    let trimmed = remote.trim_end_matches('/');
+    trimmed
+        .rsplit('/')
+        .next()
+        .filter(|n| !n.is_empty())
+        .unwrap_or("download")
 }

@@ -9,12 +9,14 @@
 //! `resources` serves transcripts and command logs; `reply` builds results and errors.
 //!
 //! What the server may touch is configured here, never asked of the model: `--machine`
-//! (repeatable) limits it to those machines, `--read-only` to the reading tools, and no tool adds
-//! machines or credentials.
+//! (repeatable) limits it to those machines, `--read-only` to the reading tools, `--root`
+//! (repeatable) to local files beneath those directories (`local`), and no tool adds machines or
+//! credentials.
 
 mod command;
 mod file;
 mod input;
+mod local;
 mod machine;
 mod reply;
 mod resources;
@@ -30,9 +32,10 @@ use clap::Args;
 use remote_runner_engine::engine::EngineOptions;
 use remote_runner_engine::{Error, ErrorCode, Result};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -47,8 +50,14 @@ Examples:
   remote-runner mcp                                  # every configured machine, every tool
   remote-runner mcp --machine lab-gpu-01 --machine local
   remote-runner mcp --read-only --max-output-bytes 16384
+  remote-runner mcp --root ~/project --root /data/inputs   # local files only beneath these
   # Claude Code: claude mcp add remote-runner -- remote-runner mcp
 See docs/mcp.md for other clients and every tool.";
+
+/// Most tool calls served at once; past it a call is answered `busy` at once. With the bound on
+/// one request ([`input::MAX_LINE`], [`input::MAX_VALUES`]) it bounds the memory of the
+/// requests in flight.
+pub const MAX_CALLS_IN_FLIGHT: usize = 16;
 
 /// Default bound on how much of each of stdout and stderr one tool result carries.
 pub const DEFAULT_MAX_OUTPUT: usize = 64 * 1024;
@@ -71,6 +80,14 @@ pub struct McpArgs {
     /// elided with a note saying how to read it all); also the largest file_read and session_read
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_OUTPUT as u64, value_parser = clap::value_parser!(u64).range(1024..=(16 << 20)))]
     pub max_output_bytes: u64,
+    /// A directory whose files file_put, file_get and run_once may read and write on this host
+    /// (repeat for more; relative local paths are taken from the first). Nothing outside the
+    /// roots is reachable, through `..` or symlinks either; the state dir, machines' keys and
+    /// known_hosts files and ~/.ssh never are. A root may not be /, a home directory or one of
+    /// its ancestors [default: the directory the server starts in, unless it is one of those;
+    /// then the local file tools are refused]
+    #[arg(long = "root", value_name = "DIR")]
+    pub roots: Vec<std::path::PathBuf>,
 }
 
 /// Serve MCP on stdin/stdout until the client closes stdin.
@@ -88,13 +105,16 @@ pub async fn run(ctx: &Context, args: McpArgs) -> Result<Report> {
         // An unknown id is a configuration mistake: say so before serving anything.
         wired.machine(id)?;
     }
+    let roots = local::Roots::choose(&args.roots, &ctx.state_dir)?;
     let server = Server {
         state: Arc::new(State {
+            roots,
             state_dir: ctx.state_dir.clone(),
             wired,
             machines: args.machines,
             read_only: args.read_only,
             max_output,
+            in_flight: Arc::new(tokio::sync::Semaphore::new(MAX_CALLS_IN_FLIGHT)),
         }),
     };
     let (stdin, stdout) = rmcp::transport::io::stdio_pipes();
@@ -113,11 +133,15 @@ pub async fn run(ctx: &Context, args: McpArgs) -> Result<Report> {
 /// What every call shares: the engine and the configured scope.
 #[derive(Debug)]
 pub struct State {
+    /// Where the local file tools may reach on this host.
+    roots: local::Roots,
     state_dir: std::path::PathBuf,
     wired: Arc<crate::context::Wired>,
     machines: Vec<String>,
     read_only: bool,
     max_output: usize,
+    /// One permit per tool call being served.
+    in_flight: Arc<tokio::sync::Semaphore>,
 }
 
 impl State {
@@ -157,35 +181,6 @@ impl State {
         .retryable(false))
     }
 
-    /// Refuse a path on the server's host (`file_put` / `file_get`'s `local`, `run_once`'s
-    /// inputs and artifacts) that is, holds or lies in the state dir or `~/.ssh`. Those hold the
-    /// stored passwords, the machine records, the keys and the known hosts: uploading them would
-    /// put secrets in reach of a tool result, and downloading over them would add machines,
-    /// credentials or host keys, which no tool may do (and with `--machine` leaving out `local`,
-    /// these tools are the model's only reach into the host).
-    fn check_local(&self, path: &str) -> Result<()> {
-        let resolved = resolve(std::path::Path::new(path));
-        let mut guarded = vec![("the state dir", resolve(&self.state_dir))];
-        if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-            guarded.push(("~/.ssh", resolve(&std::path::Path::new(&home).join(".ssh"))));
-        }
-        for (what, dir) in guarded {
-            if resolved.starts_with(&dir) || dir.starts_with(&resolved) {
-                return Err(Error::new(
-                    ErrorCode::PermissionDenied,
-                    format!(
-                        "local path {path} is or holds {what} ({}), which holds credentials, \
-                         machines or host keys and is never read or written by an MCP tool; \
-                         pick a path outside it",
-                        dir.display()
-                    ),
-                )
-                .retryable(false));
-            }
-        }
-        Ok(())
-    }
-
     /// Refuse a session on a machine outside `--machine` (`unknown_session` when there is none).
     fn check_session(&self, session_id: &str) -> Result<()> {
         if self.machines.is_empty() {
@@ -194,30 +189,6 @@ impl State {
         let rec = self.engine().session_show(session_id)?;
         self.check_machine(&rec.machine_id)
     }
-}
-
-/// `path` made absolute with its existing part's symlinks, `.` and `..` resolved (the rest need
-/// not exist yet), so that no spelling of a guarded directory slips past [`State::check_local`].
-fn resolve(path: &std::path::Path) -> std::path::PathBuf {
-    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    let mut existing = abs.clone();
-    let mut rest = Vec::new();
-    while std::fs::symlink_metadata(&existing).is_err() {
-        let Some(name) = existing.file_name().map(|n| n.to_os_string()) else {
-            break;
-        };
-        rest.push(name);
-        existing.pop();
-    }
-    let mut out = std::fs::canonicalize(&existing).unwrap_or(existing);
-    for name in rest.into_iter().rev() {
-        if name == ".." {
-            out.pop();
-        } else if name != "." {
-            out.push(name);
-        }
-    }
-    out
 }
 
 /// Run a CLI handler whose future the compiler cannot prove `Send` (the transfers' tree walks)
@@ -304,6 +275,17 @@ impl ServerHandler for Server {
             .retryable(false);
             return Ok(Reply::error(&err).into_result().into());
         }
+        let Ok(_permit) = self.state.in_flight.clone().try_acquire_owned() else {
+            let err = Error::new(
+                ErrorCode::Busy,
+                format!(
+                    "this MCP server is already serving {MAX_CALLS_IN_FLIGHT} tool calls, its \
+                     bound; wait for one of them to return and call {name} again"
+                ),
+            )
+            .retryable(true);
+            return Ok(Reply::error(&err).into_result().into());
+        };
         let call = Call {
             state: self.state.clone(),
             progress: context
@@ -317,6 +299,29 @@ impl ServerHandler for Server {
             .await
             .unwrap_or_else(|e| Reply::error(&e));
         Ok(reply.into_result().into())
+    }
+
+    /// A request the input refused before parsing it (see `input`): its JSON-RPC error.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> std::result::Result<CustomResult, McpError> {
+        let refusal = (request.method == input::REFUSED_METHOD)
+            .then(|| request.params.as_ref()?.get("reason")?.as_str())
+            .flatten()
+            .and_then(input::Refusal::from_code);
+        match refusal {
+            Some(why) => Err(McpError::invalid_request(
+                why.message(),
+                Some(serde_json::json!({"code": why.code()})),
+            )),
+            None => Err(McpError::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                format!("there is no method {:?}", request.method),
+                None,
+            )),
+        }
     }
 
     async fn list_resources(

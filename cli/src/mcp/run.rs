@@ -1,12 +1,14 @@
 //! `run_once` (the CLI's `run once`) and `code_run` (the CLI's `code run`).
 
 use remote_runner_engine::engine::CommandRecord;
-use remote_runner_engine::{Error, Result};
+use remote_runner_engine::{Error, ErrorCode, Result};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::Call;
+use super::file::remote_name;
+use super::local::{Guarded, Stage};
 use super::reply::{Reply, command_text};
 use crate::commands::code::{self, RuntimeArgs};
 use crate::commands::run::{self as cli, OnceArgs as CliOnce, PathPair, RunCommand};
@@ -14,7 +16,7 @@ use crate::commands::run::{self as cli, OnceArgs as CliOnce, PathPair, RunComman
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Upload {
-    /// Path on the server's host
+    /// Path on the server's host, beneath one of its roots (--root; relative: from the first root)
     pub local: String,
     /// Where it goes on the machine (relative: under the run's cwd)
     pub remote: String,
@@ -25,7 +27,7 @@ pub struct Upload {
 pub struct Download {
     /// Path on the machine (relative: under the run's cwd)
     pub remote: String,
-    /// Where it goes on the server's host
+    /// Where it goes on the server's host, beneath one of its roots (--root; relative: from the first root)
     pub local: String,
 }
 
@@ -59,45 +61,81 @@ pub struct CodeArgs {
 
 pub async fn once(call: &Call, args: OnceArgs) -> Result<Reply> {
     call.state.check_machine(&args.machine)?;
-    for local in args.inputs.iter().flatten().map(|u| &u.local) {
-        call.state.check_local(local)?;
+    let roots = &call.state.roots;
+    let guarded = Guarded::collect(&call.state.state_dir);
+    // Inputs are copied from beneath the roots into a private staging directory and artifacts
+    // land there first (see `local`): the engine's run never names a path in a root.
+    let stage = Stage::new(&call.state.state_dir)?;
+    let inputs = args.inputs.unwrap_or_default();
+    let artifacts = args.artifacts.unwrap_or_default();
+    let mut staged_inputs = Vec::new();
+    for (n, u) in inputs.iter().enumerate() {
+        let target = roots.locate(&u.local)?;
+        let slot = stage.slot(n)?;
+        let staged = match target.stage_upload(roots, &guarded, &slot) {
+            Ok(staged) => staged,
+            // A missing input is the run's to report (as the CLI does), not a refusal.
+            Err(e) if e.code == ErrorCode::Io => slot.join("missing"),
+            Err(e) => return Err(e),
+        };
+        staged_inputs.push(PathPair {
+            from: staged.to_string_lossy().into_owned(),
+            to: u.remote.clone(),
+        });
     }
-    for local in args.artifacts.iter().flatten().map(|d| &d.local) {
-        call.state.check_local(local)?;
+    let mut targets = Vec::new();
+    let mut staged_artifacts = Vec::new();
+    for (n, d) in artifacts.iter().enumerate() {
+        let target = roots.locate(&d.local)?;
+        target.precheck_download(roots, &guarded)?;
+        let staged = stage.slot(inputs.len() + n)?.join("download");
+        staged_artifacts.push(PathPair {
+            from: d.remote.clone(),
+            to: staged.to_string_lossy().into_owned(),
+        });
+        targets.push((target, staged));
     }
     let state = call.state.clone();
     let once = CliOnce {
         machine: args.machine,
         cwd: args.cwd,
-        inputs: args
-            .inputs
-            .unwrap_or_default()
-            .into_iter()
-            .map(|u| PathPair {
-                from: u.local,
-                to: u.remote,
-            })
-            .collect(),
+        inputs: staged_inputs,
         cmd: args.command,
-        artifacts: args
-            .artifacts
-            .unwrap_or_default()
-            .into_iter()
-            .map(|d| PathPair {
-                from: d.remote,
-                to: d.local,
-            })
-            .collect(),
+        artifacts: staged_artifacts,
         keep_session: false,
         exit_code: false,
         verify: false,
         slurm_args: None,
     };
-    let json = super::on_own_thread(move || async move {
+    let mut json = super::on_own_thread(move || async move {
         let ctx = state.context(None);
         cli::run(&ctx, RunCommand::Once(once)).await.map(|r| r.json)
     })
     .await?;
+    for (n, u) in inputs.iter().enumerate() {
+        json["inputs"][n]["local"] = Value::from(u.local.as_str());
+    }
+    let guarded = Guarded::collect(&call.state.state_dir);
+    for (n, ((target, staged), d)) in targets.iter().zip(&artifacts).enumerate() {
+        let entry = &mut json["artifacts"][n];
+        entry["local"] = Value::from(d.local.as_str());
+        if !matches!(entry["status"].as_str(), Some("succeeded" | "partial")) {
+            continue;
+        }
+        if let Err(e) = target.place_download(roots, &guarded, staged, remote_name(&d.remote)) {
+            let error = serde_json::json!({
+                "code": e.code.as_str(),
+                "message": e.message,
+                "retryable": e.retryable,
+            });
+            entry["status"] = Value::from("failed");
+            entry["error"] = error.clone();
+            if !json["error"].is_object() {
+                json["error"] = error;
+            }
+        }
+    }
+    drop(stage);
     // A command that ran and failed is a result; a run that could not do its part (reach the
     // machine, upload an input, bring an artifact back) is a tool error, with its code.
     let ran = json["exit_code"].is_i64();

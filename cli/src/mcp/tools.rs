@@ -131,7 +131,7 @@ const SPECS: &[Spec] = &[
     },
     Spec {
         name: "file_put",
-        description: "Upload a file or directory from the server's host (local) to the session's machine (remote); replaces what is there.",
+        description: "Upload a file or directory from the server's host (local) to the session's machine (remote); replaces what is there. local must lie beneath one of the server's roots.",
         schema: schema::<file::TransferArgs>,
         read_only: false,
         destructive: true,
@@ -139,7 +139,7 @@ const SPECS: &[Spec] = &[
     },
     Spec {
         name: "file_get",
-        description: "Download a file or directory from the session's machine (remote) to the server's host (local); replaces what is there.",
+        description: "Download a file or directory from the session's machine (remote) to the server's host (local); replaces what is there. local must lie beneath one of the server's roots.",
         schema: schema::<file::TransferArgs>,
         read_only: false,
         destructive: true,

