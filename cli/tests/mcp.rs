@@ -211,7 +211,7 @@ fn mcp_huge_nested_requests_are_refused_with_bounded_memory() {
     scenario(&Bed::local(), "memory", "memory");
 }
 
-/// Issue 42, item 9: at most 16 tool calls are served at once; the rest are answered `busy`.
+/// Issue 42, item 9: at most 32 tool calls are served at once; the rest are answered `busy`.
 #[test]
 fn mcp_calls_in_flight_are_bounded() {
     scenario(&Bed::local(), "busy", "busy");

@@ -56,8 +56,8 @@ See docs/mcp.md for other clients and every tool.";
 
 /// Most tool calls served at once; past it a call is answered `busy` at once. With the bound on
 /// one request ([`input::MAX_LINE`], [`input::MAX_VALUES`]) it bounds the memory of the
-/// requests in flight.
-pub const MAX_CALLS_IN_FLIGHT: usize = 16;
+/// requests in flight. Room for an agent driving 20 sessions at once (the crowd test) and more.
+pub const MAX_CALLS_IN_FLIGHT: usize = 32;
 
 /// Default bound on how much of each of stdout and stderr one tool result carries.
 pub const DEFAULT_MAX_OUTPUT: usize = 64 * 1024;

@@ -989,10 +989,10 @@ async def busy():
         sid = await session(s)
         _, rec = await exec_(s, sid, "sleep 60", background=True)
         cid = rec["command_id"]
-        waits = [s.call_tool("command_wait", {"session_id": sid, "command_id": cid, "timeout_s": 6}) for _ in range(24)]
+        waits = [s.call_tool("command_wait", {"session_id": sid, "command_id": cid, "timeout_s": 6}) for _ in range(40)]
         results = await asyncio.gather(*waits)
         busy_ = [r for r in results if r.is_error]
-        check(len(results) - len(busy_) == 16, f"16 calls are served at once ({len(results) - len(busy_)} were)")
+        check(len(results) - len(busy_) == 32, f"32 calls are served at once ({len(results) - len(busy_)} were)")
         check(all("[busy]" in text(r) and r.structured_content["error"]["retryable"] for r in busy_),
               f"the other {len(busy_)} are answered busy, retryable: {text(busy_[0]) if busy_ else ''}")
         await ok(s, "command_stop", {"session_id": sid, "command_id": cid})
