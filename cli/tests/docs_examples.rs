@@ -170,3 +170,108 @@ fn session_file_and_run_examples_in_the_docs_work_as_written() {
         }
     }
 }
+
+/// The README's five-minute tour runs from a fresh state dir and a fresh HOME (no known_hosts)
+/// with no step failing: its `machine add lab` line, with the test bed's host, port, user and
+/// default cwd in place of the example's (its key is copied to `~/.ssh/id_ed25519`, the path
+/// the tour names), then `machine doctor lab`, then every `local` step. `cargo build` and the
+/// `export PATH` are this test's own build; `session attach` needs a terminal and is left out.
+#[test]
+fn the_readme_tour_runs_from_a_fresh_state_against_a_fresh_host_key() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .unwrap();
+    let tour = shell_examples(&readme, "## A five-minute tour", "## Documentation");
+    let sshd = remote_runner_testkit::Sshd::start()
+        .unwrap_or_else(|e| panic!("cannot start the sshd test bed: {e:#}"));
+    let sb = Sandbox::new();
+    let ssh_dir = sb.home().join(".ssh");
+    std::fs::create_dir_all(&ssh_dir).unwrap();
+    std::fs::copy(&sshd.keys.ed25519, ssh_dir.join("id_ed25519")).unwrap();
+    let scratch = sb.path().join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"),
+        scratch.join("README.md"),
+    )
+    .unwrap();
+
+    let bed = format!(
+        "--host 127.0.0.1 --port {} --user {}",
+        sshd.port,
+        remote_runner_testkit::TEST_USER
+    );
+    let mut steps = Vec::new();
+    for line in &tour {
+        let command = line.split(" #").next().unwrap_or(line).trim();
+        if command.is_empty()
+            || command.starts_with('#')
+            || command.starts_with("cargo build")
+            || command.starts_with("export PATH")
+            || command.contains("session attach")
+        {
+            continue;
+        }
+        let command = if command.contains("machine add lab ") {
+            assert!(
+                command.contains("--host 192.0.2.10 --user ely")
+                    && command.contains("--accept-new"),
+                "the tour's machine add changed: {command}"
+            );
+            command
+                .replace("--host 192.0.2.10 --user ely", &bed)
+                .replace("/home/ely", "/tmp")
+        } else {
+            command.to_string()
+        };
+        steps.push(command);
+    }
+    assert!(
+        steps.iter().any(|s| s.contains("machine doctor lab")),
+        "{steps:#?}"
+    );
+    assert!(steps.len() >= 10, "{steps:#?}");
+
+    let bin_dir = Path::new(common::BIN).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    // One script, as a reader would paste it: `set -x` names the step that failed.
+    let script = format!("set -ex\n{}\n", steps.join("\n"));
+    let mut sh = Command::new("sh");
+    sh.arg("-c")
+        .arg(&script)
+        .current_dir(&scratch)
+        .env("PATH", &path)
+        .env("HOME", sb.home())
+        .env("REMOTE_RUNNER_STATE_DIR", sb.state_dir())
+        .env_remove("REMOTE_RUNNER_SSH_CONFIG")
+        .env_remove("SSH_AUTH_SOCK")
+        .stdin(Stdio::null());
+    let r = common::run_command(sh, None);
+    assert_eq!(r.code, 0, "the tour failed:\n{script}\n{r:?}");
+    assert!(
+        r.stdout.contains(&sshd.host_key_fingerprint),
+        "the doctor shows the recorded key's fingerprint: {}",
+        r.stdout
+    );
+    let known_hosts = std::fs::read_to_string(ssh_dir.join("known_hosts")).unwrap();
+    assert!(
+        known_hosts.contains(&format!("[127.0.0.1]:{}", sshd.port)),
+        "{known_hosts}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(scratch.join("lines.txt"))
+            .unwrap()
+            .trim(),
+        format!(
+            "{} README.copy",
+            std::fs::read_to_string(scratch.join("README.md"))
+                .unwrap()
+                .lines()
+                .count()
+        )
+    );
+}
