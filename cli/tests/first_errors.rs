@@ -254,3 +254,205 @@ fn the_unknown_host_key_fix_of_session_create_runs_as_written() {
     assert_eq!(shown["key_path"], key);
     assert_eq!(shown["host_key_policy"], "accept-new", "{shown}");
 }
+
+fn help(args: &[&str]) -> String {
+    let r = Sandbox::new().run(&[args, &["--help"]].concat());
+    assert_eq!(r.code, 0, "{args:?}: {r:?}");
+    r.stdout
+}
+
+#[test]
+fn a_commands_help_shows_its_own_options_not_every_global_one() {
+    let add = help(&["machine", "add"]);
+    assert!(
+        add.lines().count() <= 70,
+        "{} lines:\n{add}",
+        add.lines().count()
+    );
+    for hidden in ["--state-dir", "--color", "--timeout", "Not used"] {
+        assert!(
+            !add.contains(hidden),
+            "machine add --help shows {hidden}:\n{add}"
+        );
+    }
+    // mcp reaches machines, and its own calls carry their timeouts: no "does not reach".
+    let mcp = help(&["mcp"]);
+    assert!(
+        !mcp.contains("--timeout") && !mcp.contains("Not used"),
+        "{mcp}"
+    );
+    // Where --timeout applies it is still there, and every global option in the top help.
+    assert!(help(&["session", "exec"]).contains("--timeout <SECONDS>"));
+    let top = help(&[]);
+    for global in ["--json", "--timeout", "--state-dir", "--color"] {
+        assert!(top.contains(global), "{top}");
+    }
+    // Hidden is not refused: the global options still work after any subcommand.
+    let sb = Sandbox::new();
+    let other = sb.path().join("other-state");
+    let r = sb.run(&[
+        "machine",
+        "list",
+        "--state-dir",
+        other.to_str().unwrap(),
+        "--color",
+        "never",
+        "--timeout",
+        "5",
+        "--json",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(other.is_dir(), "--state-dir after the subcommand is used");
+
+    let exec = help(&["session", "exec"]);
+    let mode = exec
+        .lines()
+        .find(|l| l.trim_start().starts_with("--mode <MODE>"))
+        .unwrap_or_else(|| panic!("{exec}"));
+    assert!(
+        mode.contains("`wait`: return when the command finishes"),
+        "{mode}"
+    );
+    let list = help(&["session", "list"]);
+    assert!(list.contains("active, lost and destroyed"), "{list}");
+    assert!(!list.contains("recoverable"), "{list}");
+}
+
+#[test]
+fn a_machine_id_that_differs_only_in_case_is_did_you_mean() {
+    let sb = Sandbox::new();
+    sb.add_key_machine("lab", "192.0.2.10");
+    let r = sb.run(&["machine", "doctor", "Lab", "--json"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    let err = r.error();
+    let msg = err["message"].as_str().unwrap();
+    assert!(msg.contains("did you mean \"lab\"?"), "{msg}");
+    assert!(
+        !msg.contains("machine add"),
+        "adding Lab would be a duplicate: {msg}"
+    );
+    // A truly new id still gets the add hint.
+    let r = sb.run(&["machine", "show", "gamma", "--json"]);
+    let msg = r.error()["message"].as_str().unwrap().to_string();
+    assert!(msg.contains("machine add gamma"), "{msg}");
+}
+
+#[test]
+fn an_empty_session_id_is_a_clear_usage_error() {
+    let sb = Sandbox::new();
+    for args in [
+        vec!["session", "show", "--session", "", "--json"],
+        vec![
+            "session",
+            "exec",
+            "--session",
+            "",
+            "--cmd",
+            "true",
+            "--json",
+        ],
+    ] {
+        let r = sb.run(&args);
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        let err = r.error();
+        assert_eq!(err["code"], "invalid_argument", "{err}");
+        let msg = err["message"].as_str().unwrap();
+        assert!(msg.starts_with("the session id is empty"), "{msg}");
+        assert!(msg.contains("remote-runner session list"), "{msg}");
+    }
+}
+
+#[test]
+fn a_json_usage_error_reads_as_one_sentence() {
+    let r = Sandbox::new().run(&["session", "exec", "--session", "s1", "--json"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    let msg = r.error()["message"].as_str().unwrap().to_string();
+    assert!(
+        msg.starts_with(
+            "the following required arguments were not provided: <--cmd <COMMAND>|--cmd-file <PATH>>"
+        ),
+        "{msg}"
+    );
+    assert!(!msg.contains(":;"), "{msg}");
+}
+
+/// The MCP server's instructions say which machines its tools reach.
+#[test]
+fn mcp_instructions_do_not_promise_local_when_it_is_left_out() {
+    let sb = Sandbox::new();
+    sb.add_key_machine("lab", "192.0.2.10");
+    let handshake = concat!(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        "\n"
+    );
+    let instructions = |machines: &[&str]| {
+        let mut args = vec!["mcp"];
+        for m in machines {
+            args.extend(["--machine", m]);
+        }
+        let r = sb.run_with_stdin(&args, handshake);
+        let first = r.stdout.lines().next().unwrap_or_else(|| panic!("{r:?}"));
+        let v: serde_json::Value = serde_json::from_str(first).unwrap();
+        v["result"]["instructions"].as_str().unwrap().to_string()
+    };
+    let only_lab = instructions(&["lab"]);
+    assert!(
+        only_lab.starts_with("Runs commands on the Linux machines lab only (not `local`"),
+        "{only_lab}"
+    );
+    let all = instructions(&[]);
+    assert!(all.contains("`local` is the server's host"), "{all}");
+    let both = instructions(&["lab", "local"]);
+    assert!(
+        both.contains("lab, local (`local` is the server's host)"),
+        "{both}"
+    );
+}
+
+/// docs/cli.md and docs/mcp.md say what the program does.
+#[test]
+fn the_docs_match_the_program_on_the_first_hours_details() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let cli_md = std::fs::read_to_string(root.join("docs/cli.md")).unwrap();
+    let mcp_md = std::fs::read_to_string(root.join("docs/mcp.md")).unwrap();
+
+    // Every field of a machine record is in the record table.
+    let sb = Sandbox::new();
+    let local = sb.ok_json(&["machine", "show", "local"]);
+    let start = cli_md.find("| `machine_id` |").unwrap();
+    let table = &cli_md[start..start + cli_md[start..].find("\n\n").unwrap()];
+    for field in local.as_object().unwrap().keys() {
+        assert!(
+            table.contains(&format!("`{field}`")),
+            "docs/cli.md's machine record lacks `{field}`"
+        );
+    }
+    // `code run --json` is one compact line, and the docs say so.
+    assert!(
+        cli_md.contains("`code run --json` prints"),
+        "docs/cli.md on code run"
+    );
+    // --from-ssh-config's default cwd.
+    let r = {
+        std::fs::create_dir_all(sb.home().join(".ssh")).unwrap();
+        std::fs::write(
+            sb.home().join(".ssh/config"),
+            "Host web1\n    HostName 192.0.2.20\n    User ely\n",
+        )
+        .unwrap();
+        sb.ok_json(&["machine", "add", "web1", "--from-ssh-config"])
+    };
+    assert_eq!(r["default_cwd"], "/home/ely");
+    assert!(cli_md.contains("the default cwd is the user's usual home, `/home/USER`"));
+    // Codex has its snippet.
+    let toml = mcp_md
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("docs/mcp.md has a toml block for Codex");
+    assert!(toml.contains("[mcp_servers.remote-runner]"), "{toml}");
+    assert!(
+        toml.contains("command = \"remote-runner\"\nargs = [\"mcp\"]"),
+        "{toml}"
+    );
+}
