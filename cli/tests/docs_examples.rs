@@ -171,6 +171,51 @@ fn session_file_and_run_examples_in_the_docs_work_as_written() {
     }
 }
 
+/// The completions and man examples of docs/cli.md run as one script (`set -e`) in a sandbox
+/// whose HOME has the directories they write into.
+#[test]
+fn completions_and_man_examples_in_the_docs_work_as_written() {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/cli.md"))
+        .unwrap();
+    let examples = shell_examples(&doc, "## Completions and man", "## Local state");
+    assert!(examples.len() >= 5, "{examples:#?}");
+    let sb = Sandbox::new();
+    for dir in [
+        ".local/share/bash-completion/completions",
+        ".zfunc",
+        ".config/fish/completions",
+    ] {
+        std::fs::create_dir_all(sb.home().join(dir)).unwrap();
+    }
+    let scratch = sb.path().join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+    let bin_dir = Path::new(common::BIN).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let script = format!("set -e\n{}\n", examples.join("\n"));
+    let mut sh = Command::new("sh");
+    sh.arg("-c")
+        .arg(&script)
+        .current_dir(&scratch)
+        .env("PATH", &path)
+        .env("HOME", sb.home())
+        .env("REMOTE_RUNNER_STATE_DIR", sb.state_dir())
+        .env("MANPAGER", "cat")
+        .stdin(Stdio::null());
+    let r = common::run_command(sh, None);
+    assert_eq!(r.code, 0, "{script}\n{r:?}");
+    let bash = std::fs::read_to_string(
+        sb.home()
+            .join(".local/share/bash-completion/completions/remote-runner"),
+    )
+    .unwrap();
+    assert!(bash.contains("remote-runner"), "{bash}");
+    assert!(scratch.join("man/remote-runner-machine-add.1").is_file());
+}
+
 /// The README's five-minute tour runs from a fresh state dir and a fresh HOME (no known_hosts)
 /// with no step failing: its `machine add lab` line, with the test bed's host, port, user and
 /// default cwd in place of the example's (its key is copied to `~/.ssh/id_ed25519`, the path
@@ -543,7 +588,7 @@ fn every_help_example_works_as_written() {
             "pytest is not installed on the test bed",
         ),
         (
-            "--slurm-args",
+            "session create --machine hpc",
             &[9],
             "the test bed's sshd has no Slurm controller",
         ),
