@@ -3,7 +3,7 @@
 
 use remote_runner_engine::Error;
 use remote_runner_engine::error::Hint;
-use remote_runner_engine::hint::keyscan_command;
+use remote_runner_engine::hint::{keyscan_command, shell_word};
 
 /// An error's message followed by its hint, as the CLI shows it.
 pub fn message(err: &Error) -> String {
@@ -57,11 +57,18 @@ pub fn text(hint: &Hint) -> String {
             host,
             port,
             known_hosts,
-        } => format!(
-            "once verified, accept it with `remote-runner machine add ... --accept-new` (or \
-             host_key_policy accept-new), or run `{}`",
-            keyscan_command(host, *port, known_hosts)
-        ),
+            machine_id,
+        } => match machine_id {
+            Some(id) => format!(
+                "once verified, accept it with `{}` (or record it with `{}`)",
+                accept_new_command(id),
+                keyscan_command(host, *port, known_hosts)
+            ),
+            None => format!(
+                "once verified, record it with `{}`",
+                keyscan_command(host, *port, known_hosts)
+            ),
+        },
         Hint::ChangeDefaultCwd { machine_id } => format!(
             "change it with `remote-runner machine add {machine_id} --replace --confirm-replace \
              {machine_id} ... --default-cwd DIR`"
@@ -97,6 +104,13 @@ pub fn text(hint: &Hint) -> String {
         // data).
         other => format!("next step: {}", other.kind().replace('_', " ")),
     }
+}
+
+/// The command that turns on accept-new for a stored machine and keeps every other field (a
+/// `--replace` without them keeps the stored values, the password included).
+pub fn accept_new_command(machine_id: &str) -> String {
+    let id = shell_word(machine_id);
+    format!("remote-runner machine add {id} --replace --confirm-replace {id} --accept-new")
 }
 
 /// A path as one shell word: bare when it is plainly safe, single-quoted otherwise.

@@ -69,15 +69,7 @@ fn usage_error(err: clap::Error) -> u8 {
         let message = if err.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
             "a subcommand is missing; add --help to see the commands".to_string()
         } else {
-            err.render()
-                .to_string()
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with("Usage:"))
-                .collect::<Vec<_>>()
-                .join("; ")
-                .trim_start_matches("error: ")
-                .to_string()
+            one_line(&err.render().to_string())
         };
         let out = Output::new(true, ColorMode::Never);
         out.error(&Error::invalid(message));
@@ -85,6 +77,23 @@ fn usage_error(err: clap::Error) -> u8 {
     }
     let _ = err.print();
     exit::USAGE
+}
+
+/// clap's multi-line usage error as one line: a line that ends with `:` runs on into the next
+/// (`were not provided: --cmd`), other lines are joined with `; `; the usage line is dropped.
+fn one_line(rendered: &str) -> String {
+    let mut message = String::new();
+    for line in rendered
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("Usage:"))
+    {
+        if !message.is_empty() {
+            message.push_str(if message.ends_with(':') { " " } else { "; " });
+        }
+        message.push_str(line);
+    }
+    message.trim_start_matches("error: ").to_string()
 }
 
 /// Diagnostics on stderr, off unless `RUST_LOG` asks for them.

@@ -40,9 +40,6 @@ call of `session create|send|read|destroy`, `session command show|stop`, `file l
 `machine remove --force` (on expiry: error `timeout`). Commands that only read local records \
 ignore it. Each command's --help says it in one line; docs/cli.md has the table";
 
-/// A command that never reaches a machine.
-const NOT_USED: &str = "Not used: this command does not reach a machine";
-
 /// Bounds the whole call.
 const WHOLE: &str =
     "Bounds the whole call, connecting included; on expiry: error `timeout` (exit 6)";
@@ -106,22 +103,22 @@ const PER_COMMAND: &[(&str, &str)] = &[
 ];
 
 /// Gives `--timeout` its meaning in each command's help: one line per command (from
-/// [`PER_COMMAND`], or [`NOT_USED`]), [`HELP_SHORT`] for a group, and the whole explanation,
-/// [`HELP`], only in `remote-runner --help`. Each subcommand gets its own copy of the global
-/// option with its own help (clap propagates a global option only where none of that id is
-/// defined; the value still reaches the top level by id).
+/// [`PER_COMMAND`]), [`HELP_SHORT`] for a group, and the whole explanation, [`HELP`], only in
+/// `remote-runner --help`. A command it does not apply to still accepts it (a script may pass
+/// it to every call) but does not show it. `--state-dir` and `--color` are shown only in
+/// `remote-runner --help`: each subcommand gets its own hidden copy of those (clap propagates
+/// a global option only where none of that id is defined; the value still reaches the top
+/// level by id), so a command's help lists what that command is about.
 pub fn annotate(cmd: clap::Command) -> clap::Command {
-    let Some(option) = cmd
+    let copies: Vec<clap::Arg> = cmd
         .get_arguments()
-        .find(|a| a.get_id() == "timeout")
+        .filter(|a| ["timeout", "state_dir", "color"].contains(&a.get_id().as_str()))
         .cloned()
-    else {
-        return cmd;
-    };
-    annotate_below(cmd, "", &option)
+        .collect();
+    annotate_below(cmd, "", &copies)
 }
 
-fn annotate_below(cmd: clap::Command, path: &str, option: &clap::Arg) -> clap::Command {
+fn annotate_below(cmd: clap::Command, path: &str, copies: &[clap::Arg]) -> clap::Command {
     let names: Vec<String> = cmd
         .get_subcommands()
         .map(|s| s.get_name().to_owned())
@@ -129,16 +126,24 @@ fn annotate_below(cmd: clap::Command, path: &str, option: &clap::Arg) -> clap::C
     names.iter().fold(cmd, |cmd, name| {
         let path = format!("{path} {name}").trim_start().to_owned();
         cmd.mut_subcommand(name, |sub| {
-            let text = if sub.has_subcommands() {
-                HELP_SHORT
-            } else {
-                PER_COMMAND
-                    .iter()
-                    .find(|(p, _)| *p == path)
-                    .map_or(NOT_USED, |(_, text)| text)
-            };
-            let sub = sub.arg(option.clone().help(text).long_help(text));
-            annotate_below(sub, &path, option)
+            let sub = copies.iter().fold(sub, |sub, option| {
+                if option.get_id() != "timeout" {
+                    return sub.arg(option.clone().hide(true));
+                }
+                let text = if sub.has_subcommands() {
+                    Some(HELP_SHORT)
+                } else {
+                    PER_COMMAND
+                        .iter()
+                        .find(|(p, _)| *p == path)
+                        .map(|(_, text)| *text)
+                };
+                match text {
+                    Some(text) => sub.arg(option.clone().help(text).long_help(None::<&str>)),
+                    None => sub.arg(option.clone().hide(true)),
+                }
+            });
+            annotate_below(sub, &path, copies)
         })
     })
 }

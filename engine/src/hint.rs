@@ -48,6 +48,9 @@ pub enum Hint {
         host: String,
         port: u16,
         known_hosts: String,
+        /// The machine whose connection met the key, when known (its policy can be changed).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        machine_id: Option<String>,
     },
     /// A machine's default working directory can be changed.
     ChangeDefaultCwd { machine_id: String },
@@ -102,5 +105,9 @@ pub fn keyscan_command(host: &str, port: u16, known_hosts: &str) -> String {
     } else {
         format!("-p {port} ")
     };
-    format!("ssh-keyscan {port}{host} >> {known_hosts}")
+    format!(
+        "ssh-keyscan {port}{} >> {}",
+        shell_word(host),
+        shell_word(known_hosts)
+    )
 }

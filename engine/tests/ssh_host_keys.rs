@@ -33,6 +33,7 @@ async fn unknown_key_is_refused_with_fingerprint_and_fix() {
             host: "127.0.0.1".into(),
             port: sshd.port,
             known_hosts: kh.to_string_lossy().into_owned(),
+            machine_id: Some(m.machine_id.clone()),
         }),
         "{err:?}"
     );

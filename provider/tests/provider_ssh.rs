@@ -146,3 +146,68 @@ fn output_past_one_read_streams_exactly_with_characters_split_across_reads() {
     host.send("cancel", json!({"requestId": "c:1"}));
     assert_eq!(host.next_non_screen(T)["status"], "closed");
 }
+
+/// The first errors of a provider set up by hand name the true cause, and their fix runs as
+/// written: a missing `REMOTE_RUNNER_KEY_PATH` file is named; an unknown host key comes with the
+/// `ssh-keyscan` line that records it, and after running that line literally `start` succeeds.
+#[test]
+fn a_missing_key_is_named_and_the_host_key_fix_runs_as_written() {
+    let sshd = Sshd::start().expect("sshd test bed");
+    let local = tempfile::tempdir().unwrap();
+    let remote = sshd.remote_dir("provider-first-errors").unwrap();
+    let base = sshd.provider_env(&local.path().join("state"), &remote);
+    let with = |key: &'static str, value: String| {
+        let mut env = base.clone();
+        env.retain(|(k, _)| *k != key);
+        env.push((key, value));
+        env
+    };
+
+    let missing = local.path().join("no_such_key");
+    let env = with("REMOTE_RUNNER_KEY_PATH", missing.display().to_string());
+    let mut host = Host::spawn(local.path(), &env);
+    host.hello();
+    let failure = host.start("/x");
+    assert_eq!(failure["type"], "failure", "{failure}");
+    let msg = failure["message"].as_str().unwrap();
+    assert!(
+        msg.contains(&format!(
+            "the key file {} does not exist",
+            missing.display()
+        )),
+        "{msg}"
+    );
+    drop(host);
+
+    let known_hosts = local.path().join("fresh_known_hosts");
+    let env = with(
+        "REMOTE_RUNNER_KNOWN_HOSTS",
+        known_hosts.display().to_string(),
+    );
+    let mut host = Host::spawn(local.path(), &env);
+    host.hello();
+    let failure = host.start("/x");
+    assert_eq!(failure["type"], "failure", "{failure}");
+    let msg = failure["message"].as_str().unwrap();
+    assert!(msg.contains(&sshd.host_key_fingerprint), "{msg}");
+    let fix = msg
+        .split('`')
+        .find(|part| part.starts_with("ssh-keyscan "))
+        .unwrap_or_else(|| panic!("no ssh-keyscan line in: {msg}"));
+    assert!(!msg.contains("machine add"), "{msg}");
+    drop(host);
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(fix)
+        .stdin(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "{fix}");
+
+    let mut host = Host::spawn(local.path(), &env);
+    host.hello();
+    let ready = host.start("/x");
+    assert_eq!(ready["type"], "ready", "{ready}");
+    host.send("cancel", json!({"requestId": "c:1"}));
+    assert_eq!(host.next_non_screen(T)["status"], "closed");
+}

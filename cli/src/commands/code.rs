@@ -24,7 +24,8 @@ use crate::exit;
 
 pub const GROUP_EXAMPLES: &str = "\
 Examples:
-  echo 'console.log(\"hi\"); return 1 + 1' | remote-runner code run --machine local --language javascript --json
+  echo 'console.log(\"hi\"); return 1 + 1' | \\
+      remote-runner code run --machine local --language javascript --json
   remote-runner code run --machine lab-gpu-01 --language python --program job.py --time-budget 60
   remote-runner code serve --machine lab-gpu-01 --language javascript";
 

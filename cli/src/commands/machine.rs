@@ -145,8 +145,10 @@ pub struct AddArgs {
     /// Login user
     #[arg(long)]
     pub user: Option<String>,
-    /// How to authenticate [default: key, or password with --password-stdin]
-    #[arg(long, value_enum)]
+    /// How to authenticate: key (--key-path, ssh_config IdentityFile or ~/.ssh/id_*), agent
+    /// (ssh-agent) or password (kept in the credential file) [default: key, or password with
+    /// --password-stdin]
+    #[arg(long, value_enum, hide_possible_values = true)]
     pub auth: Option<AuthArg>,
     /// Private key file for --auth key
     #[arg(long, value_name = "PATH")]
@@ -190,8 +192,8 @@ pub struct AddArgs {
     #[arg(long)]
     pub no_input: bool,
     /// Who places sessions and runs: `slurm` makes this host a cluster's login node (sessions
-    /// run in allocations, runs are batch jobs; docs/slurm.md) [default: none]
-    #[arg(long, value_enum)]
+    /// run in allocations, runs are batch jobs; docs/slurm.md) or `none` [default: none]
+    #[arg(long, value_enum, hide_possible_values = true)]
     pub scheduler: Option<SchedulerArg>,
     /// Default arguments for salloc/sbatch, as one shell-quoted string (partition, time,
     /// account, gres, ...), e.g. "--partition=gpu --time=60"; options only: those

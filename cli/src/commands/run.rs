@@ -26,7 +26,7 @@ Examples:
 pub enum RunCommand {
     /// Create a session, upload inputs, run, download artifacts, save a manifest
     #[command(
-        after_help = "Examples:\n  remote-runner run once --machine lab-gpu-01 --cwd /home/ely/project \\\n      --input ./input.json=/home/ely/project/input.json \\\n      --cmd 'python train.py --input input.json --output output.txt' \\\n      --artifact /home/ely/project/output.txt=./output.txt --json"
+        after_help = "Examples:\n  remote-runner run once --machine lab-gpu-01 --cwd /home/ely/project \\\n      --input ./input.json=/home/ely/project/input.json \\\n      --cmd 'python3 train.py --input input.json --output output.txt' \\\n      --artifact /home/ely/project/output.txt=./output.txt --json"
     )]
     Once(OnceArgs),
     /// List recorded runs

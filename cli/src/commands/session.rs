@@ -29,7 +29,8 @@ pub enum SessionCommand {
         after_help = "Examples:\n  remote-runner session create --machine local --json\n  remote-runner session create --machine lab-gpu-01 --cwd /home/ely/project --json\n  # a Slurm machine: the shell runs in an allocation\n  remote-runner --timeout 120 session create --machine hpc --slurm-args '--time=30' --json"
     )]
     Create(CreateArgs),
-    /// List active and recoverable sessions
+    /// List every session record, oldest first: active, lost and destroyed ones (the STATUS
+    /// column says which)
     #[command(
         after_help = "Examples:\n  remote-runner session list\n  remote-runner session list --machine lab-gpu-01 --json"
     )]
@@ -51,7 +52,7 @@ pub enum SessionCommand {
     /// Type into the session's terminal (a running program or the shell) and get the reply
     #[command(
         long_about = "Type text and/or keys into the session's terminal, then wait (bounded by --timeout, default 30 s) for the reply and print it: the new output of the running command (its stdout and stderr), or of the shell when nothing runs. The wait ends when the output matches --wait-for, when it is quiet for --quiet milliseconds, or by default when the program waits for input again (seen from its process state) or its command ends.",
-        after_help = "Examples:\n  remote-runner session send --session sess_abc123 --input 'print(6*7)' --wait-for '>>> $' --json\n  remote-runner session send --session sess_abc123 --input y              # answer a [y/N] prompt\n  remote-runner session send --session sess_abc123 --key C-c              # interrupt\n  remote-runner session send --session sess_abc123 --input 'make' --quiet 2000 --timeout 120"
+        after_help = "Examples:\n  # a session running python3: type a line, wait for the next prompt\n  remote-runner session send --session sess_abc123 --input 'print(6*7)' --wait-for '>>> $' --json\n  remote-runner session send --session sess_abc123 --input y              # answer a [y/N] prompt\n  remote-runner session send --session sess_abc123 --key C-c              # interrupt\n  remote-runner session send --session sess_abc123 --input 'make' --quiet 2000 --timeout 120"
     )]
     Send(SendArgs),
     /// Read the session transcript from a cursor
@@ -140,7 +141,9 @@ pub struct ExecArgs {
     /// cd here first (the session's shell stays there afterwards)
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<String>,
-    #[arg(long, value_enum, default_value_t = ExecMode::Wait)]
+    /// `wait`: return when the command finishes, with its exit code and output; `background`:
+    /// return once it started, with its command id (follow it with `session command wait`)
+    #[arg(long, value_enum, default_value_t = ExecMode::Wait, hide_possible_values = true)]
     pub mode: ExecMode,
     /// With --mode background: give the command a terminal of its own (a tmux window of the
     /// session) as its stdin, to type into with `session send --command-id` (else /dev/null)

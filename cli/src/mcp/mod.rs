@@ -238,7 +238,7 @@ impl ServerHandler for Server {
         );
         info.server_info.name = "remote-runner".into();
         info.server_info.version = env!("CARGO_PKG_VERSION").into();
-        info.with_instructions(tools::INSTRUCTIONS)
+        info.with_instructions(tools::instructions(&self.state.machines))
     }
 
     async fn list_tools(

@@ -12,8 +12,26 @@ use serde_json::{Value, json};
 use super::reply::Reply;
 use super::{Call, command, file, machine, run, send, session};
 
-pub const INSTRUCTIONS: &str = "Runs commands on configured Linux machines (`local` is the \
-server's host) in persistent shell sessions: machine_list, then session_create, then \
+/// The server's instructions: which machines its tools reach (all configured ones, `local`
+/// among them, or only those `--machine` names), then how to use the tools.
+pub fn instructions(machines: &[String]) -> String {
+    let reach = if machines.is_empty() {
+        "configured Linux machines (`local` is the server's host)".to_string()
+    } else if machines.iter().any(|m| m == "local") {
+        format!(
+            "the Linux machines {} (`local` is the server's host)",
+            machines.join(", ")
+        )
+    } else {
+        format!(
+            "the Linux machines {} only (not `local`, the server's host)",
+            machines.join(", ")
+        )
+    };
+    format!("Runs commands on {reach} {USAGE}")
+}
+
+const USAGE: &str = "in persistent shell sessions: machine_list, then session_create, then \
 session_exec (cd and export persist). A failing command is a result with its exit_code, not a \
 tool error. Output in a result is capped (head and tail kept): read all of it with file_read on \
 the record's remote_stdout_file / remote_stderr_file. A call that waits longer than timeout_s \

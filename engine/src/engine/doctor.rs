@@ -50,6 +50,17 @@ pub struct DoctorReport {
     pub session_tools: Option<SessionTools>,
     /// The Slurm commands and partitions of a Slurm login node.
     pub slurm: Option<SlurmFinding>,
+    /// Checks that did not run because an earlier step failed, each with why (their `*_ok` /
+    /// `tmux_found` fields are then `false` without meaning that the check failed).
+    pub skipped: Vec<SkippedCheck>,
+}
+
+/// A check that did not run, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedCheck {
+    /// `auth`, `default_cwd` or `tmux`.
+    pub check: &'static str,
+    pub why: String,
 }
 
 impl DoctorReport {
@@ -60,6 +71,14 @@ impl DoctorReport {
             && self.auth_ok
             && self.default_cwd_ok
             && self.tmux_found
+    }
+
+    /// Why `check` (`auth`, `default_cwd`, `tmux`) did not run, if it did not.
+    pub fn skipped(&self, check: &str) -> Option<&str> {
+        self.skipped
+            .iter()
+            .find(|s| s.check == check)
+            .map(|s| s.why.as_str())
     }
 }
 
@@ -186,7 +205,9 @@ async fn check_ssh(
         }),
         session_tools: None,
         slurm: None,
+        skipped: Vec::new(),
     };
+    report.skipped = skipped_after(&report);
     if auth_ok {
         // A second connection, never asking for a passphrase again: a key that needed one
         // on this terminal leaves the probe's own tmux check standing.
@@ -330,5 +351,35 @@ fn check_local(machine: &Machine) -> DoctorReport {
         auth: None,
         session_tools: None,
         slurm: None,
+        skipped: Vec::new(),
     }
+}
+
+/// The checks an SSH probe could not reach: everything after the first step that failed.
+fn skipped_after(report: &DoctorReport) -> Vec<SkippedCheck> {
+    let host_key = report.host_key.as_ref().map(|h| h.status.as_str());
+    let (checks, why): (&[&'static str], &str) = if !report.reachable {
+        (
+            &["auth", "default_cwd", "tmux"],
+            "the machine was not reached",
+        )
+    } else if !matches!(host_key, Some("known" | "recorded")) {
+        let why = if host_key == Some("not_checked") {
+            "the SSH handshake did not complete"
+        } else {
+            "the host key is not trusted"
+        };
+        (&["auth", "default_cwd", "tmux"], why)
+    } else if !report.auth_ok {
+        (&["default_cwd", "tmux"], "login failed")
+    } else {
+        (&[], "")
+    };
+    checks
+        .iter()
+        .map(|&check| SkippedCheck {
+            check,
+            why: why.to_string(),
+        })
+        .collect()
 }

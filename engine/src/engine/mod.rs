@@ -205,6 +205,12 @@ impl Engine {
     }
 
     fn load_session(&self, session_id: &str) -> Result<SessionRecord> {
+        if session_id.trim().is_empty() {
+            return Err(
+                Error::invalid("the session id is empty; give a session id (sess_...)")
+                    .with_hint(Hint::ListSessions),
+            );
+        }
         self.with_store(|s| store::sessions::get(s, session_id))?
             .ok_or_else(|| {
                 Error::new(

@@ -407,6 +407,7 @@ mod tests {
                 host: "10.0.0.9".into(),
                 port: 2222,
                 known_hosts: "/home/u/.ssh/known_hosts".into(),
+                machine_id: Some("lab".into()),
             },
         );
         let bytes = encode(3, Reply::from_error(&err), b"");

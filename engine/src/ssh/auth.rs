@@ -26,6 +26,64 @@ pub struct AuthReport {
     pub offered: Vec<String>,
     pub tried: Vec<String>,
     pub succeeded: Option<String>,
+    /// What was wrong with a key file the user named (missing, unreadable, locked), in order:
+    /// the first one is the fix an auth failure leads with.
+    pub key_problems: Vec<KeyProblem>,
+}
+
+/// A key file the user named that could not be offered, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyProblem {
+    pub path: PathBuf,
+    pub kind: KeyProblemKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyProblemKind {
+    /// No file at that path.
+    Missing,
+    /// The file is there but cannot be read or parsed (the reason, without secrets).
+    Unreadable(String),
+    /// Encrypted, and no passphrase could be had (why not).
+    Locked(String),
+    /// Encrypted, and the passphrase given did not decrypt it.
+    WrongPassphrase,
+}
+
+impl KeyProblem {
+    /// What is wrong with the file, and the fix, in one sentence each.
+    fn explain(&self) -> (String, String) {
+        let p = self.path.display();
+        let word = crate::shell::shell_quote(&self.path.display().to_string());
+        match &self.kind {
+            KeyProblemKind::Missing => (
+                format!("the key file {p} does not exist"),
+                format!(
+                    "point the machine's key_path (or ssh_config IdentityFile) at your private \
+                     key, or create this one with `ssh-keygen -t ed25519 -f {word}` and add \
+                     {p}.pub to the server's ~/.ssh/authorized_keys"
+                ),
+            ),
+            KeyProblemKind::Unreadable(why) => (
+                format!("the key file {p} cannot be read ({why})"),
+                format!(
+                    "make it a private key readable by you (`chmod 600 {word}`), or point \
+                     key_path at another key"
+                ),
+            ),
+            KeyProblemKind::Locked(why) => (
+                format!("the key file {p} is encrypted and {why}"),
+                format!(
+                    "load it into ssh-agent (`ssh-add {word}`) and run again, or run on a \
+                     terminal to be asked for its passphrase"
+                ),
+            ),
+            KeyProblemKind::WrongPassphrase => (
+                format!("the passphrase did not decrypt the key file {p}"),
+                format!("run again and type its passphrase, or load it with `ssh-add {word}`"),
+            ),
+        }
+    }
 }
 
 /// Decrypted identity files, kept per pool so a reconnect does not ask again.
@@ -123,16 +181,26 @@ fn auth_failed(target: &Target, opts: &ConnectOptions, report: &AuthReport) -> E
     } else {
         report.tried.join("; ")
     };
-    let mut hint = String::from(
-        "add your public key to the server's ~/.ssh/authorized_keys and set key_path (or load it into ssh-agent)",
-    );
+    // A named key that could not even be offered is the likeliest cause: lead with it.
+    let (cause, mut hint) = match report.key_problems.first() {
+        Some(problem) => {
+            let (what, fix) = problem.explain();
+            (format!(": {what}"), fix)
+        }
+        None => (
+            String::new(),
+            String::from(
+                "add your public key to the server's ~/.ssh/authorized_keys and set key_path (or load it into ssh-agent)",
+            ),
+        ),
+    };
     if opts.password.is_none() && report.offered.iter().any(|m| m == "password") {
         hint.push_str(", or store the machine's password");
     }
     Error::new(
         ErrorCode::AuthFailed,
         format!(
-            "authentication as {} failed: the server offered [{offered}]; tried: {tried}. Fix: {hint}",
+            "authentication as {} failed{cause}. The server offered [{offered}]; tried: {tried}. Fix: {hint}",
             target.label()
         ),
     )
@@ -221,15 +289,37 @@ async fn try_identity_files(
     cache: &KeyCache,
     report: &mut AuthReport,
 ) -> Result<bool> {
-    for path in &target.identity_files {
+    for (i, path) in target.identity_files.iter().enumerate() {
+        let named = i < target.named_identities;
+        let shown = path.display().to_string();
         if !path.exists() {
+            if named {
+                report.tried.push(format!("publickey {shown} (no such file)"));
+                report.key_problems.push(KeyProblem {
+                    path: path.clone(),
+                    kind: KeyProblemKind::Missing,
+                });
+            }
             continue;
         }
-        let shown = path.display().to_string();
         let key = match load_identity(path, &opts.passphrase, cache).await {
             Ok(k) => k,
-            Err(why) => {
+            Err(kind) => {
+                let why = match &kind {
+                    KeyProblemKind::Missing => "no such file".to_string(),
+                    KeyProblemKind::Unreadable(why) => format!("cannot load: {why}"),
+                    KeyProblemKind::Locked(why) => format!("encrypted, and {why}"),
+                    KeyProblemKind::WrongPassphrase => {
+                        "encrypted, and the passphrase did not decrypt it".to_string()
+                    }
+                };
                 report.tried.push(format!("publickey {shown} ({why})"));
+                if named {
+                    report.key_problems.push(KeyProblem {
+                        path: path.clone(),
+                        kind,
+                    });
+                }
                 continue;
             }
         };
@@ -248,12 +338,12 @@ async fn try_identity_files(
     Ok(false)
 }
 
-/// Load (and decrypt) an identity file. The error is a short reason without secrets.
+/// Load (and decrypt) an identity file. The error says what is wrong, without secrets.
 async fn load_identity(
     path: &Path,
     source: &PassphraseSource,
     cache: &KeyCache,
-) -> std::result::Result<Arc<PrivateKey>, String> {
+) -> std::result::Result<Arc<PrivateKey>, KeyProblemKind> {
     if let Some(k) = cache.get(path) {
         return Ok(k);
     }
@@ -263,14 +353,19 @@ async fn load_identity(
             let passphrase = match source {
                 PassphraseSource::Given(s) => s.clone(),
                 PassphraseSource::Never => {
-                    return Err("encrypted, and no passphrase source is configured".into());
+                    return Err(KeyProblemKind::Locked(
+                        "no passphrase can be asked for here (not on a terminal)".into(),
+                    ));
                 }
                 PassphraseSource::Tty => ask_passphrase(path).await?,
             };
             russh::keys::load_secret_key(path, Some(passphrase.expose()))
-                .map_err(|_| "encrypted, and the passphrase did not decrypt it".to_string())?
+                .map_err(|_| KeyProblemKind::WrongPassphrase)?
         }
-        Err(e) => return Err(format!("cannot load: {e}")),
+        Err(russh::keys::Error::IO(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(KeyProblemKind::Missing);
+        }
+        Err(e) => return Err(KeyProblemKind::Unreadable(e.to_string())),
     };
     let key = Arc::new(key);
     cache.put(path, key.clone());
@@ -278,16 +373,18 @@ async fn load_identity(
 }
 
 /// Ask on the controlling terminal, only if there is one.
-async fn ask_passphrase(path: &Path) -> std::result::Result<Secret, String> {
+async fn ask_passphrase(path: &Path) -> std::result::Result<Secret, KeyProblemKind> {
     if std::fs::File::open("/dev/tty").is_err() {
-        return Err("encrypted, and there is no terminal to ask for the passphrase".into());
+        return Err(KeyProblemKind::Locked(
+            "there is no terminal to ask for the passphrase".into(),
+        ));
     }
     let prompt = format!("Enter passphrase for key '{}': ", path.display());
     tokio::task::spawn_blocking(move || rpassword::prompt_password(prompt))
         .await
-        .map_err(|_| "passphrase prompt failed".to_string())?
+        .map_err(|_| KeyProblemKind::Locked("the passphrase prompt failed".into()))?
         .map(Secret::new)
-        .map_err(|e| format!("passphrase prompt failed: {e}"))
+        .map_err(|e| KeyProblemKind::Locked(format!("the passphrase prompt failed: {e}")))
 }
 
 async fn try_keyboard_interactive(

@@ -338,6 +338,7 @@ pub(crate) fn host_key_error(target: &Target, v: &HostKeyVerdict) -> Option<Erro
                     host: target.host.clone(),
                     port: target.port,
                     known_hosts: file.to_string(),
+                    machine_id: Some(target.machine_id.clone()),
                 }),
             )
         }

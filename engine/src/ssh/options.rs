@@ -95,11 +95,17 @@ pub(crate) const DEFAULT_KEEPALIVE_MAX: usize = 3;
 /// values win) with ssh_config.
 #[derive(Debug, Clone)]
 pub(crate) struct Target {
+    /// The machine this connection is for (a jump hop's is its machine's): fixes name it.
+    pub machine_id: String,
     /// Network host name or address.
     pub host: String,
     pub port: u16,
     pub user: String,
     pub identity_files: Vec<PathBuf>,
+    /// How many of `identity_files`, from the front, the user named (the machine's key_path,
+    /// ssh_config IdentityFile): a problem with one of those is reported, while OpenSSH's
+    /// defaults (`~/.ssh/id_*`) are tried only when they exist.
+    pub named_identities: usize,
     pub known_hosts: KnownHostsFiles,
     pub policy: HostKeyPolicy,
     pub jump: Option<Box<Target>>,
@@ -163,15 +169,19 @@ impl Target {
             identity_files.push(config::expand_tilde(std::path::Path::new(k)));
         }
         identity_files.extend(hc.identity_files.iter().cloned());
+        let mut seen = std::collections::HashSet::new();
+        identity_files.retain(|p| seen.insert(p.clone()));
+        let named_identities = identity_files.len();
         if opts.default_identities
             && let Some(home) = dirs::home_dir()
         {
             for f in ["id_ed25519", "id_ecdsa", "id_rsa"] {
-                identity_files.push(home.join(".ssh").join(f));
+                let default = home.join(".ssh").join(f);
+                if seen.insert(default.clone()) {
+                    identity_files.push(default);
+                }
             }
         }
-        let mut seen = std::collections::HashSet::new();
-        identity_files.retain(|p| seen.insert(p.clone()));
         let user_files = if let Some(f) = &machine.known_hosts_file {
             vec![config::expand_tilde(std::path::Path::new(f))]
         } else if !hc.user_known_hosts_files.is_empty() {
@@ -208,6 +218,7 @@ impl Target {
             .max(1);
         let jump = match hc.proxy_jump.as_ref().filter(|_| follow_jump) {
             Some(spec) => Some(Box::new(resolve_jump(
+                &machine.machine_id,
                 spec,
                 opts,
                 &known_hosts,
@@ -216,10 +227,12 @@ impl Target {
             None => None,
         };
         Ok(Target {
+            machine_id: machine.machine_id.clone(),
             host,
             port,
             user,
             identity_files,
+            named_identities,
             known_hosts,
             policy: machine.host_key_policy,
             jump,
@@ -238,6 +251,7 @@ pub fn host_trust_files(machine: &Machine, opts: &ConnectOptions) -> Result<Vec<
 
 /// A ProxyJump hop: `[user@]host[:port]`, where host may itself be an ssh_config alias.
 fn resolve_jump(
+    machine_id: &str,
     spec: &str,
     opts: &ConnectOptions,
     parent_known_hosts: &KnownHostsFiles,
@@ -270,6 +284,7 @@ fn resolve_jump(
     };
     // A hop's own ProxyJump is not followed (one hop), which also rules out loops.
     let mut t = Target::resolve_hop(&machine, opts, false)?;
+    t.machine_id = machine_id.to_string();
     let hc = config::query(&opts.ssh_config, &name)?;
     if hc.user_known_hosts_files.is_empty() {
         t.known_hosts = parent_known_hosts.clone();

@@ -232,11 +232,21 @@ pub fn known_ids(conn: &Connection) -> Result<Vec<String>> {
     Ok(ids)
 }
 
-/// The `unknown_machine` error for `machine_id`, listing the ids that do exist.
+/// The `unknown_machine` error for `machine_id`, listing the ids that do exist. An id that
+/// differs from a known one only in case names that one ("did you mean"): adding it would be
+/// refused as a duplicate, so the add hint is only for ids that are truly new.
 pub fn unknown_machine(conn: &Connection, machine_id: &str) -> Error {
-    let known = known_ids(conn)
-        .map(|ids| ids.join(", "))
-        .unwrap_or_else(|_| LOCAL_MACHINE_ID.to_string());
+    let ids = known_ids(conn).unwrap_or_else(|_| vec![LOCAL_MACHINE_ID.to_string()]);
+    let known = ids.join(", ");
+    if let Some(meant) = ids.iter().find(|id| id.eq_ignore_ascii_case(machine_id)) {
+        return Error::new(
+            ErrorCode::UnknownMachine,
+            format!(
+                "no machine named {machine_id:?}; did you mean {meant:?}? (machine ids are \
+                 case-sensitive; known machines: {known})"
+            ),
+        );
+    }
     Error::new(
         ErrorCode::UnknownMachine,
         format!("no machine named {machine_id:?}; known machines: {known}"),

@@ -6,8 +6,6 @@
 
 use remote_runner_engine::engine::DoctorOptions;
 use remote_runner_engine::engine::doctor::{DoctorReport, SessionTools};
-use remote_runner_engine::hint::shell_word;
-use remote_runner_engine::machine::{AuthType, Machine};
 use remote_runner_engine::{Error, ErrorCode, Result};
 use serde_json::{Value, json};
 
@@ -21,16 +19,16 @@ pub async fn run(ctx: &Context, machine_id: &str) -> Result<Report> {
         connect_timeout: ctx.timeout,
     };
     let mut report = machines.doctor(machine_id, &options).await?;
+    let id = report.machine_id.clone();
     if report
         .errors
         .iter()
         .any(|e| e.code == ErrorCode::HostKeyUnknown)
     {
-        let machine = machines.show(machine_id)?.machine;
         report.errors = report
             .errors
             .into_iter()
-            .map(|e| with_concrete_fix(e, &machine))
+            .map(|e| with_concrete_fix(e, &id))
             .collect();
     }
     let out = Report::new(to_json(&report)).human(to_human(&report));
@@ -50,7 +48,13 @@ fn to_json(r: &DoctorReport) -> Value {
             "status": hk.status,
             "fingerprint": hk.fingerprint,
         })),
-        "tmux": { "found": r.tmux_found, "version": r.tmux_version },
+        "tmux": {
+            "found": if r.skipped("tmux").is_some() { Value::Null } else { json!(r.tmux_found) },
+            "version": r.tmux_version,
+        },
+        "skipped": r.skipped.iter()
+            .map(|s| (s.check.to_string(), json!(s.why)))
+            .collect::<serde_json::Map<_, _>>(),
     });
     let Some(obj) = v.as_object_mut() else {
         return v;
@@ -151,14 +155,17 @@ fn to_human(r: &DoctorReport) -> Vec<Block> {
         (true, Some(method)) => Cell::new(format!("yes ({method})"), Tone::Good),
         (ok, _) => Cell::check(ok),
     };
-    fields.push(("auth ok", auth_cell));
-    fields.push(("default cwd ok", Cell::check(r.default_cwd_ok)));
+    fields.push(("auth ok", or_skipped(r, "auth", auth_cell)));
+    fields.push((
+        "default cwd ok",
+        or_skipped(r, "default_cwd", Cell::check(r.default_cwd_ok)),
+    ));
     let tmux = match (&r.tmux_version, r.tmux_found) {
         (Some(v), true) => Cell::new(v.clone(), Tone::Good),
         (None, true) => Cell::new("found", Tone::Good),
         (_, false) => Cell::new("not found", Tone::Bad),
     };
-    fields.push(("tmux", tmux));
+    fields.push(("tmux", or_skipped(r, "tmux", tmux)));
     if let Some(slurm) = &r.slurm {
         let parts: Vec<String> = slurm
             .partitions
@@ -194,46 +201,22 @@ fn to_human(r: &DoctorReport) -> Vec<Block> {
     blocks
 }
 
+/// A check that did not run reads `skipped (why)`, not as a failure.
+fn or_skipped(r: &DoctorReport, check: &str, ran: Cell) -> Cell {
+    match r.skipped(check) {
+        Some(why) => Cell::plain(format!("skipped ({why})")),
+        None => ran,
+    }
+}
+
 /// An unknown host key's message gets the exact command that trusts it for this machine.
-fn with_concrete_fix(mut err: Error, machine: &Machine) -> Error {
+fn with_concrete_fix(mut err: Error, machine_id: &str) -> Error {
     if err.code == ErrorCode::HostKeyUnknown {
         err.message.push_str(&format!(
             ". For this machine, once the fingerprint is verified: {}",
-            accept_new_command(machine)
+            crate::hint::accept_new_command(machine_id)
         ));
         err.hint = None; // the concrete command replaces the general one
     }
     err
-}
-
-/// `machine add --replace` with this machine's own fields and `--accept-new`; a stored password
-/// is kept by a replacement that does not give a new one.
-fn accept_new_command(m: &Machine) -> String {
-    let q = |s: &str| shell_word(s);
-    let auth = match m.auth_type {
-        AuthType::Key => "key",
-        AuthType::Agent => "agent",
-        AuthType::Password => "password",
-        AuthType::Local => "local",
-    };
-    let mut cmd = format!(
-        "remote-runner machine add {id} --replace --confirm-replace {id} --host {host} --port {port} \
-         --user {user} --auth {auth} --default-cwd {cwd}",
-        id = q(&m.machine_id),
-        host = q(&m.host),
-        port = m.port,
-        user = q(&m.user),
-        cwd = q(&m.default_cwd),
-    );
-    if let Some(key) = &m.key_path {
-        cmd.push_str(&format!(" --key-path {}", q(key)));
-    }
-    if let Some(kh) = &m.known_hosts_file {
-        cmd.push_str(&format!(" --known-hosts-file {}", q(kh)));
-    }
-    for startup in &m.startup_commands {
-        cmd.push_str(&format!(" --startup-command {}", q(startup)));
-    }
-    cmd.push_str(" --accept-new");
-    cmd
 }

@@ -47,9 +47,9 @@ pub fn text(hint: &Hint) -> String {
             host,
             port,
             known_hosts,
+            ..
         } => format!(
-            "once verified, record it with `{}` (or add the machine with `remote-runner machine \
-             add ... --accept-new`) and restart the session",
+            "once verified, record it with `{}` and restart the session",
             keyscan_command(host, *port, known_hosts)
         ),
         Hint::ChangeDefaultCwd { .. } => {
