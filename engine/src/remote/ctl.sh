@@ -121,9 +121,47 @@ rr_ended() {
   [ -s "$1/exit" ] || return 1
   IFS= read -r rr_e <"$1/exit" || :
   case $rr_e in
-  "code="*" how="*" state="*) return 0 ;;
+  "code="*" how="*" state="*) ;;
+  *) return 1 ;;
   esac
-  return 1
+  # The code a number, how and state words (what the engine parses): `code=x how= state=`
+  # written by a command is garbage, not an end.
+  rr_c=${rr_e#code=}
+  rr_h=${rr_c#* how=}
+  rr_s=${rr_h#* state=}
+  rr_c=${rr_c%% *}
+  rr_h=${rr_h%% *}
+  rr_s=${rr_s%% *}
+  case $rr_c$rr_h$rr_s in *[!0-9a-z_]*) return 1 ;; esac
+  case $rr_c in '' | *[!0-9]*) return 1 ;; esac
+  case $rr_h in '' | *[!a-z_]*) return 1 ;; esac
+  case $rr_s in '' | *[!a-z_]*) return 1 ;; esac
+  return 0
+}
+
+# A session whose pane process holds the secrets (rr.sh, `pane`): started by this version.
+rr_keyed() {
+  [ -s "$SD/pane.pid" ]
+}
+
+# The channel a foreground command's end signals: CH (`rr-ID-kKEY`, the engine's) in a keyed
+# session; a session started by an older version signals plain `rr-ID`.
+rr_channel() {
+  case ${CH-} in
+  rr-*-k*) rr_keyed || CH=${CH%-k*} ;;
+  esac
+}
+
+# rr_give_key: this command's notice secret (NKEY, from the engine) to the session shell:
+# written into the file the pane process holds open under no name (/proc/PANE/fd/4), once the
+# pane process is known to be the session shell's parent (rr_terminal_group: rr_pp). Nothing
+# is written anywhere else.
+rr_give_key() {
+  [ -n "${NKEY-}" ] && [ "$MODE" != bg ] && [ -n "${rr_pp-}" ] || return 0
+  rr_pane=
+  read -r rr_pane 2>/dev/null <"$SD/pane.pid" || return 0
+  [ "$rr_pane" = "$rr_pp" ] || return 0
+  { printf '%s\n' "$NKEY" >"/proc/$rr_pp/fd/4"; } 2>/dev/null
 }
 
 # tmux expands formats (#{...}, #(...)) in some arguments: a literal '#' is written '##'.
@@ -238,6 +276,10 @@ rr_start_session() {
   # This session's shell ends a command whose claim says `typed` with a window-rename notice
   # (ARMONLY below); a session started by an older version has no such mark.
   : >"$SD/notice"
+  # The secrets (rr.sh: the pane process opens these and removes their names before the shell
+  # starts): the session's mark secret, and the file each start writes a command's notice
+  # secret into.
+  printf '%s\n' "${MARK-}" >"$SD/marks.key" && : >"$SD/notice.key" || exit 3
   printf '%s' "$CWD" >"$SD/cwd"
   # The engine's extra environment (HOME in tests, for one) holds for the login shell too.
   eval "$SESSION_ENV"
@@ -299,12 +341,14 @@ rr_take_lock() {
 rr_terminal_group() {
   rr_fg=
   rr_p=
+  rr_pp=
   rr_lead=${LEADPID:-$SD/shell.pid}
   [ -r "$rr_lead" ] && read -r rr_p <"$rr_lead" && [ -r "/proc/$rr_p/stat" ] || return 1
   read -r rr_st <"/proc/$rr_p/stat" || return 1
   rr_st=${rr_st##*) }
   # shellcheck disable=SC2086 # fields of /proc/PID/stat
   set -- $rr_st
+  rr_pp=$2
   rr_fg=$6
 }
 
@@ -443,7 +487,7 @@ rr_start_command() {
   trap '' HUP PIPE INT TERM
   # A session whose shell cannot end a typed command with a notice (started by an older
   # version): nothing is done, and the caller starts the command without its control client.
-  if [ "${ARMONLY-}" = 1 ] && [ ! -e "$SD/notice" ]; then
+  if [ "${ARMONLY-}" = 1 ] && ! rr_keyed; then
     echo @untyped
     exit 0
   fi
@@ -492,6 +536,7 @@ rr_start_command() {
       exit 0
     fi
   fi
+  rr_give_key
   if [ "${ARMONLY-}" = 1 ]; then
     echo @armed
     exit 0
@@ -503,6 +548,7 @@ rr_start_command() {
 # start_command does; for a caller whose control client failed to type it.
 rr_type_command() {
   trap '' HUP PIPE INT TERM
+  rr_channel
   if [ -s "$D/claim" ]; then : >"$D/claim"; fi
   rr_watcher=
   if [ "$MODE" != bg ]; then rr_input_watch "$CH" 0.3; fi
@@ -521,6 +567,7 @@ rr_type_command() {
 
 # signal: wake a channel (ends a bounded wait from the caller's side).
 rr_signal() {
+  rr_channel
   rr_tmux wait-for -S "$CH" 2>/dev/null
   exit 0
 }

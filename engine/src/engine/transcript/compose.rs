@@ -171,6 +171,8 @@ struct Composer<'a> {
     file: File,
     st: State,
     cap: u64,
+    /// The session's mark secret (`None`: a session started by an older version).
+    mark_key: Option<String>,
 }
 
 impl<'a> Composer<'a> {
@@ -216,6 +218,7 @@ impl<'a> Composer<'a> {
             file,
             st,
             cap,
+            mark_key: super::load_mark_key(Path::new(&rec.log_dir_local)),
         })
     }
 
@@ -342,7 +345,7 @@ impl<'a> Composer<'a> {
             if let Some(skip) = &self.st.skipping {
                 // Until its `rr-shown` (a next command's `rr-run` too: a shell that died while
                 // showing the copy never printed it).
-                match find_mark(buf, pos) {
+                match find_mark(buf, pos, self.mark_key.as_deref()) {
                     Some((s, _, Mark::Run(_))) => {
                         pos = s;
                         self.st.skipping = None;
@@ -356,7 +359,7 @@ impl<'a> Composer<'a> {
                 }
                 continue;
             }
-            let mark = find_mark(buf, pos);
+            let mark = find_mark(buf, pos, self.mark_key.as_deref());
             // The next input typed into the running command, as an offset into `buf`.
             let input = self
                 .st
