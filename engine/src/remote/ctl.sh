@@ -145,10 +145,11 @@ rr_keyed() {
 }
 
 # The channel a foreground command's end signals: CH (`rr-ID-kKEY`, the engine's) in a keyed
-# session; a session started by an older version signals plain `rr-ID`.
+# session; a session started by an older version, or a start whose key could not be given
+# (rr_plain), signals plain `rr-ID`.
 rr_channel() {
   case ${CH-} in
-  rr-*-k*) rr_keyed || CH=${CH%-k*} ;;
+  rr-*-k*) if [ "${rr_plain-}" = 1 ] || ! rr_keyed; then CH=${CH%-k*}; fi ;;
   esac
 }
 
@@ -156,12 +157,14 @@ rr_channel() {
 # written into the file the pane process holds open under no name (/proc/PANE/fd/4), once the
 # pane process is known to be the session shell's parent (rr_terminal_group: rr_pp). Nothing
 # is written anywhere else.
+# Where it cannot be (no /proc access, say), the command ends on its plain channel (rr_plain),
+# as in a session of an older version.
 rr_give_key() {
-  [ -n "${NKEY-}" ] && [ "$MODE" != bg ] && [ -n "${rr_pp-}" ] || return 0
+  [ -n "${NKEY-}" ] && [ "$MODE" != bg ] || return 0
+  rr_plain=1
   rr_pane=
-  read -r rr_pane 2>/dev/null <"$SD/pane.pid" || return 0
-  [ "$rr_pane" = "$rr_pp" ] || return 0
-  { printf '%s\n' "$NKEY" >"/proc/$rr_pp/fd/4"; } 2>/dev/null
+  [ -n "${rr_pp-}" ] && read -r rr_pane 2>/dev/null <"$SD/pane.pid" && [ "$rr_pane" = "$rr_pp" ] \
+    && { printf '%s\n' "$NKEY" >"/proc/$rr_pp/fd/4"; } 2>/dev/null && rr_plain=0
 }
 
 # tmux expands formats (#{...}, #(...)) in some arguments: a literal '#' is written '##'.
@@ -567,8 +570,11 @@ rr_type_command() {
 
 # signal: wake a channel (ends a bounded wait from the caller's side).
 rr_signal() {
-  rr_channel
-  rr_tmux wait-for -S "$CH" 2>/dev/null
+  # (Both forms: the start may be waiting on the plain one, rr_give_key.)
+  case $CH in
+  rr-*-k*) rr_tmux wait-for -S "$CH" \; wait-for -S "${CH%-k*}" 2>/dev/null ;;
+  *) rr_tmux wait-for -S "$CH" 2>/dev/null ;;
+  esac
   exit 0
 }
 
