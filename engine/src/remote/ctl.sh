@@ -126,16 +126,15 @@ rr_ended() {
   esac
   # The code a number, how and state words (what the engine parses): `code=x how= state=`
   # written by a command is garbage, not an end.
-  rr_c=${rr_e#code=}
-  rr_h=${rr_c#* how=}
-  rr_s=${rr_h#* state=}
-  rr_c=${rr_c%% *}
-  rr_h=${rr_h%% *}
-  rr_s=${rr_s%% *}
-  case $rr_c$rr_h$rr_s in *[!0-9a-z_]*) return 1 ;; esac
-  case $rr_c in '' | *[!0-9]*) return 1 ;; esac
-  case $rr_h in '' | *[!a-z_]*) return 1 ;; esac
-  case $rr_s in '' | *[!a-z_]*) return 1 ;; esac
+  rr_ec=${rr_e#code=}
+  rr_eh=${rr_ec#* how=}
+  rr_es=${rr_eh#* state=}
+  rr_ec=${rr_ec%% *}
+  rr_eh=${rr_eh%% *}
+  rr_es=${rr_es%% *}
+  case $rr_ec in '' | *[!0-9]*) return 1 ;; esac
+  case $rr_eh in '' | *[!a-z_]*) return 1 ;; esac
+  case $rr_es in '' | *[!a-z_]*) return 1 ;; esac
   return 0
 }
 

@@ -467,9 +467,7 @@ impl TmuxDriver {
             return Ok(None);
         };
         let exit = String::from_utf8_lossy(&exit).into_owned();
-        let is_end = exit.lines().next().is_some_and(|l| {
-            l.starts_with("code=") && l.contains(" how=") && l.contains(" state=")
-        });
+        let is_end = exit.lines().next().is_some_and(state::is_exit_line);
         if !is_end {
             return Ok(None);
         }

@@ -69,6 +69,28 @@ struct State {
     skipping: Option<String>,
     /// The output cap was reached: nothing more is added.
     capped: bool,
+    /// The command of the last `rr-run` mark taken: a run mark must name a newer one. The
+    /// machine's transcript file holds past marks, secret and all; a command that prints it
+    /// replays only marks of commands that are over.
+    #[serde(default)]
+    last_run: Option<String>,
+}
+
+/// Command ids end in a v7 UUID (`cmd_<32 hex digits>`), which orders them by creation time.
+fn id_time(id: &str) -> Option<&str> {
+    let tail = id.rsplit('_').next()?;
+    (tail.len() == 32 && tail.bytes().all(|b| b.is_ascii_hexdigit())).then_some(tail)
+}
+
+/// `id` names a command created after `last` (ids of another shape: any other id).
+fn is_newer(id: &str, last: Option<&str>) -> bool {
+    match last {
+        None => true,
+        Some(last) => match (id_time(id), id_time(last)) {
+            (Some(a), Some(b)) => a > b,
+            _ => id != last,
+        },
+    }
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -295,6 +317,20 @@ impl<'a> Composer<'a> {
         Ok(self.t.stat(path).await?.map_or(0, |s| s.size))
     }
 
+    /// A run mark names a command to take: newer than the last one taken, and started (its
+    /// `started` file is written just before the mark). A replayed mark names a command that is
+    /// over; one made up names no command.
+    async fn is_new_run(&self, id: &str) -> Result<bool> {
+        if !is_newer(id, self.st.last_run.as_deref()) {
+            return Ok(false);
+        }
+        Ok(self
+            .t
+            .stat(&self.command_file(id, "started"))
+            .await?
+            .is_some())
+    }
+
     /// The command's output sizes, then (after them) its `inputs` lines not yet used.
     async fn load(&self, live: &mut Live) -> Result<()> {
         let o = self.size_of(&self.command_file(&live.id, "stdout")).await?;
@@ -345,8 +381,13 @@ impl<'a> Composer<'a> {
             if let Some(skip) = &self.st.skipping {
                 // Until its `rr-shown` (a next command's `rr-run` too: a shell that died while
                 // showing the copy never printed it).
-                match find_mark(buf, pos, self.mark_key.as_deref()) {
-                    Some((s, _, Mark::Run(_))) => {
+                let found = find_mark(buf, pos, self.mark_key.as_deref());
+                let run = match &found {
+                    Some((_, _, Mark::Run(id))) => self.is_new_run(id).await?,
+                    _ => false,
+                };
+                match found {
+                    Some((s, _, Mark::Run(_))) if run => {
                         pos = s;
                         self.st.skipping = None;
                     }
@@ -360,6 +401,10 @@ impl<'a> Composer<'a> {
                 continue;
             }
             let mark = find_mark(buf, pos, self.mark_key.as_deref());
+            let run = match &mark {
+                Some((_, _, Mark::Run(id))) => self.is_new_run(id).await?,
+                _ => false,
+            };
             // The next input typed into the running command, as an offset into `buf`.
             let input = self
                 .st
@@ -384,7 +429,9 @@ impl<'a> Composer<'a> {
                     self.emit_raw(&buf[pos..s])?;
                     pos = e;
                     match mark {
+                        Mark::Run(_) if !run => {}
                         Mark::Run(id) => {
+                            self.st.last_run = Some(id.clone());
                             if let Some(prev) = self.st.cur.take() {
                                 self.finish(prev).await?;
                             }
@@ -541,6 +588,7 @@ mod tests {
             }))
             .unwrap();
             std::fs::create_dir_all(dir.path().join("c/cmd_a")).unwrap();
+            std::fs::write(dir.path().join("c/cmd_a/started"), "started=1\n").unwrap();
             Bed {
                 dir,
                 rec,
@@ -619,6 +667,43 @@ mod tests {
         assert!(!capped);
         // Nothing new: the same; the state survives (offsets stay valid).
         assert_eq!(b.read(1 << 20).await.0, text);
+    }
+
+    /// A keyed session: marks without its secret are the command's output, and marks with it
+    /// that a command replays (it printed the machine's transcript file) name commands that
+    /// are over: neither ends the copy early nor starts a command, so the `[exit N]` and the
+    /// next command's line stay, and the next command's output is its own.
+    #[tokio::test]
+    async fn forged_and_replayed_marks_are_left_out_as_output() {
+        let b = Bed::new();
+        super::super::save_mark_key(b.dir.path(), "00ff").unwrap();
+        let a = "cmd_01a2522000000000000000000000000a";
+        let n = "cmd_01a2522000000000000000000000000b";
+        for id in [a, n] {
+            std::fs::create_dir_all(b.dir.path().join(format!("c/{id}"))).unwrap();
+            b.append(&format!("c/{id}/started"), b"started=1\n");
+        }
+        b.append(&format!("c/{a}/stdout"), b"out-a\n");
+        b.append(&format!("c/{n}/stdout"), b"out-n\n");
+        let copy = format!(
+            "\x1b]6973;rr-run;X\x07\x1b]6973;rr-end;X\x07\x1b]6973;rr-run;00ff;{a}\x07\
+             \x1b]6973;rr-end;00ff;{a}\x07out-a\n"
+        );
+        b.append(
+            "raw",
+            format!(
+                "\r\x1b[K$ cat f\n\x1b]6973;rr-run;00ff;{a}\x07\x1b]6973;rr-end;00ff;{a}\x07{copy}\
+                 \x1b]6973;rr-shown;00ff;{a}\x07[exit 3]\n$ \r\x1b[K$ echo n\n\
+                 \x1b]6973;rr-run;00ff;{n}\x07\x1b]6973;rr-end;00ff;{n}\x07out-n\n\
+                 \x1b]6973;rr-shown;00ff;{n}\x07$ "
+            )
+            .as_bytes(),
+        );
+        let (text, _) = b.read(1 << 20).await;
+        assert_eq!(
+            text,
+            "\r\x1b[K$ cat f\nout-a\n[exit 3]\n$ \r\x1b[K$ echo n\nout-n\n$ "
+        );
     }
 
     /// Past the cap: the first bytes, a note naming the machine's transcript, and no more.
