@@ -1,5 +1,7 @@
 //! Session lifecycle: create, show, list, input, transcript, terminal view, destroy.
 
+use std::path::Path;
+
 use serde::Serialize;
 
 use super::{CreateOptions, Engine, SessionRecord, SessionStatus, output, transcript};
@@ -230,6 +232,8 @@ impl Engine {
         node_step: &[String],
         rec: &mut SessionRecord,
     ) -> Result<()> {
+        let mark_key = tmux::new_secret();
+        transcript::save_mark_key(Path::new(&rec.log_dir_local), &mark_key)?;
         let login_env = driver
             .start_from(
                 login,
@@ -240,6 +244,7 @@ impl Engine {
                     login_env: self.options.login_env && machine.login_env,
                     login_env_bound: self.options.login_env_bound,
                     node_step,
+                    mark_key: &mark_key,
                 },
             )
             .await?;

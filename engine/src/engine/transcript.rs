@@ -13,6 +13,10 @@
 
 mod compose;
 
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
 pub(crate) use compose::compose;
 pub use compose::{TRANSCRIPT_LIVE_CAP, is_capped, is_composed};
 
@@ -57,8 +61,36 @@ fn strip_wake_names(text: &str) -> String {
 }
 
 /// The session shell's marks in the terminal (an OSC string tmux ignores; only the transcript
-/// pipe carries it): `ESC ] 6973 ; rr-KIND ; COMMAND_ID BEL`.
+/// pipe carries it): `ESC ] 6973 ; rr-KIND ; SECRET ; COMMAND_ID BEL`, where SECRET is the
+/// session's mark secret (a session started by an older version prints none).
 const MARK_PREFIX: &[u8] = b"\x1b]6973;rr-";
+
+/// The session's mark secret, kept in its local log directory (0600; never on the machine
+/// under a name, see docs/security.md, "Marks and end notices").
+const MARK_KEY_FILE: &str = "marks.key";
+
+/// Keep a new session's mark secret in its local log directory `log_dir`.
+pub fn save_mark_key(log_dir: &Path, key: &str) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = log_dir.join(MARK_KEY_FILE);
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|mut f| f.write_all(key.as_bytes()))
+        .map_err(|e| Error::io(format!("cannot write {}", path.display()), &e))
+}
+
+/// The mark secret of the session whose local log directory is `log_dir`; `None` for a session
+/// started by an older version (its marks hold none).
+pub(crate) fn load_mark_key(log_dir: &Path) -> Option<String> {
+    let key = std::fs::read_to_string(log_dir.join(MARK_KEY_FILE)).ok()?;
+    let key = key.trim();
+    (!key.is_empty() && key.bytes().all(|b| b.is_ascii_hexdigit())).then(|| key.to_string())
+}
 
 /// A mark of the session shell (`engine/src/tmux/rr.sh`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,19 +111,32 @@ fn is_id(id: &[u8]) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-')
 }
 
-/// The first complete, well-formed mark in `buf` at or after `from`: its start, its end (just
-/// past it) and what it says. A malformed one is left as text.
-pub(crate) fn find_mark(buf: &[u8], from: usize) -> Option<(usize, usize, Mark)> {
+/// The first complete, well-formed mark in `buf` at or after `from` that holds the session's
+/// mark secret `key` (`None`: a session whose marks hold none): its start, its end (just past
+/// it) and what it says. Anything else is left as text: a mark printed by a command's output
+/// cannot know the secret.
+pub(crate) fn find_mark(
+    buf: &[u8],
+    from: usize,
+    key: Option<&str>,
+) -> Option<(usize, usize, Mark)> {
     let mut at = from;
     while at < buf.len() {
         let start = at + find(&buf[at..], MARK_PREFIX)?;
         let body = start + MARK_PREFIX.len();
         at = body;
-        let Some(len) = buf[body..].iter().take(80).position(|b| *b == 0x07) else {
+        let Some(len) = buf[body..].iter().take(160).position(|b| *b == 0x07) else {
             continue;
         };
-        let Some((kind, id)) = split_once(&buf[body..body + len], b';') else {
+        let Some((kind, rest)) = split_once(&buf[body..body + len], b';') else {
             continue;
+        };
+        let id = match key {
+            Some(key) => match split_once(rest, b';') {
+                Some((k, id)) if k == key.as_bytes() => id,
+                _ => continue,
+            },
+            None => rest,
         };
         if !is_id(id) {
             continue;
@@ -183,14 +228,26 @@ mod tests {
     #[test]
     fn marks_are_found_and_forgeries_left_as_text() {
         let buf = b"$ x\n\x1b]6973;rr-run;cmd_01\x07out\x1b]6973;rr-end;cmd_01\x07";
-        let (s, e, m) = find_mark(buf, 0).unwrap();
+        let (s, e, m) = find_mark(buf, 0, None).unwrap();
         assert_eq!((s, m), (4, Mark::Run("cmd_01".into())));
-        let (_, e2, m) = find_mark(buf, e).unwrap();
+        let (_, e2, m) = find_mark(buf, e, None).unwrap();
         assert_eq!((e2, m), (buf.len(), Mark::End("cmd_01".into())));
-        assert_eq!(find_mark(buf, e2), None);
-        assert_eq!(find_mark(b"\x1b]6973;rr-run;../x\x07", 0), None);
-        assert_eq!(find_mark(b"\x1b]6973;rr-nope;cmd_1\x07", 0), None);
-        assert_eq!(find_mark(b"\x1b]6973;rr-run;cmd_1", 0), None);
+        assert_eq!(find_mark(buf, e2, None), None);
+        assert_eq!(find_mark(b"\x1b]6973;rr-run;../x\x07", 0, None), None);
+        assert_eq!(find_mark(b"\x1b]6973;rr-nope;cmd_1\x07", 0, None), None);
+        assert_eq!(find_mark(b"\x1b]6973;rr-run;cmd_1", 0, None), None);
+    }
+
+    #[test]
+    fn marks_without_the_session_secret_are_text() {
+        let key = Some("00ff");
+        let buf = b"\x1b]6973;rr-run;cmd_01\x07\x1b]6973;rr-end;0f;cmd_01\x07\
+                    \x1b]6973;rr-end;00ff;cmd_01\x07";
+        let (s, e, m) = find_mark(buf, 0, key).unwrap();
+        assert_eq!((e, m), (buf.len(), Mark::End("cmd_01".into())));
+        assert!(s > 40);
+        assert_eq!(find_mark(b"\x1b]6973;rr-run;00ff\x07", 0, key), None);
+        assert_eq!(find_mark(b"\x1b]6973;rr-run;00ff;../x\x07", 0, key), None);
     }
 
     #[test]

@@ -121,9 +121,49 @@ rr_ended() {
   [ -s "$1/exit" ] || return 1
   IFS= read -r rr_e <"$1/exit" || :
   case $rr_e in
-  "code="*" how="*" state="*) return 0 ;;
+  "code="*" how="*" state="*) ;;
+  *) return 1 ;;
   esac
-  return 1
+  # The code a number, how and state words (what the engine parses): `code=x how= state=`
+  # written by a command is garbage, not an end.
+  rr_ec=${rr_e#code=}
+  rr_eh=${rr_ec#* how=}
+  rr_es=${rr_eh#* state=}
+  rr_ec=${rr_ec%% *}
+  rr_eh=${rr_eh%% *}
+  rr_es=${rr_es%% *}
+  case $rr_ec in '' | *[!0-9]*) return 1 ;; esac
+  case $rr_eh in '' | *[!a-z_]*) return 1 ;; esac
+  case $rr_es in '' | *[!a-z_]*) return 1 ;; esac
+  return 0
+}
+
+# A session whose pane process holds the secrets (rr.sh, `pane`): started by this version.
+rr_keyed() {
+  [ -s "$SD/pane.pid" ]
+}
+
+# The channel a foreground command's end signals: CH (`rr-ID-kKEY`, the engine's) in a keyed
+# session; a session started by an older version, or a start whose key could not be given
+# (rr_plain), signals plain `rr-ID`.
+rr_channel() {
+  case ${CH-} in
+  rr-*-k*) if [ "${rr_plain-}" = 1 ] || ! rr_keyed; then CH=${CH%-k*}; fi ;;
+  esac
+}
+
+# rr_give_key: this command's notice secret (NKEY, from the engine) to the session shell:
+# written into the file the pane process holds open under no name (/proc/PANE/fd/4), once the
+# pane process is known to be the session shell's parent (rr_terminal_group: rr_pp). Nothing
+# is written anywhere else.
+# Where it cannot be (no /proc access, say), the command ends on its plain channel (rr_plain),
+# as in a session of an older version.
+rr_give_key() {
+  [ -n "${NKEY-}" ] && [ "$MODE" != bg ] || return 0
+  rr_plain=1
+  rr_pane=
+  [ -n "${rr_pp-}" ] && read -r rr_pane 2>/dev/null <"$SD/pane.pid" && [ "$rr_pane" = "$rr_pp" ] \
+    && { printf '%s\n' "$NKEY" >"/proc/$rr_pp/fd/4"; } 2>/dev/null && rr_plain=0
 }
 
 # tmux expands formats (#{...}, #(...)) in some arguments: a literal '#' is written '##'.
@@ -238,6 +278,10 @@ rr_start_session() {
   # This session's shell ends a command whose claim says `typed` with a window-rename notice
   # (ARMONLY below); a session started by an older version has no such mark.
   : >"$SD/notice"
+  # The secrets (rr.sh: the pane process opens these and removes their names before the shell
+  # starts): the session's mark secret, and the file each start writes a command's notice
+  # secret into.
+  printf '%s\n' "${MARK-}" >"$SD/marks.key" && : >"$SD/notice.key" || exit 3
   printf '%s' "$CWD" >"$SD/cwd"
   # The engine's extra environment (HOME in tests, for one) holds for the login shell too.
   eval "$SESSION_ENV"
@@ -303,12 +347,14 @@ rr_take_lock() {
 rr_terminal_group() {
   rr_fg=
   rr_p=
+  rr_pp=
   rr_lead=${LEADPID:-$SD/shell.pid}
   [ -r "$rr_lead" ] && read -r rr_p <"$rr_lead" && [ -r "/proc/$rr_p/stat" ] || return 1
   read -r rr_st <"/proc/$rr_p/stat" || return 1
   rr_st=${rr_st##*) }
   # shellcheck disable=SC2086 # fields of /proc/PID/stat
   set -- $rr_st
+  rr_pp=$2
   rr_fg=$6
 }
 
@@ -447,7 +493,7 @@ rr_start_command() {
   trap '' HUP PIPE INT TERM
   # A session whose shell cannot end a typed command with a notice (started by an older
   # version): nothing is done, and the caller starts the command without its control client.
-  if [ "${ARMONLY-}" = 1 ] && [ ! -e "$SD/notice" ]; then
+  if [ "${ARMONLY-}" = 1 ] && ! rr_keyed; then
     echo @untyped
     exit 0
   fi
@@ -496,6 +542,7 @@ rr_start_command() {
       exit 0
     fi
   fi
+  rr_give_key
   if [ "${ARMONLY-}" = 1 ]; then
     echo @armed
     exit 0
@@ -507,6 +554,7 @@ rr_start_command() {
 # start_command does; for a caller whose control client failed to type it.
 rr_type_command() {
   trap '' HUP PIPE INT TERM
+  rr_channel
   if [ -s "$D/claim" ]; then : >"$D/claim"; fi
   rr_watcher=
   if [ "$MODE" != bg ]; then rr_input_watch "$CH" 0.3; fi
@@ -525,7 +573,11 @@ rr_type_command() {
 
 # signal: wake a channel (ends a bounded wait from the caller's side).
 rr_signal() {
-  rr_tmux wait-for -S "$CH" 2>/dev/null
+  # (Both forms: the start may be waiting on the plain one, rr_give_key.)
+  case $CH in
+  rr-*-k*) rr_tmux wait-for -S "$CH" \; wait-for -S "${CH%-k*}" 2>/dev/null ;;
+  *) rr_tmux wait-for -S "$CH" 2>/dev/null ;;
+  esac
   exit 0
 }
 

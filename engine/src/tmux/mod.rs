@@ -211,6 +211,18 @@ pub struct StartOptions<'a> {
     /// --quiet`); the tmux server is started as a step of its own ([`TmuxDriver::start_from`]).
     /// Empty for any other machine.
     pub node_step: &'a [String],
+    /// The session's mark secret (see [`new_secret`]): the session shell puts it in every
+    /// transcript mark, and the transcript composer takes only marks that hold it.
+    pub mark_key: &'a str,
+}
+
+/// A fresh secret: 32 hex digits, 120 of their bits random (two v4 UUIDs' first halves, each
+/// with its 4 fixed version bits). One per session for the transcript marks, one per foreground start for its end notice and
+/// channel (see docs/security.md, "Marks and end notices").
+pub fn new_secret() -> String {
+    let a = uuid::Uuid::new_v4().simple().to_string();
+    let b = uuid::Uuid::new_v4().simple().to_string();
+    format!("{}{}", &a[..16], &b[..16])
 }
 
 impl TmuxDriver {
@@ -261,6 +273,7 @@ impl TmuxDriver {
             .param("ENVBOUND", bound.to_string())
             .param("SESSION_ENV", script::posix_exports(opts.env))
             .param("NODE_STEP", opts.node_step.join("\n"))
+            .param("MARK", opts.mark_key)
             .data(text.as_bytes())
             .limit(Duration::from_secs(bound + 60))
             .run(via)
@@ -336,10 +349,12 @@ impl TmuxDriver {
         start: &CommandStart<'_>,
         wait: Duration,
     ) -> Result<StartOutcome> {
-        let (verb, channel) = start_verb_and_channel(mode, command_id);
+        let key = new_secret();
+        let (verb, channel) = start_verb_and_channel(mode, command_id, &key);
         let call = self
             .start_call(command_id, mode, start)
             .param("LINE", typed_line(verb, command_id))
+            .param("NKEY", key)
             .param("CH", channel.clone());
         let out = self.wait_bounded(call, &channel, wait).await?;
         self.start_outcome(command_id, &out)
@@ -361,8 +376,13 @@ impl TmuxDriver {
         wait: Duration,
     ) -> Result<StartOutcome> {
         let mode = RunMode::Foreground;
+        // The end notice's secret: the session shell puts it in the window name that ends the
+        // command, so a name printed by anything else (its own output, a stray process) is
+        // not this command's end.
+        let key = new_secret();
         let call = self
             .start_call(command_id, mode, start)
+            .param("NKEY", key.clone())
             .param("ARMONLY", "1")
             .limit(wait_limit(0));
         let out = call.run(self.transport.as_ref()).await?;
@@ -372,7 +392,7 @@ impl TmuxDriver {
             Some("@untyped") => return self.start_command(command_id, mode, start, wait).await,
             _ => return self.start_outcome(command_id, &out),
         }
-        let name = format!("{}{command_id}", control::NOTIFY_PREFIX);
+        let name = format!("{}{command_id}-k{key}", control::NOTIFY_PREFIX);
         let ended = client.expect(&name);
         let line = typed_line("run", command_id);
         let first = wait.min(INPUT_CHECK_AFTER);
@@ -389,7 +409,7 @@ impl TmuxDriver {
                 // tmux typed nothing: the script types it, as without a client.
                 client.forget(&name);
                 tracing::debug!("{command_id}: typing through the control client failed: {why}");
-                let (_, channel) = start_verb_and_channel(mode, command_id);
+                let (_, channel) = start_verb_and_channel(mode, command_id, &key);
                 let call = self
                     .call("type_command")
                     .param("ID", command_id)
@@ -471,9 +491,7 @@ impl TmuxDriver {
             return Ok(None);
         };
         let exit = String::from_utf8_lossy(&exit).into_owned();
-        let is_end = exit.lines().next().is_some_and(|l| {
-            l.starts_with("code=") && l.contains(" how=") && l.contains(" state=")
-        });
+        let is_end = exit.lines().next().is_some_and(state::is_exit_line);
         if !is_end {
             return Ok(None);
         }
@@ -921,9 +939,11 @@ fn typed_line(verb: &str, command_id: &str) -> String {
 
 /// The verb of a command's typed line and the wait-for channel its start waits on: the end of a
 /// foreground command, the launch of a background one.
-fn start_verb_and_channel(mode: RunMode, command_id: &str) -> (&'static str, String) {
+/// The verb typed and the channel waited on; a foreground command's channel holds its notice
+/// secret `key` (`rr-ID-kKEY`: the session shell signals it as the command ends).
+fn start_verb_and_channel(mode: RunMode, command_id: &str, key: &str) -> (&'static str, String) {
     match mode {
-        RunMode::Foreground => ("run", format!("rr-{command_id}")),
+        RunMode::Foreground => ("run", format!("rr-{command_id}-k{key}")),
         RunMode::Background => ("bg", format!("rr-{command_id}-go")),
     }
 }

@@ -12,6 +12,13 @@
 # Every command DIR gets: started, pwd, stdout, stderr, then exit (one write, last; non-empty =
 # there). A cwd override is read from DIR/cwd, extra environment from DIR/env.sh (the engine's
 # export lines), both data, never typed.
+# Secrets (docs/security.md, "Marks and end notices"): the pane process holds two files open
+# whose names it removed at once: fd 3, the session's mark secret (in every transcript mark),
+# and fd 4, the current command's notice secret (in the name or channel that ends it), which the
+# control script writes through /proc/<pane>/fd/4 before each start. The session shell never
+# has them open (no command inherits them) and reads them through /proc/$PPID/fd/N only while
+# it prints a mark or ends a command: no variable, file name or environment holds them while a
+# command's own code runs.
 # shellcheck disable=SC2034,SC1090,SC1091
 __rr_tmux=@TMUX@
 __rr_sock=@SOCK@
@@ -71,6 +78,15 @@ if [ "${1-}" = run ]; then
   \builtin return 0 2>/dev/null
 fi
 
+# The secret on the pane process's descriptor $1 (3: marks, 4: this command's notice) into
+# __rr_k; empty where there is none (a background command, a session shell without a pane
+# process of this version). Callers clear __rr_k once they printed it.
+__rr_key() {
+  __rr_k=
+  if [ -n "${__rr_kp-}" ]; then IFS= \builtin read -r __rr_k 2>/dev/null <"/proc/$__rr_kp/fd/$1"; fi
+  case $__rr_k in *[!0-9a-f]*) __rr_k= ;; esac
+}
+
 __rr_now() {
   __rr_t=${EPOCHREALTIME:-}
   if [ -z "$__rr_t" ]; then __rr_t=$(\command -p date +%s.%N); fi
@@ -96,13 +112,15 @@ __rr_signal() {
 }
 
 # Wake the command's own channel and every registered waiter's channel (several in one tmux
-# call). Safe under the user's failglob/nullglob. $2: the end notice (see __rr_fin).
+# call). Safe under the user's failglob/nullglob. $2: the end notice (see __rr_fin); $3: the
+# command's notice secret, part of its channel's and its window name's first word (only the
+# engine that started it knows it: a name or channel without it ends nothing).
 __rr_wake() {
-  local w fg=0
-  local -a a=(wait-for -S "rr-${1##*/}")
+  local w fg=0 k=${3:+-k$3}
+  local -a a=(wait-for -S "rr-${1##*/}$k")
   # Typed by an engine's control client (ctl.sh ARMONLY, a non-empty claim): its end is a
   # window rename, which that client sees, with the notice after the name's first word.
-  if [ -s "$1/claim" ]; then a=(rename-window -t "=$__rr_sid:" "rq-${1##*/}${2:+ $2}"); fi
+  if [ -s "$1/claim" ]; then a=(rename-window -t "=$__rr_sid:" "rq-${1##*/}$k${2:+ $2}"); fi
   if [ -d "$1/waiters" ]; then
     \builtin shopt -q failglob && fg=1
     \builtin shopt -u failglob
@@ -149,7 +167,12 @@ __rr_fin() {
     *) n+=" $__rr_pwd0" ;;
     esac
   fi
-  __rr_wake "$d" "$n"
+  # The notice secret is for this end only: gone from the pane's file once read (a start that
+  # gave none, such as one from an older engine, then finds none).
+  __rr_key 4
+  if [ -n "$__rr_k" ]; then \builtin printf '' 2>/dev/null >|"/proc/$__rr_kp/fd/4"; fi
+  __rr_wake "$d" "$n" "$__rr_k"
+  __rr_k=
   if [ -n "${__rr_keep:-}" ]; then __rr_save; fi
   # Held (third argument) when the shell is ending: the next shell releases it once it is up,
   # so a command typed meanwhile can never land in the dying one.
@@ -228,15 +251,20 @@ __rr_read_cwd() {
 __rr_show_text() {
   local t
   IFS= \builtin read -r -d '' -N 4096 t <"$1/cmd.sh"
-  \builtin printf '\r\033[K$ %s\n\033]6973;rr-run;%s\a' "${t%$'\n'}" "${1##*/}"
+  __rr_key 3
+  \builtin printf '\r\033[K$ %s\n\033]6973;rr-run;%s%s\a' "${t%$'\n'}" "${__rr_k:+$__rr_k;}" "${1##*/}"
+  __rr_k=
 }
 
 # Show a finished command's output (capped) and how it ended. Builtins only: the terminal
 # stays at the shell. The output is framed by marks: `session read` has already put the
 # command's output in the transcript as it came, and leaves this copy out.
 __rr_show() {
-  local d=$1 code=$2 f t n
-  \builtin printf '\033]6973;rr-end;%s\a' "${d##*/}"
+  local d=$1 code=$2 f t n m
+  __rr_key 3
+  m=${__rr_k:+$__rr_k;}
+  __rr_k=
+  \builtin printf '\033]6973;rr-end;%s%s\a' "$m" "${d##*/}"
   for f in stdout stderr; do
     [ -s "$d/$f" ] || continue
     IFS= \builtin read -r -d '' -N 65537 t <"$d/$f"
@@ -250,7 +278,7 @@ __rr_show() {
     [ "${t: -1}" = $'\n' ] || \builtin printf '\n'
     if [ "$n" -gt 0 ] 2>/dev/null; then \builtin printf '[... about %s more bytes in the command log]\n' "$n"; fi
   done
-  \builtin printf '\033]6973;rr-shown;%s\a' "${d##*/}"
+  \builtin printf '\033]6973;rr-shown;%s%s\a' "$m" "${d##*/}"
   if [ "$code" != 0 ]; then \builtin printf '[exit %s]\n' "$code"; fi
 }
 
@@ -258,6 +286,7 @@ case ${1-} in
 replaced)
   # The first prompt of a bash that replaced the session shell: the command that ran `exec` is
   # over; record it, and take this shell as the session shell from now on.
+  __rr_kp=$PPID
   __rr_o=
   read -r __rr_o 2>/dev/null <"$__rr_sdir/busy"
   if [ -n "$__rr_o" ] && [ -e "$__rr_cdir/$__rr_o/started" ] && [ ! -s "$__rr_cdir/$__rr_o/exit" ]; then
@@ -317,18 +346,27 @@ pane)
   # Job control: each shell gets the terminal as its own process group, and this loop takes the
   # terminal back when one dies, so the next one can have it.
   set -m
+  # The secrets (see the top of this file), open here under no name from now on; no session
+  # shell gets these descriptors.
+  if [ -f "$__rr_sdir/marks.key" ] && [ -f "$__rr_sdir/notice.key" ] \
+    && exec 3<"$__rr_sdir/marks.key" 4<"$__rr_sdir/notice.key"; then
+    \command -p rm -f -- "$__rr_sdir/marks.key" "$__rr_sdir/notice.key"
+    __rr_kp=$$
+    printf '%s\n' "$$" >|"$__rr_sdir/pane.pid"
+  fi
   __rr_starts=0
   __rr_since=$SECONDS
   while :; do
-    "$BASH" --noprofile --rcfile "$__rr_sdir/rr.sh" -i
+    "$BASH" --noprofile --rcfile "$__rr_sdir/rr.sh" -i 3<&- 4<&-
     __rr_s=$?
     __rr_o=
     read -r __rr_o 2>/dev/null <"$__rr_sdir/busy"
-    # The lock's owner ended with its shell, unless its exit file holds an exit line: one the
-    # command wrote over itself (garbage) is replaced by the truth.
+    # The lock's owner ended with its shell, unless its exit file holds an exit line (as
+    # ctl.sh rr_ended reads one): one the command wrote over itself (garbage, or a line that
+    # only starts like one) is replaced by the truth.
     __rr_e=
     if [ -n "$__rr_o" ]; then read -r __rr_e 2>/dev/null <"$__rr_cdir/$__rr_o/exit"; fi
-    if [ -n "$__rr_o" ] && [[ $__rr_e != "code="*" how="*" state="* ]]; then
+    if [ -n "$__rr_o" ] && ! [[ $__rr_e =~ ^code=[0-9]+\ how=[a-z_]+\ state=[a-z_]+(\ |$) ]]; then
       __rr_cur=$__rr_cdir/$__rr_o
       __rr_lock=1
       if [ ! -e "$__rr_cur/started" ]; then
@@ -397,6 +435,8 @@ pane)
   fi
   \builtin printf '%s\n' "$$" >|"$__rr_sdir/shell.pid"
   export __rr_shell_pid=$$
+  # The pane process, which holds the secrets (a shell it did not start has none).
+  if [ -s "$__rr_sdir/pane.pid" ]; then __rr_kp=$PPID; fi
   read -r __rr_comm <"/proc/$$/comm" && \builtin printf '%s\n' "$__rr_comm" >|"$__rr_sdir/shell.comm"
   # How this shell was started: a command that replaces it (`exec bash`) changes it.
   \builtin mapfile -d '' __rr_argv <"/proc/$$/cmdline" && { \builtin printf '%s ' "${__rr_argv[@]}"; \builtin printf '\n'; } >|"$__rr_sdir/shell.cmdline"

@@ -45,6 +45,26 @@ pub struct CommandState {
     pub screen_line: Option<String>,
 }
 
+/// Whether `line` is an exit line as the session shell and the control script write it, and as
+/// they read it (ctl.sh `rr_ended`): `code=<number> how=<word> state=<word>`, then anything.
+/// A command can write its own exit file; `code=x how= state=` is not an end.
+pub fn is_exit_line(line: &str) -> bool {
+    let mut words = line.split(' ');
+    let mut field = |name: &str| {
+        words
+            .next()
+            .and_then(|w| w.strip_prefix(name))
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+    };
+    let (Some(code), Some(how), Some(state)) = (field("code="), field("how="), field("state="))
+    else {
+        return false;
+    };
+    let word = |w: &str| w.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
+    code.bytes().all(|b| b.is_ascii_digit()) && word(&how) && word(&state)
+}
+
 /// Parse the output of the control script's `report` (anything before `@report` is ignored).
 pub fn parse(out: &ExecOutput) -> Result<CommandState> {
     let text = out.stdout_lossy();
@@ -138,6 +158,27 @@ pub fn parse(out: &ExecOutput) -> Result<CommandState> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exit_lines_are_strict() {
+        for good in [
+            "code=0 how=normal state=done ended=1.5",
+            "code=137 how=shell_killed state=done",
+        ] {
+            assert!(is_exit_line(good), "{good}");
+        }
+        for bad in [
+            "code=x how=y state=z",
+            "code= how=normal state=done",
+            "code=0 how=Normal state=done",
+            "code=-1 how=normal state=done",
+            "code=0  how=normal state=done",
+            "code=0 how=normal",
+            "garbage",
+        ] {
+            assert!(!is_exit_line(bad), "{bad}");
+        }
+    }
     use crate::transport::ExitStatus;
 
     fn out(s: &str) -> ExecOutput {

@@ -110,7 +110,10 @@ macro_rules! every_test {
             hostile_dir_names_are_data,
             cwd_control_characters_are_data,
             garbled_exit_file_is_not_a_lost_session,
+            exit_line_lookalike_is_not_a_lost_session,
             typed_commands_use_the_control_client,
+            forged_marks_in_output_are_text,
+            forged_end_notices_end_nothing,
         );
     };
 }
@@ -2063,6 +2066,149 @@ pub async fn garbled_exit_file_is_not_a_lost_session(t: Arc<Remote>, dir: &str) 
     b.finish().await;
 }
 
+/// Issue 42, item 10: a command writes a line that starts like an exit line but is not one
+/// (`code=x`) into its own exit file, then kills its shell. The session shell's pane records
+/// the truth; the session, whose pane runs a fresh shell, is never recorded lost.
+pub async fn exit_line_lookalike_is_not_a_lost_session(t: Arc<Remote>, dir: &str) {
+    let b = bed(t, dir).await;
+    for garbage in ["code=x how=y state=z", "code= how=normal state=done"] {
+        let killed = try_run(
+            &b.engine,
+            b.sid(),
+            &format!("printf '{garbage}\\n' > \"$__rr_cur/exit\"; kill -9 $$"),
+            ExecRequest::wait(),
+        )
+        .await;
+        let session = b.engine.session_show(b.sid()).unwrap();
+        assert_eq!(
+            session.status,
+            SessionStatus::Active,
+            "{killed:?} {session:?}"
+        );
+        let rec = killed.unwrap();
+        assert_eq!(
+            (rec.status, rec.exit_code, rec.end_reason.as_deref()),
+            (CommandStatus::Failed, Some(137), Some("shell_killed")),
+            "{garbage}: {rec:?}"
+        );
+        assert_eq!(b.run("echo next").await.stdout, "next\n");
+    }
+    b.finish().await;
+}
+
+/// Issue 42, item 7: output that holds the session shell's terminal marks (a file the command
+/// prints) is text: `session read` still shows that
+/// command's `[exit N]`, the next command's `$ ...` line, and the next command's output after
+/// it, never as the first one's.
+pub async fn forged_marks_in_output_are_text(t: Arc<Remote>, dir: &str) {
+    let b = bed(t, dir).await;
+    b.run("printf 'one\\033]6973;rr-run;X\\a\\033]6973;rr-end;X\\a two\\n' > marks.txt")
+        .await;
+    let rec = b.run("cat marks.txt; (exit 3)").await;
+    assert_eq!(rec.exit_code, Some(3), "{rec:?}");
+    let next = b.run("echo next-output").await;
+    assert_eq!(next.stdout, "next-output\n", "{next:?}");
+    let chunk = read_until(&b, 0, "\nnext-output\n").await;
+    let text = chunk.text.replace('\r', "");
+    let first = text
+        .find("$ cat marks.txt")
+        .expect("the first command's line");
+    let exit = text[first..].find("[exit 3]\n").map(|i| first + i);
+    let line = text.find("$ echo next-output\n");
+    let out = text.rfind("\nnext-output\n");
+    assert!(
+        matches!((exit, line, out), (Some(e), Some(l), Some(o)) if e < l && l < o),
+        "[exit 3], then the next command's line, then its output: {text:?}"
+    );
+    assert!(text[first..].contains(" two\n"), "{text:?}");
+    b.finish().await;
+}
+
+/// Until the session's commands are typed through its kept control client (it attaches in the
+/// background after the first command).
+async fn until_typed(b: &Bed) {
+    let begun = Instant::now();
+    loop {
+        let rec = b.run("true").await;
+        let path = format!("{}/claim", rec.remote_state_dir);
+        if b.sh(&format!("cat -- {}", q(&path))).await == "typed" {
+            return;
+        }
+        assert!(
+            begun.elapsed() < Duration::from_secs(30),
+            "no command was typed through a control client"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Issue 42, item 8: a background process left by an earlier command reads the running
+/// command's id from the session's `busy` file and writes end notices for it to the terminal
+/// (a control client's window name saying "exit 0, no output", and the wait-for wake name),
+/// over and over; the command itself does the same to /dev/tty. Neither ends a command: each
+/// reports its own exit code and output, and its record says so. With and without a kept
+/// control client.
+pub async fn forged_end_notices_end_nothing(t: Arc<Remote>, dir: &str) {
+    const FORGE: &str = "printf '\\033krq-%s 0 normal done 1.0 1.0 00\\033\\\\' \"$id\" >/dev/tty; \
+                         printf '\\033krr-%s\\033\\\\' \"$id\" >/dev/tty";
+    for typed in [false, true] {
+        let mut o = options(Vec::new());
+        o.terminal_clients = typed;
+        let b = bed_with(t.clone(), dir, o).await;
+        if typed {
+            until_typed(&b).await;
+        }
+        let stop = format!("{dir}/stray-stop-{}", b.sid());
+        b.run(&format!(
+            "(exec >/dev/null 2>&1 </dev/null; n=0; \
+             while [ ! -e {stop} ] && [ $n -lt 1500 ]; do n=$((n+1)); \
+             id=$(cat \"$__rr_sdir/busy\" 2>/dev/null); \
+             if [ -n \"$id\" ]; then {FORGE}; fi; sleep 0.02; done) &",
+            stop = q(&stop)
+        ))
+        .await;
+        for i in 0..3 {
+            let rec = b.run(&format!("sleep 0.5; echo real-{i}; (exit 7)")).await;
+            assert_eq!(
+                (rec.status, rec.exit_code, rec.stdout.as_str()),
+                (
+                    CommandStatus::Failed,
+                    Some(7),
+                    format!("real-{i}\n").as_str()
+                ),
+                "typed={typed}: {rec:?}"
+            );
+            let kept = b
+                .engine
+                .command_wait(b.sid(), &rec.command_id, Duration::from_secs(5))
+                .await
+                .unwrap();
+            assert_eq!(
+                (kept.status, kept.exit_code, kept.stdout.as_str()),
+                (
+                    CommandStatus::Failed,
+                    Some(7),
+                    format!("real-{i}\n").as_str()
+                ),
+                "typed={typed}: the record: {kept:?}"
+            );
+        }
+        b.sh(&format!("touch {}", q(&stop))).await;
+        let rec = b
+            .run(&format!(
+                "id=$(cat \"$__rr_sdir/busy\"); {FORGE}; sleep 0.5; echo self-real; (exit 5)"
+            ))
+            .await;
+        assert_eq!(
+            (rec.status, rec.exit_code, rec.stdout.as_str()),
+            (CommandStatus::Failed, Some(5), "self-real\n"),
+            "typed={typed}: {rec:?}"
+        );
+        assert_eq!(b.run("echo after").await.stdout, "after\n");
+        b.finish().await;
+    }
+}
+
 // ---------------------------------------------------------------- interactive programs (send)
 
 /// A wait-mode command left running (its wait bounded at 1 s), for `session_send` cases.
@@ -2710,9 +2856,10 @@ pub async fn typed_commands_use_the_control_client(t: Arc<Remote>, dir: &str) {
     let rec = b.run("exit 4").await;
     assert_eq!(rec.exit_code, Some(4), "{rec:?}");
     assert_eq!(b.run("echo usable").await.stdout, "usable\n");
-    // A session started by an older version (its shell ends no command with a notice: no
-    // `notice` mark) has its commands started by the script, with the client kept.
-    let mark = format!("{}/notice", b.session.remote_state_dir);
+    // A session started by an older version (its shell ends no command with a secret notice:
+    // no `pane.pid` of a pane process holding the secrets) has its commands started by the
+    // script, with the client kept.
+    let mark = format!("{}/pane.pid", b.session.remote_state_dir);
     b.sh(&format!("rm -- {}", q(&mark))).await;
     let untyped = [
         ("echo old; (exit 5)", 5, "old\n"),

@@ -69,6 +69,28 @@ struct State {
     skipping: Option<String>,
     /// The output cap was reached: nothing more is added.
     capped: bool,
+    /// The command of the last `rr-run` mark taken: a run mark must name a newer one. The
+    /// machine's transcript file holds past marks, secret and all; a command that prints it
+    /// replays only marks of commands that are over.
+    #[serde(default)]
+    last_run: Option<String>,
+}
+
+/// Command ids end in a v7 UUID (`cmd_<32 hex digits>`), which orders them by creation time.
+fn id_time(id: &str) -> Option<&str> {
+    let tail = id.rsplit('_').next()?;
+    (tail.len() == 32 && tail.bytes().all(|b| b.is_ascii_hexdigit())).then_some(tail)
+}
+
+/// `id` names a command created after `last` (ids of another shape: any other id).
+fn is_newer(id: &str, last: Option<&str>) -> bool {
+    match last {
+        None => true,
+        Some(last) => match (id_time(id), id_time(last)) {
+            (Some(a), Some(b)) => a > b,
+            _ => id != last,
+        },
+    }
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -220,6 +242,8 @@ struct Composer<'a> {
     file: File,
     st: State,
     cap: u64,
+    /// The session's mark secret (`None`: a session started by an older version).
+    mark_key: Option<String>,
 }
 
 impl<'a> Composer<'a> {
@@ -267,6 +291,7 @@ impl<'a> Composer<'a> {
             file,
             st,
             cap,
+            mark_key: super::load_mark_key(Path::new(&rec.log_dir_local)),
         })
     }
 
@@ -343,6 +368,25 @@ impl<'a> Composer<'a> {
         Ok(self.t.stat(path).await?.map_or(0, |s| s.size))
     }
 
+    /// A run mark names a command to take: newer than the last one taken, and started (its
+    /// `started` file is written just before the mark). A replayed mark names a command that is
+    /// over; one made up names no command.
+    async fn is_new_run(&self, id: &str) -> Result<bool> {
+        if !is_newer(id, self.st.last_run.as_deref()) {
+            return Ok(false);
+        }
+        // A command the engine recorded as ended (output in the local logs) was started: no
+        // round trip, and it counts even after the machine pruned its directory.
+        if ended_locally(self.log_dir, id).is_some() {
+            return Ok(true);
+        }
+        Ok(self
+            .t
+            .stat(&self.command_file(id, "started"))
+            .await?
+            .is_some())
+    }
+
     /// The command's output sizes, then (after them) its `inputs` lines not yet used. A command
     /// that has ended with its output in the local logs is read from there: no round trip (a
     /// first read after thousands of commands stays quick), and output the machine has pruned
@@ -405,8 +449,13 @@ impl<'a> Composer<'a> {
             if let Some(skip) = &self.st.skipping {
                 // Until its `rr-shown` (a next command's `rr-run` too: a shell that died while
                 // showing the copy never printed it).
-                match find_mark(buf, pos) {
-                    Some((s, _, Mark::Run(_))) => {
+                let found = find_mark(buf, pos, self.mark_key.as_deref());
+                let run = match &found {
+                    Some((_, _, Mark::Run(id))) => self.is_new_run(id).await?,
+                    _ => false,
+                };
+                match found {
+                    Some((s, _, Mark::Run(_))) if run => {
                         pos = s;
                         self.st.skipping = None;
                     }
@@ -419,7 +468,11 @@ impl<'a> Composer<'a> {
                 }
                 continue;
             }
-            let mark = find_mark(buf, pos);
+            let mark = find_mark(buf, pos, self.mark_key.as_deref());
+            let run = match &mark {
+                Some((_, _, Mark::Run(id))) => self.is_new_run(id).await?,
+                _ => false,
+            };
             // The next input typed into the running command, as an offset into `buf`.
             let input = self
                 .st
@@ -444,7 +497,9 @@ impl<'a> Composer<'a> {
                     self.emit_raw(&buf[pos..s])?;
                     pos = e;
                     match mark {
+                        Mark::Run(_) if !run => {}
                         Mark::Run(id) => {
+                            self.st.last_run = Some(id.clone());
                             if let Some(prev) = self.st.cur.take() {
                                 self.finish(prev).await?;
                             }
@@ -637,6 +692,7 @@ mod tests {
             }))
             .unwrap();
             std::fs::create_dir_all(dir.path().join("c/cmd_a")).unwrap();
+            std::fs::write(dir.path().join("c/cmd_a/started"), "started=1\n").unwrap();
             Bed {
                 dir,
                 rec,
@@ -717,6 +773,43 @@ mod tests {
         assert_eq!(b.read(1 << 20).await.0, text);
     }
 
+    /// A keyed session: marks without its secret are the command's output, and marks with it
+    /// that a command replays (it printed the machine's transcript file) name commands that
+    /// are over: neither ends the copy early nor starts a command, so the `[exit N]` and the
+    /// next command's line stay, and the next command's output is its own.
+    #[tokio::test]
+    async fn forged_and_replayed_marks_are_left_out_as_output() {
+        let b = Bed::new();
+        super::super::save_mark_key(b.dir.path(), "00ff").unwrap();
+        let a = "cmd_01a2522000000000000000000000000a";
+        let n = "cmd_01a2522000000000000000000000000b";
+        for id in [a, n] {
+            std::fs::create_dir_all(b.dir.path().join(format!("c/{id}"))).unwrap();
+            b.append(&format!("c/{id}/started"), b"started=1\n");
+        }
+        b.append(&format!("c/{a}/stdout"), b"out-a\n");
+        b.append(&format!("c/{n}/stdout"), b"out-n\n");
+        let copy = format!(
+            "\x1b]6973;rr-run;X\x07\x1b]6973;rr-end;X\x07\x1b]6973;rr-run;00ff;{a}\x07\
+             \x1b]6973;rr-end;00ff;{a}\x07out-a\n"
+        );
+        b.append(
+            "raw",
+            format!(
+                "\r\x1b[K$ cat f\n\x1b]6973;rr-run;00ff;{a}\x07\x1b]6973;rr-end;00ff;{a}\x07{copy}\
+                 \x1b]6973;rr-shown;00ff;{a}\x07[exit 3]\n$ \r\x1b[K$ echo n\n\
+                 \x1b]6973;rr-run;00ff;{n}\x07\x1b]6973;rr-end;00ff;{n}\x07out-n\n\
+                 \x1b]6973;rr-shown;00ff;{n}\x07$ "
+            )
+            .as_bytes(),
+        );
+        let (text, _) = b.read(1 << 20).await;
+        assert_eq!(
+            text,
+            "\r\x1b[K$ cat f\nout-a\n[exit 3]\n$ \r\x1b[K$ echo n\nout-n\n$ "
+        );
+    }
+
     /// Past the cap: the first bytes, a note naming the machine's transcript, and no more.
     #[tokio::test]
     async fn the_local_transcript_is_capped() {
@@ -738,9 +831,9 @@ mod tests {
     }
 
     /// Commands the machine pruned before the first read: one whose output is in the local logs
-    /// is spliced from there (no round trip); one whose output is nowhere says so.
-    #[tokio::test]
-    async fn pruned_commands_come_from_the_local_logs_or_say_they_are_gone() {
+    /// is spliced from there (no round trip); one of which nothing is left anywhere is shown as
+    /// the terminal showed it (the session shell's own copy of its output), never dropped.
+    async fn pruned_commands_come_from_the_local_logs_or_the_terminal_copy() {
         let b = Bed::new();
         let dir = b.dir.path();
         for (id, out) in [("cmd_a", "a-out\n"), ("cmd_b", "b-out\n")] {
@@ -766,8 +859,7 @@ mod tests {
         let (text, _) = b.read(1 << 20).await;
         assert_eq!(
             text,
-            "$ echo\na-out\n[exit 0]\n$ echo\n[the output of command cmd_b is not here: the \
-             machine no longer has it and it is not in the local logs]\n[exit 0]\n"
+            "$ echo\na-out\n[exit 0]\n$ echo\nb-out\n[exit 0]\n"
         );
     }
 }
