@@ -833,6 +833,7 @@ mod tests {
     /// Commands the machine pruned before the first read: one whose output is in the local logs
     /// is spliced from there (no round trip); one of which nothing is left anywhere is shown as
     /// the terminal showed it (the session shell's own copy of its output), never dropped.
+    #[tokio::test]
     async fn pruned_commands_come_from_the_local_logs_or_the_terminal_copy() {
         let b = Bed::new();
         let dir = b.dir.path();
@@ -857,9 +858,6 @@ mod tests {
             }
         }
         let (text, _) = b.read(1 << 20).await;
-        assert_eq!(
-            text,
-            "$ echo\na-out\n[exit 0]\n$ echo\nb-out\n[exit 0]\n"
-        );
+        assert_eq!(text, "$ echo\na-out\n[exit 0]\n$ echo\nb-out\n[exit 0]\n");
     }
 }
