@@ -25,7 +25,12 @@ use crate::provider_host::provider_binary;
 use crate::report::{BenchResult, Measurement, Side};
 
 pub fn run(ctx: &Ctx) -> Result<BenchResult> {
-    let n = ctx.cfg.pick(100, 20);
+    // RR_BENCH_CHATS=N times another crowd size (how the figures grow with it).
+    let n = std::env::var("RR_BENCH_CHATS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(ctx.cfg.pick(100, 20));
     let bed = ctx.bed;
     let remote = bed.remote_dir("chats")?;
     let state = bed.local_dir("chats-state")?;
@@ -70,12 +75,21 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
             }
         })
     };
+    // RR_BENCH_CHATS_SPREAD_S=S starts them evenly over S seconds instead of at once.
+    let spread = std::env::var("RR_BENCH_CHATS_SPREAD_S")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .map_or(Duration::ZERO, Duration::from_secs_f64);
     let started = Instant::now();
-    let (outcomes, servers) = chats::run_chats_watching(plan, Duration::ZERO, |_| {
-        // Every chat between its turns and its close: the account's tmux servers.
-        processes_of(uid)
+    let (outcomes, servers) = chats::run_chats_watching(plan, spread, |sessions| {
+        // Every chat between its turns and its close: the tmux servers of their sessions.
+        let all = processes_of(uid);
+        sessions
             .iter()
-            .filter(|(_, c)| c.contains(" new-session ") && c.contains("/rr.sh pane"))
+            .filter(|s| {
+                all.iter()
+                    .any(|(_, c)| c.contains(" new-session ") && c.contains(&format!("-s {s} ")))
+            })
             .count()
     });
     let wall = started.elapsed();
@@ -105,9 +119,14 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
     let mut result = BenchResult::new(
         "chats",
         format!(
-            "{n} BotMux chats started at once on one machine account (one provider process and \
-             SSH connection each, terminal view on): hello, start, 5 turns, cancel, SIGTERM \
-             with stdin open"
+            "{n} BotMux chats started {} on one machine account (one provider process and SSH \
+             connection each, terminal view on): hello, start, 5 turns, cancel, SIGTERM with \
+             stdin open",
+            if spread.is_zero() {
+                "at once".to_string()
+            } else {
+                format!("over {:.0} s", spread.as_secs_f64())
+            }
         ),
     );
     result.push(Measurement::new(
@@ -130,9 +149,10 @@ pub fn run(ctx: &Ctx) -> Result<BenchResult> {
         turns.len()
     ));
     result.notes.push(format!(
-        "SSH connections at once: at most {}; tmux servers while every chat was live: {servers} \
-         (one per session)",
-        peak_connections.load(Ordering::SeqCst)
+        "SSH connections at once: at most {}; sessions with a tmux server of their own while \
+         every chat was live: {servers} of {}",
+        peak_connections.load(Ordering::SeqCst),
+        sessions.len()
     ));
     if !rss.is_empty() {
         let mean = rss.iter().sum::<u64>() as f64 / rss.len() as f64 / 1024.0;

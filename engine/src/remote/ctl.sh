@@ -33,14 +33,16 @@ rr_read_params() {
 # ---------------------------------------------------------------- ownership (StrictModes-like)
 
 # rr_secure PATH: PATH is ours (or root's) and no one else can write to it, unless it is a
-# root-owned sticky directory such as /tmp. Prints the reason and returns 1 otherwise.
+# root-owned sticky directory such as /tmp. Otherwise sets rr_why to the reason and returns 1.
+# Sets rr_owner to PATH's owner uid. One `ls` process; the account's uid is looked up once.
 rr_secure() {
-  rr_ls=$(LC_ALL=C ls -ldn -- "$1" 2>/dev/null) || { echo "$1 does not exist"; return 1; }
+  rr_ls=$(LC_ALL=C ls -ldn -- "$1" 2>/dev/null) || { rr_why="$1 does not exist"; return 1; }
   # shellcheck disable=SC2086 # split the ls line into fields
   set -- "$1" $rr_ls
-  rr_uid=$(id -u)
+  rr_owner=$4
+  [ -n "${rr_uid-}" ] || rr_uid=$(id -u)
   if [ "$4" != "$rr_uid" ] && [ "$4" != 0 ]; then
-    echo "$1 is owned by uid $4, not by you (uid $rr_uid)"
+    rr_why="$1 is owned by uid $4, not by you (uid $rr_uid)"
     return 1
   fi
   case $2 in
@@ -48,7 +50,7 @@ rr_secure() {
   esac
   case $2 in
   ?????w* | ????????w*)
-    echo "$1 is writable by other users (mode $2)"
+    rr_why="$1 is writable by other users (mode $2)"
     return 1
     ;;
   esac
@@ -56,16 +58,27 @@ rr_secure() {
 }
 
 # rr_secure_chain PATH: PATH and every directory above it pass rr_secure; PATH must be ours.
+# Otherwise sets rr_why and returns 1. A directory already found secure by this process is not
+# looked at again (rr_checked): preparing a machine checks four paths with one chain above them.
 rr_secure_chain() {
   rr_p=$1
-  rr_why=$(rr_secure "$rr_p") || { echo "$rr_why"; return 1; }
-  # shellcheck disable=SC2012 # the owner's uid of one known path
-  rr_o=$(LC_ALL=C ls -ldn -- "$rr_p" | { read -r _ _ u _; echo "$u"; })
-  if [ "$rr_o" != "$(id -u)" ]; then echo "$rr_p is not owned by you"; return 1; fi
+  rr_secure "$rr_p" || return 1
+  if [ "$rr_owner" != "$rr_uid" ]; then rr_why="$rr_p is not owned by you"; return 1; fi
+  rr_checked="${rr_checked:-
+}$rr_p
+"
   while [ "$rr_p" != / ] && [ -n "$rr_p" ]; do
     rr_p=${rr_p%/*}
     [ -n "$rr_p" ] || rr_p=/
-    rr_why=$(rr_secure "$rr_p") || { echo "$rr_why"; return 1; }
+    case $rr_checked in
+    *"
+$rr_p
+"*) return 0 ;;
+    esac
+    rr_secure "$rr_p" || return 1
+    rr_checked="${rr_checked:-
+}$rr_p
+"
   done
   return 0
 }
@@ -88,7 +101,7 @@ rr_user_shell() {
 rr_prepare() {
   mkdir -p -- "$RR_ROOT/sessions" "$RR_ROOT/lib" 2>/dev/null
   for rr_d in "$RR_ROOT" "$RR_ROOT/sessions" "$RR_ROOT/lib" "$RR_ROOT/lib/$RR_CTL"; do
-    if ! rr_why=$(rr_secure_chain "$rr_d"); then
+    if ! rr_secure_chain "$rr_d"; then
       echo "@insecure $rr_why"
       exit 0
     fi
@@ -273,7 +286,7 @@ rr_fast_wake() {
 rr_start_session() {
   if [ ! -d "$CWD" ]; then echo @nocwd; exit 0; fi
   mkdir -p -- "$CD" || exit 3
-  if ! rr_why=$(rr_secure_chain "$SD"); then echo "@insecure $rr_why"; exit 0; fi
+  if ! rr_secure_chain "$SD"; then echo "@insecure $rr_why"; exit 0; fi
   cat >"$SD/rr.sh" || exit 3
   # This session's shell ends a command whose claim says `typed` with a window-rename notice
   # (ARMONLY below); a session started by an older version has no such mark.
