@@ -60,24 +60,8 @@ fn many_sessions_at_once(bed: &Bed) {
         SESSIONS * COMMANDS
     );
     if let Some(sshd) = bed.sshd() {
-        // Nothing of the destroyed sessions is left on the machine: no tmux server, control
-        // client or shell names them, and their directories are gone.
-        let ids = sessions.into_inner().unwrap();
-        let root = home_of(sshd.user())
-            .expect("the login user's home")
-            .join(".local/state/remote-runner/sessions");
-        session_bed::eventually("the sessions' processes and directories to go", || {
-            let ps = std::process::Command::new("ps")
-                .args(["-u", sshd.user(), "-o", "args="])
-                .output()
-                .unwrap();
-            let ps = String::from_utf8_lossy(&ps.stdout).into_owned();
-            let left: Vec<&String> = ids
-                .iter()
-                .filter(|id| ps.contains(id.as_str()) || root.join(id).exists())
-                .collect();
-            left.is_empty().then_some(())
-        });
+        // Nothing of the destroyed sessions is left on the machine.
+        session_bed::wait_sessions_gone(sshd, &sessions.into_inner().unwrap());
     }
 }
 both_machines!(many_sessions, many_sessions_at_once);
@@ -126,13 +110,4 @@ fn one_session(
         return Err(format!("destroy: {destroyed:?}"));
     }
     Ok(())
-}
-
-/// The home directory of `user` (from the passwd database).
-fn home_of(user: &str) -> Option<std::path::PathBuf> {
-    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
-    passwd.lines().find_map(|l| {
-        let f: Vec<&str> = l.split(':').collect();
-        (f.len() >= 6 && f[0] == user).then(|| std::path::PathBuf::from(f[5]))
-    })
 }

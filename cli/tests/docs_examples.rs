@@ -405,6 +405,9 @@ impl<'a> HelpWorld<'a> {
             ".local/share/bash-completion/completions",
             ".zfunc",
             ".config/fish/completions",
+            // `mcp --root ~/project --root ~/datasets`
+            "project",
+            "datasets",
         ] {
             std::fs::create_dir_all(home.join(dir)).unwrap();
         }
@@ -589,8 +592,8 @@ fn every_help_example_works_as_written() {
         ),
         (
             "session create --machine hpc",
-            &[9],
-            "the test bed's sshd has no Slurm controller",
+            &[0, 9],
+            "the test bed's sshd reaches a Slurm controller only while the Slurm tests' bed runs",
         ),
     ];
     let mut seen = 0;

@@ -270,25 +270,7 @@ fn crowd(bed: &Bed) {
         .map(|s| s.as_str().unwrap().to_string())
         .collect();
     assert_eq!(ids.len(), 40);
-    let home = std::fs::read_to_string("/etc/passwd")
-        .unwrap()
-        .lines()
-        .find_map(|l| {
-            let f: Vec<&str> = l.split(':').collect();
-            (f.len() >= 6 && f[0] == sshd.user()).then(|| std::path::PathBuf::from(f[5]))
-        })
-        .expect("the login user's home");
-    let root = home.join(".local/state/remote-runner/sessions");
-    session_bed::eventually("the sessions' processes and directories to go", || {
-        let ps = Command::new("ps")
-            .args(["-u", sshd.user(), "-o", "args="])
-            .output()
-            .unwrap();
-        let ps = String::from_utf8_lossy(&ps.stdout).into_owned();
-        ids.iter()
-            .all(|id| !ps.contains(id.as_str()) && !root.join(id).exists())
-            .then_some(())
-    });
+    session_bed::wait_sessions_gone(sshd, &ids);
 }
 
 both_machines!(mcp_crowd, crowd);

@@ -50,7 +50,7 @@ Examples:
   remote-runner mcp                                  # every configured machine, every tool
   remote-runner mcp --machine lab-gpu-01 --machine local
   remote-runner mcp --read-only --max-output-bytes 16384
-  remote-runner mcp --root ~/project --root /data/inputs   # local files only beneath these
+  remote-runner mcp --root ~/project --root ~/datasets     # local files only beneath these
   # Claude Code: claude mcp add remote-runner -- remote-runner mcp
 See docs/mcp.md for other clients and every tool.";
 

@@ -1050,7 +1050,8 @@ async def crowd(n, at_once):
             return sid
 
     async with server() as s:
-        sids = await asyncio.gather(*(one(s, i) for i in range(n)))
+        # Bounded: a hang fails the check instead of stalling the suite.
+        sids = await asyncio.wait_for(asyncio.gather(*(one(s, i) for i in range(n))), 600)
     check(not slow, f"every command's end seen within 25 s ({slow})")
     check(len(set(sids)) == n, f"{n} distinct sessions created and destroyed")
     print(json.dumps({"sessions": sids}))

@@ -299,3 +299,28 @@ pub fn assert_fields(v: &Value, names: &[&str]) {
 pub fn read(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
 }
+
+/// Wait (bounded by [`DEADLINE`]) until nothing of the sessions `ids` is left on the bed's
+/// machine: no process of its login user names one (tmux server, control client, shell) and no
+/// session directory remains under the user's state root.
+pub fn wait_sessions_gone(sshd: &Sshd, ids: &[String]) {
+    let home = std::fs::read_to_string("/etc/passwd")
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            (f.len() >= 6 && f[0] == sshd.user()).then(|| PathBuf::from(f[5]))
+        })
+        .expect("the login user's home");
+    let root = home.join(".local/state/remote-runner/sessions");
+    eventually("the sessions' processes and directories to go", || {
+        let ps = Command::new("ps")
+            .args(["-u", sshd.user(), "-o", "args="])
+            .output()
+            .unwrap();
+        let ps = String::from_utf8_lossy(&ps.stdout).into_owned();
+        ids.iter()
+            .all(|id| !ps.contains(id.as_str()) && !root.join(id).exists())
+            .then_some(())
+    });
+}

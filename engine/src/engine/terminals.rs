@@ -16,6 +16,12 @@ use crate::tmux::{TerminalClient, TmuxDriver};
 /// How long a session whose client could not attach goes without one.
 const RETRY_AFTER: Duration = Duration::from_secs(60);
 
+/// Most clients kept (attached or attaching) at once. Each holds an SSH channel for as long as
+/// it lives, and a connection has only `MaxSessions` (10 by default) of them, shared with every
+/// call: an engine driving many sessions at once keeps clients for the first ones and runs the
+/// others' commands as without one.
+const MAX_CLIENTS: usize = 8;
+
 enum Slot {
     Attaching,
     Ready(Arc<TerminalClient>),
@@ -44,6 +50,17 @@ impl Terminals {
             Some(Slot::Attaching) => return None,
             Some(Slot::Refused(at)) if at.elapsed() < RETRY_AFTER => return None,
             _ => {}
+        }
+        let kept = slots
+            .values()
+            .filter(|s| match s {
+                Slot::Attaching => true,
+                Slot::Ready(c) => c.is_alive(),
+                Slot::Refused(_) => false,
+            })
+            .count();
+        if kept >= MAX_CLIENTS {
+            return None;
         }
         slots.insert(session_id.to_string(), Slot::Attaching);
         drop(slots);
