@@ -1096,11 +1096,15 @@ fn tmux_as_user(args: &[&str]) -> bool {
         .success()
 }
 
-/// `tmux -L <engine socket> ...` as the login user; whether it succeeded.
-fn engine_tmux_as_user(args: &[&str]) -> bool {
+/// `tmux -L <engine socket> ...` as the login user, for the engine session `engine` (each has a
+/// tmux server of its own, `<prefix>-<session id>`); whether it succeeded.
+fn engine_tmux_as_user(engine: &str, args: &[&str]) -> bool {
     Command::new("runuser")
         .args(["-u", remote_runner_testkit::TEST_USER, "--", "tmux", "-L"])
-        .arg(remote_runner_engine::engine::EngineOptions::default().tmux_socket)
+        .arg(format!(
+            "{}-{engine}",
+            remote_runner_engine::engine::EngineOptions::default().tmux_socket
+        ))
         .args(args)
         .env_remove("TMUX")
         .stderr(Stdio::null())
@@ -1581,11 +1585,10 @@ fn a_dead_tmux_session_is_an_error() {
     let sess = bed.session(&mount_id, "dies");
     let engine = engine_session_of(&bed, &sess);
     // Only the engine's tmux session: the `seed_` name, showing its pane, goes with it.
-    assert!(engine_tmux_as_user(&[
-        "kill-session",
-        "-t",
-        &format!("={engine}")
-    ]));
+    assert!(engine_tmux_as_user(
+        &engine,
+        &["kill-session", "-t", &format!("={engine}")]
+    ));
     let st = bed.ok(&["session", "status", "--session", &sess]);
     assert_eq!(st["status"], "error", "{st}");
     assert!(!tmux_sessions().contains(&format!("seed_{sess} {engine}")));
@@ -1614,11 +1617,10 @@ fn a_dead_tmux_session_is_an_error() {
     );
     assert_eq!(e["name"], "command_timeout");
     let engine = engine_session_of(&bed, &sess);
-    assert!(engine_tmux_as_user(&[
-        "kill-session",
-        "-t",
-        &format!("={engine}")
-    ]));
+    assert!(engine_tmux_as_user(
+        &engine,
+        &["kill-session", "-t", &format!("={engine}")]
+    ));
     let st = bed.ok(&["session", "status", "--session", &sess]);
     assert_eq!(st["status"], "error", "{st}");
     let e = bed.err(
@@ -1775,7 +1777,7 @@ fn an_unreachable_machine_mid_command_is_an_error() {
     assert_eq!(all["sessions"][0]["busy"], true, "{all}");
     // The machine is gone for good in this test: end its shell by hand.
     tmux_as_user(&["kill-session", "-t", &format!("=seed_{sess}")]);
-    engine_tmux_as_user(&["kill-session", "-t", &format!("={engine}")]);
+    engine_tmux_as_user(&engine, &["kill-session", "-t", &format!("={engine}")]);
 }
 
 /// A command that ended but whose log cannot be written locally: error 2008, and the command's
